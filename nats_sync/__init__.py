@@ -1,0 +1,76 @@
+"""nats_sync: a synchronous, threaded NATS client.
+
+Made for code that blocks: scripts, PySpark UDFs, WSGI apps. A reader thread parses
+server ops into per-subscription queues, a writer thread sends what publishers queue,
+and every call is safe from any thread::
+
+    import nats_sync
+
+    with nats_sync.connect("nats://127.0.0.1:4222") as nc:
+        sub = nc.subscribe("greet.*")
+        nc.publish("greet.joe", b"hello")
+        print(sub.next_msg(timeout=1.0).data)
+"""
+
+from nats_sync._version import __version__
+from nats_sync.client import Client, connect
+from nats_sync.errors import (
+    AuthorizationError,
+    BadHeaderError,
+    BadSubjectError,
+    BadSubscriptionError,
+    ConnectionClosedError,
+    ConnectionDrainingError,
+    ConnectionReconnectingError,
+    DrainTimeoutError,
+    Error,
+    FlushTimeoutError,
+    MaxPayloadError,
+    NatsConnectionError,
+    NoRespondersError,
+    NoServersError,
+    NotSupportedError,
+    OutboundBufferLimitError,
+    PermissionsViolationError,
+    ProtocolError,
+    SecureConnFailedError,
+    SecureConnRequiredError,
+    ServerError,
+    SlowConsumerError,
+    StaleConnectionError,
+    TimeoutError,
+)
+from nats_sync.msg import Msg
+from nats_sync.subscription import Subscription
+
+__all__ = [
+    "AuthorizationError",
+    "BadHeaderError",
+    "BadSubjectError",
+    "BadSubscriptionError",
+    "Client",
+    "ConnectionClosedError",
+    "ConnectionDrainingError",
+    "ConnectionReconnectingError",
+    "DrainTimeoutError",
+    "Error",
+    "FlushTimeoutError",
+    "MaxPayloadError",
+    "Msg",
+    "NatsConnectionError",
+    "NoRespondersError",
+    "NoServersError",
+    "NotSupportedError",
+    "OutboundBufferLimitError",
+    "PermissionsViolationError",
+    "ProtocolError",
+    "SecureConnFailedError",
+    "SecureConnRequiredError",
+    "ServerError",
+    "SlowConsumerError",
+    "StaleConnectionError",
+    "Subscription",
+    "TimeoutError",
+    "__version__",
+    "connect",
+]

@@ -1,0 +1,69 @@
+"""Every default and limit of nats_sync, as named constants, in one place.
+
+No logic lives here. Times are in seconds, sizes in bytes.
+"""
+
+from __future__ import annotations
+
+# --- connecting --------------------------------------------------------------------
+DEFAULT_PORT = 4222
+DEFAULT_URL = "nats://127.0.0.1:4222"
+DEFAULT_CONNECT_TIMEOUT = 2.0
+DEFAULT_INBOX_PREFIX = "_INBOX"
+
+# --- reconnect ---------------------------------------------------------------------
+DEFAULT_ALLOW_RECONNECT = True
+DEFAULT_MAX_RECONNECT_ATTEMPTS = 60
+DEFAULT_RECONNECT_TIME_WAIT = 2.0
+#: Upper bound of the default exponential backoff between reconnect attempts.
+MAX_RECONNECT_DELAY = 4.0
+#: Jitter added to each backoff delay: plain and TLS pools (TLS handshakes cost more).
+RECONNECT_JITTER = 0.1
+RECONNECT_JITTER_TLS = 1.0
+
+# --- keepalive ---------------------------------------------------------------------
+DEFAULT_PING_INTERVAL = 120.0
+DEFAULT_MAX_OUTSTANDING_PINGS = 2
+
+# --- buffers -----------------------------------------------------------------------
+#: Bytes of outgoing data the outbox holds (also the disconnect buffer).
+DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
+DEFAULT_SUB_PENDING_MSGS_LIMIT = 512 * 1024
+DEFAULT_SUB_PENDING_BYTES_LIMIT = 128 * 1024 * 1024
+#: Size of the reader thread's receive buffer.
+READ_BUFFER_SIZE = 256 * 1024
+#: Payloads at least this large go to the socket as their own buffer (no copy).
+LARGE_PAYLOAD_THRESHOLD = 4096
+#: How many buffers one ``sendmsg`` call takes at most (IOV_MAX is 1024 on Linux).
+MAX_IOVECS_PER_SEND = 256
+
+# --- timeouts ----------------------------------------------------------------------
+DEFAULT_REQUEST_TIMEOUT = 0.5
+DEFAULT_FLUSH_TIMEOUT = 10.0
+DEFAULT_DRAIN_TIMEOUT = 30.0
+DEFAULT_NEXT_MSG_TIMEOUT = 1.0
+DEFAULT_REQUEST_MAX_IN_FLIGHT = 1024
+#: How long ``close()`` waits for each of the client's threads to finish.
+THREAD_JOIN_TIMEOUT = 5.0
+#: Finished delivery threads are forgotten once this many are remembered.
+DELIVERY_THREAD_PRUNE_AT = 64
+#: How long ``close()`` lets the writer send what is queued before cutting the socket.
+CLOSE_FLUSH_TIMEOUT = 1.0
+
+# --- protocol limits ---------------------------------------------------------------
+#: Longest control line (op name and arguments) the parser accepts without a CRLF.
+MAX_CONTROL_LINE = 4096
+#: The server's default max_payload, assumed until INFO says otherwise.
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+#: Extra room over max_payload the parser allows for a message's header block.
+MAX_PAYLOAD_HEADROOM = 64 * 1024
+#: Largest message the parser accepts before any INFO (nats-server caps max_payload at 64 MiB).
+PARSER_MAX_MESSAGE_SIZE = 64 * 1024 * 1024 + MAX_PAYLOAD_HEADROOM
+#: Validated subjects kept to skip re-validation on hot publish paths.
+SUBJECT_CACHE_SIZE = 4096
+
+# --- status codes carried in HMSG headers ------------------------------------------
+STATUS_NO_RESPONDERS = 503
+STATUS_REQUEST_TIMEOUT = 408
+STATUS_NOT_FOUND = 404
+STATUS_CONTROL = 100

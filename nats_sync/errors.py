@@ -1,0 +1,293 @@
+"""The nats_sync exception hierarchy: one root, four families.
+
+Every error the library raises or reports to ``error_cb`` derives from :class:`Error`.
+The families group errors by what a caller can do about them:
+
+- :class:`NatsConnectionError`: the connection is closed, draining, reconnecting,
+  stale, could not be made, or cannot buffer more.
+- :class:`TimeoutError`: something did not happen in time (also a builtin
+  ``TimeoutError``, so ``except TimeoutError`` works without importing us).
+- :class:`ProtocolError`: the server sent bytes we cannot accept.
+- :class:`ServerError`: the server answered ``-ERR``.
+
+Errors about bad arguments (:class:`BadSubjectError`, :class:`BadHeaderError`,
+:class:`MaxPayloadError`) also derive from the builtin ``ValueError``.
+
+``str(err)`` reads ``"nats: <what>: <detail>"``. The detail is kept as the single
+positional argument, and extra fields are keyword-only attributes, so every error
+pickles and unpickles intact (Spark ships exceptions between processes).
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+
+__all__ = [
+    "AuthorizationError",
+    "BadHeaderError",
+    "BadSubjectError",
+    "BadSubscriptionError",
+    "ConnectionClosedError",
+    "ConnectionDrainingError",
+    "ConnectionReconnectingError",
+    "DrainTimeoutError",
+    "Error",
+    "FlushTimeoutError",
+    "MaxPayloadError",
+    "NatsConnectionError",
+    "NoRespondersError",
+    "NoServersError",
+    "NotSupportedError",
+    "OutboundBufferLimitError",
+    "PermissionsViolationError",
+    "ProtocolError",
+    "SecureConnFailedError",
+    "SecureConnRequiredError",
+    "ServerError",
+    "SlowConsumerError",
+    "StaleConnectionError",
+    "TimeoutError",
+    "server_error_from_description",
+]
+
+
+class Error(Exception):
+    """Root of every nats_sync error.
+
+    Args:
+        detail: what went wrong, in words; kept as ``args[0]``.
+    """
+
+    #: The words after ``"nats: "`` in ``str(err)``; each subclass names itself.
+    label = "error"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail)
+
+    @property
+    def detail(self) -> str:
+        """The detail given when the error was raised ("" when none)."""
+        return str(self.args[0]) if self.args and self.args[0] else ""
+
+    def __str__(self) -> str:
+        detail = self.detail
+        return f"nats: {self.label}: {detail}" if detail else f"nats: {self.label}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.detail!r})"
+
+
+# --- argument errors ---------------------------------------------------------------
+
+
+class BadSubjectError(Error, ValueError):
+    """A subject, reply subject or queue name breaks the NATS subject rules."""
+
+    label = "invalid subject"
+
+
+class BadHeaderError(Error, ValueError):
+    """A header name or value cannot be written in the NATS/1.0 header block."""
+
+    label = "invalid header"
+
+
+class MaxPayloadError(Error, ValueError):
+    """A message is larger than the server's ``max_payload``.
+
+    Raised by ``publish`` before anything is sent; also reported when the server
+    answers ``-ERR 'Maximum Payload Violation'``.
+    """
+
+    label = "maximum payload exceeded"
+
+
+class NotSupportedError(Error, NotImplementedError):
+    """An option or feature this version of nats_sync does not provide yet."""
+
+    label = "not supported"
+
+
+# --- connection family -------------------------------------------------------------
+
+
+class NatsConnectionError(Error):
+    """Family: the connection cannot carry out the call in its present state."""
+
+    label = "connection error"
+
+
+class ConnectionClosedError(NatsConnectionError):
+    """The client is closed (or was created in another process)."""
+
+    label = "connection closed"
+
+
+class ConnectionDrainingError(NatsConnectionError):
+    """The client or subscription is draining and takes no new work."""
+
+    label = "connection draining"
+
+
+class ConnectionReconnectingError(NatsConnectionError):
+    """The call needs a live connection and the client is reconnecting."""
+
+    label = "connection reconnecting"
+
+
+class NoServersError(NatsConnectionError):
+    """No server of the pool could be reached; ``__cause__`` holds the last error."""
+
+    label = "no servers available for connection"
+
+
+class StaleConnectionError(NatsConnectionError):
+    """The server stopped answering PINGs (more than ``max_outstanding_pings``)."""
+
+    label = "stale connection"
+
+
+class OutboundBufferLimitError(NatsConnectionError):
+    """The outgoing buffer holds ``pending_size`` bytes already; nothing was queued."""
+
+    label = "outbound buffer limit exceeded"
+
+
+class SecureConnRequiredError(NatsConnectionError):
+    """TLS is required by one side and not offered by the other."""
+
+    label = "secure connection required"
+
+
+class SecureConnFailedError(NatsConnectionError):
+    """The TLS handshake failed or the certificate was not trusted."""
+
+    label = "secure connection failed"
+
+
+# --- timeouts ----------------------------------------------------------------------
+
+
+class TimeoutError(Error, builtins.TimeoutError):
+    """Something did not happen in time; also a builtin ``TimeoutError``."""
+
+    label = "timeout"
+
+
+class FlushTimeoutError(TimeoutError):
+    """``flush()`` did not see the server's PONG in time."""
+
+    label = "flush timeout"
+
+
+class DrainTimeoutError(TimeoutError):
+    """``drain()`` did not finish within its timeout; the client was closed anyway."""
+
+    label = "drain timeout"
+
+
+# --- request-reply and consumers ---------------------------------------------------
+
+
+class NoRespondersError(Error):
+    """Nobody was subscribed to the request subject (a status 503 reply)."""
+
+    label = "no responders available for request"
+
+
+class SlowConsumerError(Error):
+    """A subscription's pending queue was full and a message was dropped.
+
+    Attributes:
+        subject: the subscription's subject.
+        sid: the subscription id.
+    """
+
+    label = "slow consumer, messages dropped"
+
+    def __init__(self, detail: str = "", *, subject: str = "", sid: int = 0) -> None:
+        super().__init__(detail)
+        self.subject = subject
+        self.sid = sid
+
+
+class BadSubscriptionError(Error):
+    """The subscription has ended (unsubscribed, drained or reached ``max_msgs``)."""
+
+    label = "subscription closed"
+
+
+# --- protocol and server errors ----------------------------------------------------
+
+
+class ProtocolError(Error):
+    """The server sent something that is not valid NATS protocol."""
+
+    label = "protocol error"
+
+
+class ServerError(Error):
+    """Family: the server answered ``-ERR``; ``detail`` holds its text, unquoted."""
+
+    label = "server error"
+
+
+class AuthorizationError(ServerError):
+    """The server refused the credentials (or they expired)."""
+
+    label = "authorization violation"
+
+
+class PermissionsViolationError(ServerError):
+    """The server refused a publish or subscribe for lack of permission.
+
+    Attributes:
+        operation: ``"publish"`` or ``"subscription"`` (``""`` if not stated).
+        subject: the subject the server named.
+        queue: the queue group the server named, or ``""``.
+    """
+
+    label = "permissions violation"
+
+    def __init__(
+        self, detail: str = "", *, operation: str = "", subject: str = "", queue: str = ""
+    ) -> None:
+        super().__init__(detail)
+        self.operation = operation
+        self.subject = subject
+        self.queue = queue
+
+
+_PERMISSION_RE = re.compile(r'(Publish|Subscription) to "?([^"\s]+)"?', re.IGNORECASE)
+_QUEUE_RE = re.compile(r'using queue "([^"]+)"', re.IGNORECASE)
+
+
+def server_error_from_description(description: str) -> Error:
+    """Maps a ``-ERR`` description to the matching error class.
+
+    Args:
+        description: the text after ``-ERR``, quotes already removed.
+
+    Returns:
+        An error instance; unknown texts become a plain :class:`ServerError`.
+    """
+    lowered = description.lower()
+    if "permissions violation" in lowered:
+        found = _PERMISSION_RE.search(description)
+        queue = _QUEUE_RE.search(description)
+        return PermissionsViolationError(
+            description,
+            operation=found.group(1).lower() if found else "",
+            subject=found.group(2) if found else "",
+            queue=queue.group(1) if queue else "",
+        )
+    if "authorization violation" in lowered or "authentication" in lowered:
+        return AuthorizationError(description)
+    if "maximum payload" in lowered:
+        return MaxPayloadError(description)
+    if "stale connection" in lowered:
+        return StaleConnectionError(description)
+    if "secure connection" in lowered and "tls required" in lowered:
+        return SecureConnRequiredError(description)
+    return ServerError(description)
