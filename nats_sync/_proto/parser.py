@@ -1,0 +1,270 @@
+"""The sans-IO parser of server ops: ``feed(bytes)``, then ``next_op()`` until None.
+
+How it works: no threads, no I/O, no clock. The reader thread owns one ``Parser`` and is
+the only caller. Fed chunks wait in a list and are joined into ``_buf`` only when the op
+at hand needs bytes beyond it, so a large payload that arrives in many reads is joined
+once, not once per read. A ``MSG``/``HMSG`` whose body has not fully arrived is kept as
+``_pending`` (its control line already consumed), so the line is never parsed twice.
+
+Bounds: a control line may be at most ``max_control_line`` bytes; a message body at most
+``max_message_size`` (raised as soon as the control line is read, before any payload is
+buffered); every step consumes input or returns None, so the parser cannot loop.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nats_sync._defaults import (
+    DEFAULT_MAX_PAYLOAD,
+    MAX_CONTROL_LINE,
+    MAX_PAYLOAD_HEADROOM,
+)
+from nats_sync._proto.headers import decode_headers
+from nats_sync._proto.ops import (
+    OK,
+    PING,
+    PONG,
+    ErrOp,
+    InfoOp,
+    MsgOp,
+    ServerOp,
+)
+from nats_sync.errors import ProtocolError
+
+_CRLF = b"\r\n"
+_MSG_PREFIX = b"MSG "
+
+
+def _shown(data: bytes, limit: int = 64) -> str:
+    """A short, printable rendering of raw bytes for error messages."""
+    return repr(data if len(data) <= limit else data[:limit] + b"...")
+
+
+def _size(field: bytes, what: str, op: str) -> int:
+    if not field.isdigit():
+        raise ProtocolError(f"{op} {what} must be a non-negative integer, got {_shown(field)}")
+    return int(field)
+
+
+def _text(field: bytes, what: str, op: str) -> str:
+    try:
+        return field.decode()
+    except UnicodeDecodeError:
+        raise ProtocolError(f"{op} {what} is not valid UTF-8: {_shown(field)}") from None
+
+
+class Parser:
+    """Turns the server's byte stream into :mod:`~nats_sync._proto.ops` values.
+
+    Args:
+        max_payload: the largest payload to accept; ``max_message_size`` becomes this
+            plus room for a header block. Call :meth:`set_max_payload` when INFO arrives.
+        max_control_line: the longest control line accepted without its CRLF.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_chunks",
+        "_chunks_len",
+        "_max_control_line",
+        "_pending",
+        "_pos",
+        "max_message_size",
+    )
+
+    def __init__(
+        self, max_payload: int = DEFAULT_MAX_PAYLOAD, max_control_line: int = MAX_CONTROL_LINE
+    ) -> None:
+        self._buf = b""
+        self._pos = 0
+        self._chunks: list[bytes] = []
+        self._chunks_len = 0
+        self._pending: tuple[str, int, str, int, int] | None = None
+        self._max_control_line = max_control_line
+        self.max_message_size = max_payload + MAX_PAYLOAD_HEADROOM
+
+    def set_max_payload(self, max_payload: int) -> None:
+        """Accepts messages up to ``max_payload`` (plus header room) from now on."""
+        self.max_message_size = max_payload + MAX_PAYLOAD_HEADROOM
+
+    @property
+    def buffered(self) -> int:
+        """Bytes fed but not yet returned as ops."""
+        return len(self._buf) - self._pos + self._chunks_len
+
+    def reset(self) -> None:
+        """Forgets everything buffered (a new connection starts a new stream)."""
+        self._buf = b""
+        self._pos = 0
+        self._chunks.clear()
+        self._chunks_len = 0
+        self._pending = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Adds bytes received from the server. The parser keeps its own copy."""
+        if not data:
+            return
+        chunk = bytes(data)
+        if self._pos >= len(self._buf) and not self._chunks:
+            self._buf = chunk
+            self._pos = 0
+        else:
+            self._chunks.append(chunk)
+            self._chunks_len += len(chunk)
+
+    def _gather(self, needed: int) -> bool:
+        """Makes ``_buf[_pos:]`` hold at least ``needed`` bytes if they were fed."""
+        available = len(self._buf) - self._pos
+        if available >= needed:
+            return True
+        if not self._chunks or available + self._chunks_len < needed:
+            return False
+        self._join()
+        return True
+
+    def _join(self) -> None:
+        self._chunks.insert(0, self._buf[self._pos :])
+        self._buf = b"".join(self._chunks)
+        self._pos = 0
+        self._chunks.clear()
+        self._chunks_len = 0
+
+    def next_op(self) -> ServerOp | None:
+        """Returns the next complete op, or None when more data is needed.
+
+        Raises:
+            ProtocolError: the stream is not valid NATS protocol; the connection
+                carrying it cannot be trusted any more.
+        """
+        if self._pending is not None:
+            return self._finish_message(*self._pending)
+        buf = self._buf
+        pos = self._pos
+        end = buf.find(_CRLF, pos)
+        if end < 0:
+            if self._chunks:
+                self._join()
+                buf = self._buf
+                pos = 0
+                end = buf.find(_CRLF)
+            if end < 0:
+                if len(buf) - pos > self._max_control_line:
+                    raise ProtocolError(
+                        f"control line longer than {self._max_control_line} bytes without "
+                        f"CRLF: {_shown(buf[pos : pos + 64])}"
+                    )
+                return None
+        if end - pos > self._max_control_line:
+            raise ProtocolError(
+                f"control line of {end - pos} bytes exceeds {self._max_control_line}: "
+                f"{_shown(buf[pos : pos + 64])}"
+            )
+        line = buf[pos:end]
+        self._pos = end + 2
+        if line.startswith(_MSG_PREFIX):
+            return self._start_message(line.split(), "MSG")
+        return self._control(line)
+
+    def _control(self, line: bytes) -> ServerOp | None:
+        parts = line.split(None, 1)
+        if not parts:
+            raise ProtocolError("empty control line")
+        head = parts[0]
+        rest = parts[1] if len(parts) == 2 else b""
+        name = head.upper()
+        if name == b"MSG":
+            return self._start_message(line.split(), "MSG")
+        if name == b"HMSG":
+            return self._start_message(line.split(), "HMSG")
+        if name == b"PING":
+            return PING
+        if name == b"PONG":
+            return PONG
+        if name == b"+OK":
+            return OK
+        if name == b"-ERR":
+            text = rest.strip().decode("utf-8", "replace")
+            if len(text) >= 2 and text[0] == text[-1] == "'":
+                text = text[1:-1]
+            return ErrOp(text)
+        if name == b"INFO":
+            return InfoOp(self._info(rest))
+        raise ProtocolError(f"unknown op {_shown(head)}")
+
+    @staticmethod
+    def _info(body: bytes) -> dict[str, Any]:
+        try:
+            info = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ProtocolError(f"INFO is not valid JSON ({err}): {_shown(body)}") from None
+        if not isinstance(info, dict):
+            raise ProtocolError(f"INFO JSON is not an object: {_shown(body)}")
+        return info
+
+    def _start_message(self, args: list[bytes], op: str) -> MsgOp | None:
+        count = len(args)
+        if op == "MSG":
+            if count == 4:
+                reply = ""
+            elif count == 5:
+                reply = _text(args[3], "reply subject", op)
+            else:
+                raise ProtocolError(
+                    f"MSG takes 3 or 4 arguments, got {count - 1}: {_shown(b' '.join(args))}"
+                )
+            header_size = 0
+            total = _size(args[-1], "size", op)
+        else:
+            if count == 5:
+                reply = ""
+            elif count == 6:
+                reply = _text(args[3], "reply subject", op)
+            else:
+                raise ProtocolError(
+                    f"HMSG takes 4 or 5 arguments, got {count - 1}: {_shown(b' '.join(args))}"
+                )
+            header_size = _size(args[-2], "header size", op)
+            total = _size(args[-1], "total size", op)
+            if header_size > total:
+                raise ProtocolError(
+                    f"HMSG header size {header_size} is larger than its total size {total}"
+                )
+        if total > self.max_message_size:
+            raise ProtocolError(
+                f"{op} size {total} exceeds the limit of {self.max_message_size} bytes"
+            )
+        subject = _text(args[1], "subject", op)
+        sid = _size(args[2], "sid", op)
+        return self._finish_message(subject, sid, reply, header_size, total)
+
+    def _finish_message(
+        self, subject: str, sid: int, reply: str, header_size: int, total: int
+    ) -> MsgOp | None:
+        if not self._gather(total + 2):
+            self._pending = (subject, sid, reply, header_size, total)
+            return None
+        self._pending = None
+        buf = self._buf
+        start = self._pos
+        stop = start + total
+        if buf[stop : stop + 2] != _CRLF:
+            raise ProtocolError(
+                f"message body for {subject!r} is not followed by CRLF: "
+                f"{_shown(buf[stop : stop + 16])}"
+            )
+        self._pos = stop + 2
+        if header_size:
+            headers, status, description = decode_headers(buf[start : start + header_size])
+            return MsgOp(
+                subject,
+                sid,
+                reply,
+                buf[start + header_size : stop],
+                headers,
+                status,
+                description,
+                total,
+            )
+        return MsgOp(subject, sid, reply, buf[start:stop], None, None, "", total)
