@@ -1,0 +1,173 @@
+"""One live connection: the reader thread and the writer thread over one transport.
+
+How it works:
+
+- Reader thread (:meth:`Connection.run_reader`): ``recv_into`` a large buffer, feed the
+  parser, hand each op to ``on_op`` (the handler). It touches only the parser, which it
+  owns, and never runs user code. It ends on end of stream, a socket error or a
+  protocol error, and reports that once through ``on_lost``.
+- Writer thread (:meth:`Connection.run_writer`): takes everything in the outbox at once,
+  joins runs of small frames into one buffer and sends the result with as few syscalls
+  as it can (``sendmsg`` with many buffers; large payloads are never copied). On a
+  failed send it puts back every message not fully handed to the kernel, whole, ahead
+  of newer ones, and reports through ``on_lost``.
+
+Policy (reconnect, close) is not decided here: the handler's ``on_lost`` does that.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from nats_sync._defaults import READ_BUFFER_SIZE
+from nats_sync._outbox import Frame, Outbox, frame_size
+from nats_sync._proto import Parser, ServerOp
+from nats_sync._transport import Buffer, Transport
+from nats_sync.errors import Error, NatsConnectionError, ProtocolError
+
+log = logging.getLogger("nats_sync")
+
+
+def _segments(frames: list[Frame]) -> list[Buffer]:
+    """The buffers to send: runs of small frames joined, large payloads as they are."""
+    segments: list[Buffer] = []
+    run: list[bytes] = []
+    for frame in frames:
+        if isinstance(frame, bytes):
+            run.append(frame)
+        else:
+            if run:
+                segments.append(run[0] if len(run) == 1 else b"".join(run))
+                run = []
+            segments.extend(frame)
+    if run:
+        segments.append(run[0] if len(run) == 1 else b"".join(run))
+    return segments
+
+
+def _unsent(frames: list[Frame], sent: int) -> list[Frame]:
+    """The frames not wholly sent after ``sent`` bytes went out (partial ones included)."""
+    for index, frame in enumerate(frames):
+        size = frame_size(frame)
+        if sent < size:
+            return frames[index:]
+        sent -= size
+    return []
+
+
+class Connection:
+    """The threads' bodies for one transport.
+
+    Args:
+        transport: the connected stream.
+        parser: the parser, possibly holding bytes read during the handshake.
+        outbox: the client's outbox.
+        on_op: handler callback for each server op (reader thread).
+        on_lost: handler callback, called once, when the connection fails.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        parser: Parser,
+        outbox: Outbox,
+        on_op: Callable[[ServerOp], None],
+        on_lost: Callable[[Connection, Error], None],
+    ) -> None:
+        self.transport = transport
+        self.parser = parser
+        self._outbox = outbox
+        self._on_op = on_op
+        self._on_lost = on_lost
+        #: Set once the connection has failed or been shut down on purpose.
+        self.finished = False
+        self._running = 2
+        self._running_lock = threading.Lock()
+
+    def shutdown(self) -> None:
+        """Ends the stream on purpose: both threads return without reporting a loss."""
+        self.finished = True
+        self.transport.shutdown()
+
+    def _lost(self, error: Error) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.transport.shutdown()
+        self._on_lost(self, error)
+
+    def _thread_done(self) -> None:
+        """The last of the two threads to finish releases the socket."""
+        with self._running_lock:
+            self._running -= 1
+            last = self._running == 0
+        if last:
+            self.finished = True
+            self.transport.close()
+
+    def dispatch_buffered(self) -> None:
+        """Hands any ops already in the parser (read during the handshake) to ``on_op``."""
+        on_op = self._on_op
+        while (op := self.parser.next_op()) is not None:
+            on_op(op)
+
+    def run_reader(self) -> None:
+        """Reader thread body."""
+        buffer = bytearray(READ_BUFFER_SIZE)
+        view = memoryview(buffer)
+        recv_into = self.transport.recv_into
+        feed = self.parser.feed
+        next_op = self.parser.next_op
+        on_op = self._on_op
+        try:
+            self.dispatch_buffered()
+            while not self.finished:
+                count = recv_into(view)
+                if count == 0:
+                    raise NatsConnectionError("the server closed the connection")
+                feed(view[:count])
+                while (op := next_op()) is not None:
+                    on_op(op)
+        except Error as err:
+            self._lost(err)
+        except Exception as err:
+            log.exception("nats_sync: reader thread failed")
+            self._lost(ProtocolError(f"reader failed: {err!r}"))
+        finally:
+            self._thread_done()
+
+    def run_writer(self) -> None:
+        """Writer thread body."""
+        try:
+            self._write_until_stopped()
+        finally:
+            self._thread_done()
+
+    def _write_until_stopped(self) -> None:
+        send = self.transport.send
+        take = self._outbox.take
+        while (frames := take()) is not None:
+            if self.finished:
+                self._outbox.requeue(frames)
+                return
+            segments = _segments(frames)
+            sent = 0
+            index = 0
+            try:
+                while index < len(segments):
+                    count = send(segments[index:] if index else segments)
+                    sent += count
+                    while count:
+                        size = len(segments[index])
+                        if count >= size:
+                            count -= size
+                            index += 1
+                        else:
+                            segments[index] = memoryview(segments[index])[count:]
+                            count = 0
+            except Error as err:
+                self._outbox.requeue(_unsent(frames, sent))
+                self._lost(err)
+                return

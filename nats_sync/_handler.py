@@ -1,0 +1,780 @@
+"""The handler: the client's protocol state behind one lock, and every thread it starts.
+
+Threads (all started and joined here):
+
+- reader and writer of the live connection (bodies in ``_connection``);
+- the timer thread: keepalive PINGs, stale detection, ``request_future`` deadlines;
+- the callback thread: user callbacks in order (body in ``_callbacks``);
+- one delivery thread per callback subscription (body in ``subscription``).
+
+State and who may touch it:
+
+- ``_lock`` guards ``state``, ``subs`` changes, the request multiplexer's creation and the
+  connection swap. Nothing blocks on I/O while holding it.
+- The reader thread reads ``subs`` and ``_mux`` without the lock (a dict lookup is atomic)
+  and alone writes the ``in_*`` counters and ``server_info`` updates.
+- The outbox has its own lock (``_outbox``); lock order is handler lock, then outbox lock.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from nats_sync import _defaults as d
+from nats_sync import _proto as proto
+from nats_sync._callbacks import CallbackRunner
+from nats_sync._connection import Connection
+from nats_sync._nuid import Nuid
+from nats_sync._options import Options
+from nats_sync._outbox import Outbox
+from nats_sync._pool import ServerAddress, ServerPool
+from nats_sync._requests import ReplyFuture, ReplyWaiter, RequestMux, no_responders
+from nats_sync._transport import Transport
+from nats_sync._version import __version__
+from nats_sync.errors import (
+    AuthorizationError,
+    BadSubscriptionError,
+    ConnectionClosedError,
+    ConnectionDrainingError,
+    DrainTimeoutError,
+    Error,
+    FlushTimeoutError,
+    MaxPayloadError,
+    NatsConnectionError,
+    NoServersError,
+    PermissionsViolationError,
+    ProtocolError,
+    SecureConnRequiredError,
+    StaleConnectionError,
+    TimeoutError,
+    server_error_from_description,
+)
+from nats_sync.msg import Msg
+from nats_sync.subscription import Subscription
+
+log = logging.getLogger("nats_sync")
+
+HeadersArg = Mapping[str, "str | Sequence[str]"] | None
+
+
+class State(enum.Enum):
+    """Where the client is in its life."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    #: Subscriptions are draining: no new subscriptions or requests; publishing works
+    #: (callbacks may still respond to what they received).
+    DRAINING_SUBS = "draining subscriptions"
+    #: Pending publishes are being flushed: nothing new is accepted.
+    DRAINING_PUBS = "draining publishes"
+    CLOSED = "closed"
+
+
+_DRAINING = (State.DRAINING_SUBS, State.DRAINING_PUBS)
+_live_handlers: weakref.WeakSet[Handler] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child inherits clients whose threads did not survive: close them there."""
+    for handler in list(_live_handlers):
+        handler.state = State.CLOSED
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _payload_bytes(payload: Any) -> bytes:
+    if isinstance(payload, (bytearray, memoryview)):
+        return bytes(payload)
+    raise TypeError(
+        f"payload must be bytes, got {type(payload).__name__}"
+        + ("; encode the str first" if isinstance(payload, str) else "")
+    )
+
+
+class Handler:
+    """Protocol state and threads of one client. See the module docstring."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self._lock = threading.Lock()
+        self.state = State.CONNECTING
+        self._pid = os.getpid()
+        self.outbox = Outbox(options.pending_size, options.full_wait)
+        self.subs: dict[int, Subscription] = {}
+        self._sids = itertools.count(1)
+        self._pool = ServerPool(options.servers, randomize=not options.dont_randomize)
+        self.current_server: ServerAddress | None = None
+        self.server_info: dict[str, Any] = {}
+        self.max_payload = d.DEFAULT_MAX_PAYLOAD
+        self.last_error: BaseException | None = None
+        self._conn: Connection | None = None
+        self._conn_threads: list[threading.Thread] = []
+        self._threads: list[threading.Thread] = []
+        self._callbacks = CallbackRunner()
+        self._nuid = Nuid()
+        self._mux: RequestMux | None = None
+        self._mux_sid = -1
+        self._pings_out = 0
+        self._timer = threading.Condition(threading.Lock())
+        self._deadlines: list[tuple[float, int, str]] = []
+        self._deadline_seq = itertools.count()
+        self._timer_stop = False
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.reconnects = 0
+        self.errors_received = 0
+        self._delivery_threads: dict[int, threading.Thread] = {}
+        #: A -ERR after which the server closes the connection: the reason for the loss.
+        self._fatal_server_error: Error | None = None
+        self._publish_fn = self.publish
+        _live_handlers.add(self)
+
+    # --- threads -------------------------------------------------------------------
+
+    def _start_thread(self, target: Callable[[], None], role: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=f"nats_sync-{role}", daemon=True)
+        thread.start()
+        return thread
+
+    # --- connecting ----------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Makes one pass over the server pool and starts the threads.
+
+        Raises:
+            NoServersError: no server could be reached (the last error as ``__cause__``).
+            AuthorizationError: the server refused the credentials.
+        """
+        last: Error | None = None
+        for server in self._pool.servers:
+            try:
+                transport, parser, info = self._handshake(server)
+            except (AuthorizationError, ProtocolError) as err:
+                last = err
+                if server is self._pool.servers[-1]:
+                    raise
+                continue
+            except Error as err:
+                last = err
+                continue
+            self._threads.append(self._start_thread(self._callbacks.run, "callbacks"))
+            self._threads.append(self._start_thread(self._run_timer, "timer"))
+            self._activate(server, transport, parser, info)
+            return
+        raise NoServersError(f"could not connect to any server: {last}") from last
+
+    def _handshake(self, server: ServerAddress) -> tuple[Transport, proto.Parser, dict[str, Any]]:
+        """INFO -> CONNECT -> PING -> PONG on a new transport, within connect_timeout."""
+        timeout = self.options.connect_timeout
+        deadline = time.monotonic() + timeout
+        transport = Transport.open_tcp(server.host, server.port, timeout)
+        parser = proto.Parser()
+        try:
+            op = self._read_op(transport, parser, deadline, server)
+            if not isinstance(op, proto.InfoOp):
+                raise ProtocolError(f"expected INFO from {server}, got {op!r}")
+            info = op.info
+            self._check_info(info, server)
+            parser.set_max_payload(int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD)))
+            transport.send_all(proto.encode_connect(self._connect_fields(server, info))
+                               + proto.PING)
+            while True:
+                op = self._read_op(transport, parser, deadline, server)
+                if op is proto.PONG_OP:
+                    break
+                if isinstance(op, proto.ErrOp):
+                    raise server_error_from_description(op.message)
+                if op is proto.PING_OP:
+                    transport.send_all(proto.PONG)
+                elif isinstance(op, proto.InfoOp):
+                    info = op.info
+        except BaseException:
+            transport.close()
+            raise
+        transport.set_timeout(None)
+        return transport, parser, info
+
+    @staticmethod
+    def _read_op(
+        transport: Transport, parser: proto.Parser, deadline: float, server: ServerAddress
+    ) -> proto.ServerOp:
+        buffer = bytearray(4096)
+        while (op := parser.next_op()) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"handshake with {server} did not finish in time")
+            transport.set_timeout(remaining)
+            count = transport.recv_into(buffer)
+            if count == 0:
+                raise NatsConnectionError(f"{server} closed the connection during the handshake")
+            parser.feed(memoryview(buffer)[:count])
+        return op
+
+    def _check_info(self, info: dict[str, Any], server: ServerAddress) -> None:
+        if info.get("tls_required") and not info.get("tls_available"):
+            raise SecureConnRequiredError(
+                f"{server} requires TLS, which this version of nats_sync does not support yet"
+            )
+
+    def _connect_fields(self, server: ServerAddress, info: dict[str, Any]) -> dict[str, Any]:
+        options = self.options
+        auth: dict[str, Any] = {}
+        user = server.user if server.user is not None else options.user
+        password = server.password if server.password is not None else options.password
+        token = server.token if server.token is not None else options.token
+        if user is not None:
+            auth["user"] = user
+            auth["pass"] = password or ""
+        elif token is not None:
+            auth["auth_token"] = token
+        return proto.connect_fields(
+            version=__version__,
+            verbose=options.verbose,
+            pedantic=options.pedantic,
+            echo=not options.no_echo,
+            name=options.name,
+            auth=auth,
+        )
+
+    def _activate(
+        self,
+        server: ServerAddress,
+        transport: Transport,
+        parser: proto.Parser,
+        info: dict[str, Any],
+    ) -> None:
+        """Makes a handshaken transport the live connection and starts its threads."""
+        self.current_server = server
+        self.server_info = info
+        self.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
+        conn = Connection(transport, parser, self.outbox, self._on_op, self._on_lost)
+        with self._lock:
+            self._conn = conn
+            self.state = State.CONNECTED
+            self._pings_out = 0
+            self._fatal_server_error = None
+            self.outbox.set_connected(True)
+            self._conn_threads = [
+                self._start_thread(conn.run_reader, "reader"),
+                self._start_thread(conn.run_writer, "writer"),
+            ]
+        log.info("nats_sync: connected to %s (server %s)", server, info.get("version", "?"))
+
+    # --- reader thread ---------------------------------------------------------------
+
+    def _on_op(self, op: proto.ServerOp) -> None:
+        """Reader thread: acts on one server op. Never runs user code."""
+        if type(op) is proto.MsgOp:
+            self.in_msgs += 1
+            self.in_bytes += len(op.payload)
+            sid = op.sid
+            msg = Msg(op.subject, op.reply, op.payload, op.headers, sid, op.status,
+                      op.description, self._publish_fn)
+            if sid == self._mux_sid and self._mux is not None:
+                self._mux.resolve(msg)
+                return
+            sub = self.subs.get(sid)
+            if sub is not None and not sub._deliver(msg):
+                self._finish_subscription(sub)
+        elif op is proto.PING_OP:
+            self.outbox.put_control(proto.PONG)
+        elif op is proto.PONG_OP:
+            self._pings_out = 0
+            waiter = self.outbox.pop_pong_waiter()
+            if waiter is not None:
+                waiter(None)
+        elif type(op) is proto.InfoOp:
+            self._on_info(op.info)
+        elif type(op) is proto.ErrOp:
+            self._on_server_error(op.message)
+
+    def _on_info(self, info: dict[str, Any]) -> None:
+        self.server_info = {**self.server_info, **info}
+        if "max_payload" in info:
+            self.max_payload = int(info["max_payload"])
+            if self._conn is not None:
+                self._conn.parser.set_max_payload(self.max_payload)
+        if info.get("ldm"):
+            self._callbacks.submit(self.options.lame_duck_mode_cb)
+
+    def _on_server_error(self, text: str) -> None:
+        self.errors_received += 1
+        error = server_error_from_description(text)
+        log.warning("nats_sync: server error: %s", text)
+        if isinstance(error, PermissionsViolationError) and error.operation == "subscription":
+            for sub in list(self.subs.values()):
+                if sub.subject == error.subject and (not error.queue or sub.queue == error.queue):
+                    self._remove_subscription(sub)
+                    sub._end(error)
+                    break
+        elif not isinstance(error, PermissionsViolationError) and (
+            "maximum subscriptions" not in text.lower()
+        ):
+            self._fatal_server_error = error
+        self.last_error = error
+        self.report_error(error)
+
+    def _finish_subscription(self, sub: Subscription) -> None:
+        """Reader thread: ``sub`` received its last message (max_msgs)."""
+        self._remove_subscription(sub)
+        sub._end()
+
+    def _remove_subscription(self, sub: Subscription) -> None:
+        with self._lock:
+            self.subs.pop(sub.sid, None)
+
+    def _on_lost(self, conn: Connection, error: Error) -> None:
+        """Reader or writer thread: the live connection failed."""
+        with self._lock:
+            if conn is not self._conn or self.state is State.CLOSED:
+                return
+        log.info("nats_sync: connection to %s lost: %s", self.current_server, error)
+        if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
+            self.report_error(error)
+        self.last_error = self._fatal_server_error or error
+        self._fatal_server_error = None
+        self._callbacks.submit(self.options.disconnected_cb)
+        # Reconnecting lands with the resilience work; until then a lost connection closes.
+        self.close()
+
+    # --- errors and callbacks --------------------------------------------------------
+
+    def report_error(self, error: BaseException) -> None:
+        """Hands ``error`` to ``error_cb`` on the callback thread (or logs it)."""
+        if self.options.error_cb is not None:
+            self._callbacks.submit(self.options.error_cb, error)
+        else:
+            log.error("nats_sync: %s", error)
+
+    def run_callback(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Runs ``fn(*args)`` on the callback thread."""
+        self._callbacks.submit(fn, *args)
+
+    def check_process(self) -> None:
+        """Raises if the client is used from a process other than the one that made it."""
+        if os.getpid() != self._pid:
+            raise ConnectionClosedError(
+                f"this client was created in process {self._pid} and cannot be used in "
+                f"process {os.getpid()} (after a fork); create the client after the fork"
+            )
+
+    def _check_open(self) -> None:
+        """Raises unless the client is open, in the process that made it."""
+        self.check_process()
+        if self.state is State.CLOSED:
+            raise ConnectionClosedError("the client is closed")
+
+    def _check_can_start(self) -> None:
+        """Raises unless a new subscription or request may start."""
+        self._check_open()
+        if self.state in _DRAINING:
+            raise ConnectionDrainingError("the client is draining")
+
+    def _check_can_publish(self) -> None:
+        self._check_open()
+        if self.state is State.DRAINING_PUBS:
+            raise ConnectionDrainingError("the client is draining; publishing has ended")
+
+    # --- publish -------------------------------------------------------------------
+
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str = "", headers: HeadersArg = None
+    ) -> None:
+        """Encodes one message and queues it; see ``Client.publish``."""
+        if self.state is not State.CONNECTED:
+            self._check_can_publish()
+        if type(payload) is not bytes:
+            payload = _payload_bytes(payload)
+        size = len(payload)
+        if size > self.max_payload:
+            raise MaxPayloadError(
+                f"payload of {size} bytes exceeds the server's max_payload of {self.max_payload}"
+            )
+        subject_bytes = proto.publish_subject(subject)
+        reply_bytes = proto.reply_subject(reply) if reply else b""
+        if headers:
+            block = proto.encode_headers(headers)
+            if size + len(block) > self.max_payload:
+                raise MaxPayloadError(
+                    f"message of {size + len(block)} bytes with headers exceeds the server's "
+                    f"max_payload of {self.max_payload}"
+                )
+            line = proto.encode_hpub_line(subject_bytes, reply_bytes, len(block),
+                                          len(block) + size)
+            prefix = line + block
+        else:
+            prefix = proto.encode_pub_line(subject_bytes, reply_bytes, size)
+        if size < d.LARGE_PAYLOAD_THRESHOLD:
+            frame = prefix + payload + proto.CRLF
+            self.outbox.put_message(frame, len(frame), size)
+        else:
+            self.outbox.put_message([prefix, payload, proto.CRLF], len(prefix) + size + 2, size)
+
+    # --- subscriptions ---------------------------------------------------------------
+
+    def next_sid(self) -> int:
+        """A new subscription id."""
+        return next(self._sids)
+
+    def add_subscription(self, sub: Subscription) -> None:
+        """Registers ``sub`` and sends its SUB (and UNSUB max when max_msgs is set)."""
+        frame = proto.encode_sub(sub.subject, sub.sid, sub.queue)
+        with self._lock:
+            self._check_can_start()
+            self.subs[sub.sid] = sub
+            self.outbox.put_control(frame)
+            if sub.max_msgs > 0:
+                self.outbox.put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
+            if sub.callback is not None:
+                if len(self._delivery_threads) >= d.DELIVERY_THREAD_PRUNE_AT:
+                    self._delivery_threads = {
+                        sid: t for sid, t in self._delivery_threads.items() if t.is_alive()
+                    }
+                thread = self._start_thread(sub._run_callbacks, f"sub-{sub.sid}")
+                self._delivery_threads[sub.sid] = thread
+
+    def unsubscribe(self, sub: Subscription, limit: int = 0) -> None:
+        """Sends UNSUB now, or after ``limit`` messages in total."""
+        if not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+        with self._lock:
+            self._check_open()
+            if self.state in _DRAINING:
+                raise ConnectionDrainingError("the client is draining")
+            if sub.is_closed or self.subs.get(sub.sid) is not sub:
+                raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
+            if limit and limit > sub.received:
+                sub.max_msgs = limit
+                self.outbox.put_control(proto.encode_unsub(sub.sid, limit))
+                return
+            del self.subs[sub.sid]
+            self.outbox.put_control(proto.encode_unsub(sub.sid))
+        sub._end()
+
+    def drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
+        """UNSUB, a PING/PONG to be sure the server has it, then end ``sub``."""
+        budget = self.options.drain_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        self.unsubscribe(sub)
+        try:
+            self.flush(budget)
+        except FlushTimeoutError:
+            raise DrainTimeoutError(
+                f"the server did not confirm the UNSUB of {sub.subject!r} within {budget}s"
+            ) from None
+        self._join_delivery(sub, deadline)
+
+    def _join_delivery(self, sub: Subscription, deadline: float) -> None:
+        thread = self._delivery_threads.get(sub.sid)
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join(max(deadline - time.monotonic(), 0.0))
+        if thread.is_alive():
+            raise DrainTimeoutError(
+                f"the callback of {sub.subject!r} did not finish its queued messages in time"
+            )
+        with self._lock:
+            self._delivery_threads.pop(sub.sid, None)
+
+    # --- flush -----------------------------------------------------------------------
+
+    def flush(self, timeout: float = d.DEFAULT_FLUSH_TIMEOUT) -> None:
+        """PING, then wait for its PONG (everything queued before went out first)."""
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"timeout must be a number > 0, got {timeout!r}")
+        self._check_open()
+        done = threading.Event()
+        outcome: list[BaseException | None] = []
+
+        def on_pong(error: BaseException | None) -> None:
+            outcome.append(error)
+            done.set()
+
+        self.outbox.put_ping(on_pong)
+        if not done.wait(timeout):
+            raise FlushTimeoutError(f"no PONG from the server within {timeout}s")
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    def rtt(self) -> float:
+        """Seconds one PING/PONG round trip takes."""
+        start = time.perf_counter()
+        self.flush()
+        return time.perf_counter() - start
+
+    # --- request-reply ---------------------------------------------------------------
+
+    def _request_mux(self) -> RequestMux:
+        if self.state is not State.CONNECTED:
+            self._check_can_start()
+        mux = self._mux
+        if mux is not None:
+            return mux
+        with self._lock:
+            self._check_can_start()
+            if self._mux is None:
+                mux = RequestMux(f"{self.options.inbox_prefix}.{self._nuid.next()}.")
+                sid = self.next_sid()
+                self.outbox.put_control(proto.encode_sub(mux.subject, sid))
+                self._mux_sid = sid
+                self._mux = mux
+            return self._mux
+
+    def request(
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
+    ) -> Msg:
+        """Publishes with a reply subject and waits for the first reply."""
+        _check_timeout(timeout)
+        mux = self._request_mux()
+        waiter = ReplyWaiter()
+        reply = mux.register(waiter)
+        try:
+            self.publish(subject, payload, reply, headers)
+        except BaseException:
+            mux.cancel(reply)
+            raise
+        return self._await_reply(mux, waiter, reply, subject, timeout)
+
+    def _await_reply(
+        self, mux: RequestMux, waiter: ReplyWaiter, reply: str, subject: str, timeout: float
+    ) -> Msg:
+        if not waiter.wait(timeout):
+            if mux.cancel(reply) is not None:
+                raise TimeoutError(f"no reply on {subject!r} within {timeout}s")
+            waiter.wait(None)  # the reader took it a moment ago and is completing it
+        if waiter.error is not None:
+            raise waiter.error
+        msg = waiter.msg
+        assert msg is not None
+        if msg.is_no_responders:
+            raise no_responders(subject)
+        return msg
+
+    def request_future(
+        self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
+    ) -> ReplyFuture:
+        """Publishes a request and returns a future of its reply."""
+        _check_timeout(timeout)
+        mux = self._request_mux()
+        future = ReplyFuture(subject, self.run_callback)
+        reply = mux.register(future)
+        try:
+            self.publish(subject, payload, reply, headers)
+        except BaseException:
+            mux.cancel(reply)
+            raise
+        with self._timer:
+            heapq.heappush(self._deadlines,
+                           (time.monotonic() + timeout, next(self._deadline_seq), reply))
+            self._timer.notify()
+        return future
+
+    def request_batch(
+        self,
+        subject: str,
+        payloads: Sequence[bytes],
+        timeout: float,
+        headers: HeadersArg,
+        max_in_flight: int,
+    ) -> list[Msg | BaseException]:
+        """Pipelines requests, at most ``max_in_flight`` unanswered at once."""
+        _check_timeout(timeout)
+        if not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be an int >= 1, got {max_in_flight!r}")
+        mux = self._request_mux()
+        results: list[Msg | BaseException] = []
+        in_flight: list[tuple[ReplyWaiter, str, float] | None] = []
+        next_to_wait = 0
+
+        def settle(index: int) -> None:
+            entry = in_flight[index]
+            in_flight[index] = None
+            if entry is None:
+                return
+            waiter, reply, deadline = entry
+            try:
+                results[index] = self._await_reply(
+                    mux, waiter, reply, subject, deadline - time.monotonic()
+                )
+            except Error as err:
+                results[index] = err
+
+        for payload in payloads:
+            if len(in_flight) - next_to_wait >= max_in_flight:
+                settle(next_to_wait)
+                next_to_wait += 1
+            waiter = ReplyWaiter()
+            reply = mux.register(waiter)
+            results.append(TimeoutError("not sent"))
+            try:
+                self.publish(subject, payload, reply, headers)
+            except Error as err:
+                mux.cancel(reply)
+                results[-1] = err
+                in_flight.append(None)
+                continue
+            in_flight.append((waiter, reply, time.monotonic() + timeout))
+        for index in range(next_to_wait, len(in_flight)):
+            settle(index)
+        return results
+
+    # --- timer thread ----------------------------------------------------------------
+
+    def _run_timer(self) -> None:
+        """Timer thread: keepalive PINGs, stale detection, request_future deadlines."""
+        interval = self.options.ping_interval
+        next_ping = time.monotonic() + interval
+        with self._timer:
+            while not self._timer_stop:
+                now = time.monotonic()
+                if now >= next_ping:
+                    next_ping = now + interval
+                    self._timer.release()
+                    try:
+                        self._keepalive()
+                    finally:
+                        self._timer.acquire()
+                    continue
+                expired: list[str] = []
+                while self._deadlines and self._deadlines[0][0] <= now:
+                    expired.append(heapq.heappop(self._deadlines)[2])
+                if expired:
+                    self._timer.release()
+                    try:
+                        self._expire(expired)
+                    finally:
+                        self._timer.acquire()
+                    continue
+                wake = next_ping
+                if self._deadlines:
+                    wake = min(wake, self._deadlines[0][0])
+                self._timer.wait(wake - now)
+
+    def _keepalive(self) -> None:
+        if self.state is not State.CONNECTED:
+            return
+        self._pings_out += 1
+        if self._pings_out > self.options.max_outstanding_pings:
+            conn = self._conn
+            if conn is not None:
+                conn.shutdown()
+                self._on_lost(conn, StaleConnectionError(
+                    f"{self._pings_out - 1} PINGs to {self.current_server} went unanswered"
+                ))
+            return
+        self.outbox.put_ping(None)
+
+    def _expire(self, replies: list[str]) -> None:
+        mux = self._mux
+        if mux is None:
+            return
+        for reply in replies:
+            waiter = mux.cancel(reply)
+            if waiter is not None:
+                waiter.fail(TimeoutError(f"no reply to request {reply!r} in time"))
+
+    # --- drain and close -------------------------------------------------------------
+
+    def drain(self, timeout: float | None) -> None:
+        """Unsubscribe all, deliver what arrived, flush publishes, then close."""
+        budget = self.options.drain_timeout if timeout is None else timeout
+        if not isinstance(budget, (int, float)) or budget <= 0:
+            raise ValueError(f"timeout must be a number > 0, got {timeout!r}")
+        deadline = time.monotonic() + budget
+        with self._lock:
+            self._check_open()
+            if self.state in _DRAINING:
+                raise ConnectionDrainingError("the client is already draining")
+            self.state = State.DRAINING_SUBS
+            subs = list(self.subs.values())
+            for sub in subs:
+                self.outbox.put_control(proto.encode_unsub(sub.sid))
+        try:
+            try:
+                self.flush(budget)
+            except FlushTimeoutError:
+                raise DrainTimeoutError(f"the server did not confirm the UNSUBs within {budget}s"
+                                        ) from None
+            with self._lock:
+                for sub in subs:
+                    self.subs.pop(sub.sid, None)
+            for sub in subs:
+                sub._end()
+            for sub in subs:
+                if sub.callback is not None:
+                    self._join_delivery(sub, deadline)
+            with self._lock:
+                if self.state is State.DRAINING_SUBS:
+                    self.state = State.DRAINING_PUBS
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DrainTimeoutError(f"drain did not finish within {budget}s")
+            try:
+                self.flush(remaining)
+            except FlushTimeoutError:
+                raise DrainTimeoutError(f"pending publishes were not flushed within {budget}s"
+                                        ) from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stops everything; joins every thread but the calling one. Idempotent."""
+        if os.getpid() != self._pid:
+            return  # a forked child must not touch the parent's socket or threads
+        with self._lock:
+            first = self.state is not State.CLOSED
+            self.state = State.CLOSED
+            conn = self._conn
+            conn_threads = self._conn_threads
+            subs = list(self.subs.values())
+            self.subs.clear()
+        me = threading.current_thread()
+        if first:
+            log.info("nats_sync: closing connection to %s", self.current_server)
+            self.outbox.stop_writer(discard=conn is None or conn.finished)
+            self._join(conn_threads[1:], me, d.CLOSE_FLUSH_TIMEOUT)
+            if conn is not None:
+                conn.shutdown()
+            closed = ConnectionClosedError("the client is closed")
+            for waiter in self.outbox.take_pong_waiters():
+                if waiter is not None:
+                    waiter(closed)
+            if self._mux is not None:
+                self._mux.fail_all(closed)
+            for sub in subs:
+                sub._end(closed, stop_callbacks=True)
+            with self._timer:
+                self._timer_stop = True
+                self._timer.notify()
+            self._callbacks.submit(self.options.closed_cb)
+            self._callbacks.stop()
+        with self._lock:
+            threads = conn_threads + self._threads + list(self._delivery_threads.values())
+        self._join(threads, me, d.THREAD_JOIN_TIMEOUT)
+
+    @staticmethod
+    def _join(threads: list[threading.Thread], me: threading.Thread, timeout: float) -> None:
+        for thread in threads:
+            if thread is not me and thread.ident is not None:
+                thread.join(timeout)
+
+    @property
+    def pending_data_size(self) -> int:
+        """Bytes queued in the outbox."""
+        return self.outbox.size
+
+
+def _check_timeout(timeout: float) -> None:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f"timeout must be a number > 0, got {timeout!r}")

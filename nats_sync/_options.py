@@ -1,0 +1,135 @@
+"""The frozen options object ``connect()`` builds from its keywords.
+
+How it works: plain data, validated once in :func:`build_options`, then shared read-only
+by every thread. Defaults come from ``_defaults``. Secrets are kept out of ``repr``.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from nats_sync import _defaults as d
+from nats_sync._pool import parse_server_url
+from nats_sync.errors import Error, NotSupportedError
+
+ErrorCallback = Callable[[BaseException], None]
+EventCallback = Callable[[], None]
+DelayCallback = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every connect option; see ``nats_sync.connect`` for what each one means."""
+
+    servers: tuple[str, ...] = (d.DEFAULT_URL,)
+    name: str | None = None
+    allow_reconnect: bool = d.DEFAULT_ALLOW_RECONNECT
+    max_reconnect_attempts: int = d.DEFAULT_MAX_RECONNECT_ATTEMPTS
+    reconnect_time_wait: float = d.DEFAULT_RECONNECT_TIME_WAIT
+    reconnect_delay_cb: DelayCallback | None = None
+    connect_timeout: float = d.DEFAULT_CONNECT_TIMEOUT
+    retry_on_failed_connect: bool = False
+    dont_randomize: bool = False
+    ignore_discovered_servers: bool = False
+    ping_interval: float = d.DEFAULT_PING_INTERVAL
+    max_outstanding_pings: int = d.DEFAULT_MAX_OUTSTANDING_PINGS
+    pending_size: int = d.DEFAULT_PENDING_SIZE
+    no_echo: bool = False
+    verbose: bool = False
+    pedantic: bool = False
+    inbox_prefix: str = d.DEFAULT_INBOX_PREFIX
+    drain_timeout: float = d.DEFAULT_DRAIN_TIMEOUT
+    flush_timeout: float | None = None
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    user_credentials: str | None = None
+    nkeys_seed: str | None = None
+    tls: ssl.SSLContext | None = None
+    tls_hostname: str | None = None
+    tls_handshake_first: bool = False
+    error_cb: ErrorCallback | None = None
+    disconnected_cb: EventCallback | None = None
+    reconnected_cb: EventCallback | None = None
+    closed_cb: EventCallback | None = None
+    discovered_server_cb: EventCallback | None = None
+    lame_duck_mode_cb: EventCallback | None = None
+
+    def __repr__(self) -> str:
+        shown = []
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in ("password", "token") and value is not None:
+                value = "***"
+            elif item.name == "servers":
+                value = tuple(parse_server_url(url).redacted_url for url in value)
+            shown.append(f"{item.name}={value!r}")
+        return f"Options({', '.join(shown)})"
+
+    @property
+    def full_wait(self) -> float:
+        """How long a publish waits for room in a full outbox while connected."""
+        return self.flush_timeout if self.flush_timeout is not None else d.DEFAULT_FLUSH_TIMEOUT
+
+
+def _check_positive(name: str, value: Any, *, zero_ok: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Error(f"{name} must be a number, got {value!r}")
+    if value < 0 or (value == 0 and not zero_ok):
+        raise Error(f"{name} must be {'>= 0' if zero_ok else '> 0'}, got {value!r}")
+
+
+def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Options:
+    """Validates ``connect()``'s keywords into :class:`Options`.
+
+    Raises:
+        Error: an unknown keyword or a value of the wrong kind, named in the message.
+        NotSupportedError: an option this version does not provide yet.
+    """
+    known = {item.name for item in fields(Options)}
+    unknown = sorted(set(keywords) - known)
+    if unknown:
+        raise Error(f"unknown connect option(s): {', '.join(unknown)}")
+    if servers is None:
+        server_list: tuple[str, ...] = (d.DEFAULT_URL,)
+    elif isinstance(servers, str):
+        server_list = tuple(url.strip() for url in servers.split(",") if url.strip())
+    else:
+        server_list = tuple(servers)
+    if not server_list:
+        raise Error("no server URLs given")
+    for url in server_list:
+        if not isinstance(url, str):
+            raise Error(f"server URLs must be str, got {url!r}")
+    options = Options(servers=server_list, **keywords)
+    for name in ("connect_timeout", "drain_timeout", "ping_interval"):
+        _check_positive(name, getattr(options, name))
+    _check_positive("reconnect_time_wait", options.reconnect_time_wait, zero_ok=True)
+    _check_positive("pending_size", options.pending_size, zero_ok=True)
+    if options.flush_timeout is not None:
+        _check_positive("flush_timeout", options.flush_timeout)
+    if not isinstance(options.max_outstanding_pings, int) or options.max_outstanding_pings < 1:
+        raise Error(f"max_outstanding_pings must be an int >= 1, got "
+                    f"{options.max_outstanding_pings!r}")
+    if not options.inbox_prefix or "*" in options.inbox_prefix or ">" in options.inbox_prefix:
+        raise Error(f"inbox_prefix must be a plain subject, got {options.inbox_prefix!r}")
+    for name in ("error_cb", "disconnected_cb", "reconnected_cb", "closed_cb",
+                 "discovered_server_cb", "lame_duck_mode_cb", "reconnect_delay_cb"):
+        value = getattr(options, name)
+        if value is not None and not callable(value):
+            raise Error(f"{name} must be callable, got {value!r}")
+    if options.tls is not None and not isinstance(options.tls, ssl.SSLContext):
+        raise Error(f"tls must be an ssl.SSLContext, got {type(options.tls).__name__}")
+    _refuse_unsupported(options)
+    return options
+
+
+def _refuse_unsupported(options: Options) -> None:
+    """Options whose issues have not landed yet fail clearly rather than being ignored."""
+    if options.tls is not None or options.tls_handshake_first or options.tls_hostname:
+        raise NotSupportedError("TLS options are not supported yet")
+    if options.user_credentials or options.nkeys_seed:
+        raise NotSupportedError("nkey and .creds authentication are not supported yet")

@@ -1,0 +1,190 @@
+"""The outbox: encoded frames waiting for the writer thread; also the disconnect buffer.
+
+How it works: publishers (any user thread), the reader thread (PONG answers) and the
+handler append frames under ``lock``; the writer thread takes the whole list at once.
+A frame is ``bytes``, or for a large payload a list ``[control line, payload, CRLF]``
+kept whole so the payload is never copied and a failed send can put back whole
+messages. The writer is woken only when it is waiting, so a burst of publishes costs
+one notify, not one per message.
+
+Bounds: ``limit`` (``pending_size``) bytes. While connected a publisher finding the
+outbox full waits for the writer to make room, at most ``full_wait`` seconds, then gets
+``OutboundBufferLimitError``; while disconnected it gets the error at once. Control
+frames (PING, PONG, SUB, UNSUB) are never refused: they are small and the connection
+cannot work without them.
+
+``pong_waiters`` lives here too: a PING and the waiter for its PONG are queued under the
+same lock, so waiters line up in exactly the order their PINGs go out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from nats_sync._proto import PING
+from nats_sync.errors import OutboundBufferLimitError
+
+Frame = bytes | list[bytes]
+#: Called with None when the PONG arrives, or with an error when it never will.
+PongWaiter = Callable[[BaseException | None], None]
+
+
+def frame_size(frame: Frame) -> int:
+    """Bytes a frame takes on the wire."""
+    if isinstance(frame, bytes):
+        return len(frame)
+    return sum(len(part) for part in frame)
+
+
+class Outbox:
+    """Frames queued for the writer thread, bounded by ``limit`` bytes.
+
+    Args:
+        limit: ``pending_size``; 0 refuses publishes whenever disconnected.
+        full_wait: how long a publisher waits for room while connected.
+    """
+
+    def __init__(self, limit: int, full_wait: float) -> None:
+        self.lock = threading.Lock()
+        self._wakeup = threading.Condition(self.lock)
+        self._room = threading.Condition(self.lock)
+        self.frames: list[Frame] = []
+        self.size = 0
+        self.limit = limit
+        self.full_wait = full_wait
+        #: False while disconnected: the outbox buffers and refuses past ``limit``.
+        self.connected = False
+        self.writer_waiting = False
+        self.room_waiters = 0
+        self.stopping = False
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.pong_waiters: deque[PongWaiter | None] = deque()
+
+    def put_message(self, frame: Frame, size: int, payload_size: int) -> None:
+        """Queues one PUB/HPUB frame of ``size`` bytes carrying ``payload_size`` bytes.
+
+        Raises:
+            OutboundBufferLimitError: no room (at once when disconnected, after
+                ``full_wait`` when connected).
+        """
+        with self.lock:
+            if self.size + size > self.limit and (self.size or not self.connected):
+                self._wait_for_room(size)
+            self.frames.append(frame)
+            self.size += size
+            self.out_msgs += 1
+            self.out_bytes += payload_size
+            if self.writer_waiting:
+                self._wakeup.notify()
+
+    def _wait_for_room(self, size: int) -> None:
+        if not self.connected:
+            raise OutboundBufferLimitError(
+                f"disconnected with {self.size} of {self.limit} bytes buffered; "
+                f"a {size}-byte message does not fit (pending_size)"
+            )
+        deadline = time.monotonic() + self.full_wait
+        self.room_waiters += 1
+        try:
+            while self.size and self.size + size > self.limit and self._still_connected():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise OutboundBufferLimitError(
+                        f"{self.size} bytes have waited over {self.full_wait}s for the "
+                        "server to read them (pending_size reached)"
+                    )
+                self._room.wait(remaining)
+        finally:
+            self.room_waiters -= 1
+        if not self._still_connected() and self.size + size > self.limit:
+            raise OutboundBufferLimitError(
+                f"disconnected with {self.size} of {self.limit} bytes buffered"
+            )
+
+    def _still_connected(self) -> bool:
+        """Re-reads ``connected`` (another thread may clear it while we wait)."""
+        return self.connected
+
+    def put_control(self, frame: bytes) -> None:
+        """Queues a control frame (SUB, UNSUB, PONG, ...); never refused."""
+        with self.lock:
+            self.frames.append(frame)
+            self.size += len(frame)
+            if self.writer_waiting:
+                self._wakeup.notify()
+
+    def put_ping(self, waiter: PongWaiter | None) -> None:
+        """Queues a PING and, in the same order, the waiter for its PONG."""
+        with self.lock:
+            self.frames.append(PING)
+            self.size += len(PING)
+            self.pong_waiters.append(waiter)
+            if self.writer_waiting:
+                self._wakeup.notify()
+
+    def pop_pong_waiter(self) -> PongWaiter | None:
+        """The waiter of the oldest unanswered PING (None for keepalive PINGs)."""
+        with self.lock:
+            return self.pong_waiters.popleft() if self.pong_waiters else None
+
+    def take_pong_waiters(self) -> list[PongWaiter | None]:
+        """Removes and returns every waiter (their connection is gone)."""
+        with self.lock:
+            waiters = list(self.pong_waiters)
+            self.pong_waiters.clear()
+            return waiters
+
+    def take(self) -> list[Frame] | None:
+        """Writer thread: waits for frames and takes them all.
+
+        Returns:
+            The frames, or None once :meth:`stop_writer` was called and (when it
+            asked for a flush) nothing is left to send.
+        """
+        with self.lock:
+            while not self.frames:
+                if self.stopping:
+                    return None
+                self.writer_waiting = True
+                self._wakeup.wait()
+                self.writer_waiting = False
+            frames = self.frames
+            self.frames = []
+            self.size = 0
+            if self.room_waiters:
+                self._room.notify_all()
+            return frames
+
+    def requeue(self, frames: list[Frame]) -> None:
+        """Puts back frames a failed write did not deliver, ahead of newer ones."""
+        if not frames:
+            return
+        with self.lock:
+            self.frames[:0] = frames
+            self.size += sum(frame_size(frame) for frame in frames)
+
+    def set_connected(self, connected: bool) -> None:
+        """Switches between sending (connected) and buffering (disconnected)."""
+        with self.lock:
+            self.connected = connected
+            self.stopping = False
+            if not connected and self.room_waiters:
+                self._room.notify_all()
+
+    def stop_writer(self, discard: bool) -> None:
+        """Makes :meth:`take` return None once the outbox is empty.
+
+        Args:
+            discard: drop what is queued instead of letting the writer send it.
+        """
+        with self.lock:
+            self.stopping = True
+            if discard:
+                self.frames = []
+                self.size = 0
+            self._wakeup.notify_all()
+            self._room.notify_all()

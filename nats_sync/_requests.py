@@ -1,0 +1,144 @@
+"""The request multiplexer: one wildcard inbox subscription for every request.
+
+How it works: each request gets a token; its reply subject is ``<prefix><token>``, where
+the client subscribed once to ``<prefix>*``. The reader thread hands each reply to
+:meth:`RequestMux.resolve`, which pops the token's waiter and completes it: a blocking
+:class:`ReplyWaiter` (a pre-acquired lock the reader releases, the cheapest wake-up
+Python has) or a :class:`ReplyFuture`. A reply whose token is gone (timed out,
+cancelled) is counted and dropped; nothing is kept for it. ``dict.pop`` is atomic, so a
+waiter is completed exactly once even when a reply and a timeout race.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+from nats_sync.errors import NoRespondersError
+from nats_sync.msg import Msg
+
+
+def no_responders(subject: str) -> NoRespondersError:
+    """The error for a request nobody listened to."""
+    return NoRespondersError(f"no responders on {subject!r}")
+
+
+class ReplyWaiter:
+    """A blocking request's slot: the reader fills it and releases the lock."""
+
+    __slots__ = ("_lock", "error", "msg")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.msg: Msg | None = None
+        self.error: BaseException | None = None
+
+    def resolve(self, msg: Msg) -> None:
+        """Completes the request with its reply."""
+        self.msg = msg
+        self._lock.release()
+
+    def fail(self, error: BaseException) -> None:
+        """Completes the request with an error."""
+        self.error = error
+        self._lock.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Waits for :meth:`resolve` or :meth:`fail`; False on timeout."""
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(timeout=max(timeout, 0.0))
+
+
+class ReplyFuture(Future[Msg]):
+    """The future of :meth:`nats_sync.Client.request_future`.
+
+    Done-callbacks run on the client's callback thread, never on the reader thread.
+    """
+
+    def __init__(self, subject: str, run_callback: Callable[..., None]) -> None:
+        super().__init__()
+        self._subject = subject
+        self._run_callback = run_callback
+
+    def add_done_callback(self, fn: Callable[[Future[Msg]], object]) -> None:
+        """Runs ``fn(future)`` on the client's callback thread once the future is done."""
+        run = self._run_callback
+        super().add_done_callback(lambda future: run(fn, future))
+
+    def resolve(self, msg: Msg) -> None:
+        """Completes with the reply (or NoRespondersError for a 503 status)."""
+        if msg.is_no_responders:
+            self.fail(no_responders(self._subject))
+            return
+        try:
+            self.set_result(msg)
+        except InvalidStateError:
+            pass  # the user cancelled it: the reply has nobody to go to
+
+    def fail(self, error: BaseException) -> None:
+        """Completes with an error."""
+        try:
+            self.set_exception(error)
+        except InvalidStateError:
+            pass  # the user cancelled it
+
+
+Waiter = ReplyWaiter | ReplyFuture
+
+
+class RequestMux:
+    """Tokens -> waiters for the requests in flight on one client.
+
+    Args:
+        prefix: ``<inbox_prefix>.<nuid>.``; the wildcard subscription is ``prefix + "*"``.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.subject = prefix + "*"
+        self._prefix_len = len(prefix)
+        self._waiters: dict[str, Waiter] = {}
+        self._tokens = itertools.count(1)
+        self.late_replies = 0
+
+    def register(self, waiter: Waiter) -> str:
+        """Adds a waiter; returns the reply subject to publish the request with."""
+        token = format(next(self._tokens), "x")
+        self._waiters[token] = waiter
+        return self.prefix + token
+
+    def cancel(self, reply_subject: str) -> Waiter | None:
+        """Removes a request (timed out or failed to send).
+
+        Returns:
+            Its waiter, or None when the reader already took it to complete it.
+        """
+        return self._waiters.pop(reply_subject[self._prefix_len :], None)
+
+    def resolve(self, msg: Msg) -> None:
+        """Reader thread: completes the request the reply's subject names."""
+        waiter = self._waiters.pop(msg.subject[self._prefix_len :], None)
+        if waiter is None:
+            self.late_replies += 1
+            return
+        waiter.resolve(msg)
+
+    def fail_all(self, error: BaseException) -> None:
+        """Completes every request in flight with ``error``."""
+        while self._waiters:
+            try:
+                _, waiter = self._waiters.popitem()
+            except KeyError:
+                return
+            waiter.fail(error)
+
+    def __len__(self) -> int:
+        return len(self._waiters)
+
+    def __contains__(self, reply_subject: Any) -> bool:
+        return str(reply_subject)[self._prefix_len :] in self._waiters

@@ -1,0 +1,427 @@
+"""The public facade: :func:`connect` and :class:`Client`, as API.md fixes them.
+
+How it works: ``connect()`` validates its keywords into a frozen ``Options`` and has the
+handler make the first connection. ``Client`` keeps no state of its own: every call is
+forwarded to the handler, which does the work under its locks, so every call is safe
+from any thread.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any, NoReturn
+
+from nats_sync import _defaults as d
+from nats_sync._handler import Handler, State
+from nats_sync._options import DelayCallback, ErrorCallback, EventCallback, build_options
+from nats_sync._pool import parse_server_url
+from nats_sync.errors import NotSupportedError
+from nats_sync.msg import Msg
+from nats_sync.subscription import MessageCallback, Subscription
+
+HeadersArg = Mapping[str, "str | Sequence[str]"] | None
+
+
+def connect(
+    servers: str | Sequence[str] = d.DEFAULT_URL,
+    *,
+    name: str | None = None,
+    allow_reconnect: bool = d.DEFAULT_ALLOW_RECONNECT,
+    max_reconnect_attempts: int = d.DEFAULT_MAX_RECONNECT_ATTEMPTS,
+    reconnect_time_wait: float = d.DEFAULT_RECONNECT_TIME_WAIT,
+    reconnect_delay_cb: DelayCallback | None = None,
+    connect_timeout: float = d.DEFAULT_CONNECT_TIMEOUT,
+    retry_on_failed_connect: bool = False,
+    dont_randomize: bool = False,
+    ignore_discovered_servers: bool = False,
+    ping_interval: float = d.DEFAULT_PING_INTERVAL,
+    max_outstanding_pings: int = d.DEFAULT_MAX_OUTSTANDING_PINGS,
+    pending_size: int = d.DEFAULT_PENDING_SIZE,
+    no_echo: bool = False,
+    verbose: bool = False,
+    pedantic: bool = False,
+    inbox_prefix: str = d.DEFAULT_INBOX_PREFIX,
+    drain_timeout: float = d.DEFAULT_DRAIN_TIMEOUT,
+    flush_timeout: float | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    token: str | None = None,
+    user_credentials: str | None = None,
+    nkeys_seed: str | None = None,
+    tls: ssl.SSLContext | None = None,
+    tls_hostname: str | None = None,
+    tls_handshake_first: bool = False,
+    error_cb: ErrorCallback | None = None,
+    disconnected_cb: EventCallback | None = None,
+    reconnected_cb: EventCallback | None = None,
+    closed_cb: EventCallback | None = None,
+    discovered_server_cb: EventCallback | None = None,
+    lame_duck_mode_cb: EventCallback | None = None,
+) -> Client:
+    """Connects to a NATS server and returns a connected :class:`Client`.
+
+    Args:
+        servers: one URL, a comma-separated list, or a list of URLs (``nats://``,
+            ``tls://``, ``ws://``, ``wss://`` or bare ``host:port``).
+        name: the client name the server shows in its monitoring.
+        allow_reconnect: reconnect when the connection is lost.
+        max_reconnect_attempts: attempts per server before giving up (-1: forever).
+        reconnect_time_wait: base delay between attempts, with backoff and jitter.
+        reconnect_delay_cb: ``callable(attempt) -> seconds`` replacing the backoff.
+        connect_timeout: seconds for each connection attempt, handshake included.
+        retry_on_failed_connect: return at once and keep trying in the background.
+        dont_randomize: try the servers in the order given.
+        ignore_discovered_servers: do not use servers learned from INFO.
+        ping_interval: seconds between keepalive PINGs.
+        max_outstanding_pings: unanswered PINGs after which the connection is stale.
+        pending_size: bytes of outgoing data held (0: no buffering while disconnected).
+        no_echo: do not deliver this client's own publishes to its subscriptions.
+        verbose: ask the server for ``+OK`` acknowledgements.
+        pedantic: ask the server for strict protocol checks.
+        inbox_prefix: prefix of reply subjects made by ``new_inbox`` and requests.
+        drain_timeout: default seconds ``drain()`` may take.
+        flush_timeout: seconds a publish waits for room when the outgoing buffer is
+            full while connected (None: 10 s).
+        user: user name (also from ``nats://user:pass@host``).
+        password: password.
+        token: authentication token (also from ``nats://token@host``).
+        user_credentials: path to a ``.creds`` file (JWT and nkey seed).
+        nkeys_seed: path to an nkey seed file.
+        tls: an ``ssl.SSLContext``; implied by ``tls://`` and ``wss://``.
+        tls_hostname: the host name to verify in the server certificate.
+        tls_handshake_first: do the TLS handshake before the server's INFO.
+        error_cb: ``callable(exc)`` for asynchronous errors.
+        disconnected_cb: called when the connection is lost.
+        reconnected_cb: called when a new connection is made.
+        closed_cb: called once the client is closed.
+        discovered_server_cb: called when INFO names new servers.
+        lame_duck_mode_cb: called when the server announces lame duck mode.
+
+    Callbacks run on one callback thread, in order; never on the reader thread.
+
+    Returns:
+        The connected client.
+
+    Raises:
+        NoServersError: no server could be reached (the last error as ``__cause__``).
+        AuthorizationError: the server refused the credentials.
+        Error: an option was invalid (the message names it).
+    """
+    options = build_options(
+        servers,
+        name=name,
+        allow_reconnect=allow_reconnect,
+        max_reconnect_attempts=max_reconnect_attempts,
+        reconnect_time_wait=reconnect_time_wait,
+        reconnect_delay_cb=reconnect_delay_cb,
+        connect_timeout=connect_timeout,
+        retry_on_failed_connect=retry_on_failed_connect,
+        dont_randomize=dont_randomize,
+        ignore_discovered_servers=ignore_discovered_servers,
+        ping_interval=ping_interval,
+        max_outstanding_pings=max_outstanding_pings,
+        pending_size=pending_size,
+        no_echo=no_echo,
+        verbose=verbose,
+        pedantic=pedantic,
+        inbox_prefix=inbox_prefix,
+        drain_timeout=drain_timeout,
+        flush_timeout=flush_timeout,
+        user=user,
+        password=password,
+        token=token,
+        user_credentials=user_credentials,
+        nkeys_seed=nkeys_seed,
+        tls=tls,
+        tls_hostname=tls_hostname,
+        tls_handshake_first=tls_handshake_first,
+        error_cb=error_cb,
+        disconnected_cb=disconnected_cb,
+        reconnected_cb=reconnected_cb,
+        closed_cb=closed_cb,
+        discovered_server_cb=discovered_server_cb,
+        lame_duck_mode_cb=lame_duck_mode_cb,
+    )
+    if options.retry_on_failed_connect:
+        raise NotSupportedError("retry_on_failed_connect is not supported yet")
+    for url in options.servers:
+        if parse_server_url(url).scheme != "nats":
+            raise NotSupportedError(
+                f"{parse_server_url(url).scheme}:// servers are not supported yet"
+            )
+    handler = Handler(options)
+    handler.connect()
+    return Client(handler)
+
+
+class Client:
+    """A connection to NATS; made by :func:`connect`. Every method is thread-safe."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    # --- publishing and subscribing -------------------------------------------------
+
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str = "", headers: HeadersArg = None
+    ) -> None:
+        """Queues one message and returns at once.
+
+        Args:
+            subject: where to publish (no wildcards).
+            payload: the message body.
+            reply: a reply subject for the receiver, or "".
+            headers: name -> value, or name -> list of values for a repeated name.
+
+        Raises:
+            BadSubjectError: the subject or reply is not a valid subject.
+            BadHeaderError: a header cannot be written.
+            MaxPayloadError: the message exceeds the server's ``max_payload``.
+            ConnectionClosedError: the client is closed.
+            ConnectionDrainingError: the client is draining its publishes.
+            OutboundBufferLimitError: the outgoing buffer is full.
+        """
+        self._handler.publish(subject, payload, reply, headers)
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: str = "",
+        cb: MessageCallback | None = None,
+        max_msgs: int = 0,
+        pending_msgs_limit: int = d.DEFAULT_SUB_PENDING_MSGS_LIMIT,
+        pending_bytes_limit: int = d.DEFAULT_SUB_PENDING_BYTES_LIMIT,
+    ) -> Subscription:
+        """Subscribes to ``subject`` (wildcards allowed).
+
+        Args:
+            subject: the subject, with ``*`` and ``>`` wildcards if wanted.
+            queue: a queue group: each message goes to one member of the group.
+            cb: ``callable(msg)``, run on this subscription's own thread; without
+                it, read with ``next_msg`` or iteration.
+            max_msgs: end the subscription after this many messages (0: never).
+            pending_msgs_limit: messages held before new ones are dropped.
+            pending_bytes_limit: payload bytes held before new ones are dropped.
+
+        Raises:
+            BadSubjectError: the subject or queue group is invalid.
+            ConnectionClosedError: the client is closed.
+            ConnectionDrainingError: the client is draining.
+        """
+        if cb is not None and not callable(cb):
+            raise TypeError(f"cb must be callable, got {cb!r}")
+        for label, value in (("max_msgs", max_msgs), ("pending_msgs_limit", pending_msgs_limit),
+                             ("pending_bytes_limit", pending_bytes_limit)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{label} must be an int >= 0, got {value!r}")
+        handler = self._handler
+        sub = Subscription(
+            handler, handler.next_sid(), subject, queue, cb, max_msgs,
+            pending_msgs_limit, pending_bytes_limit or d.DEFAULT_SUB_PENDING_BYTES_LIMIT,
+        )
+        handler.add_subscription(sub)
+        return sub
+
+    # --- request-reply ---------------------------------------------------------------
+
+    def request(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
+        headers: HeadersArg = None,
+    ) -> Msg:
+        """Sends a request and returns the first reply.
+
+        Raises:
+            NoRespondersError: nobody is subscribed to ``subject`` (at once).
+            TimeoutError: no reply within ``timeout`` seconds.
+            ConnectionClosedError: the client closed while waiting.
+        """
+        return self._handler.request(subject, payload, timeout, headers)
+
+    def request_future(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
+        headers: HeadersArg = None,
+    ) -> Future[Msg]:
+        """Sends a request and returns a future of its reply at once.
+
+        The future fails with ``NoRespondersError``, ``TimeoutError`` or
+        ``ConnectionClosedError`` as ``request`` would raise them. Its done-callbacks
+        run on the client's callback thread.
+        """
+        return self._handler.request_future(subject, payload, timeout, headers)
+
+    def request_batch(
+        self,
+        subject: str,
+        payloads: Sequence[bytes],
+        timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
+        headers: HeadersArg = None,
+        max_in_flight: int = d.DEFAULT_REQUEST_MAX_IN_FLIGHT,
+    ) -> list[Msg | BaseException]:
+        """Pipelines one request per payload; returns replies in input order.
+
+        Each item is the reply ``Msg`` or the exception for that request; a single
+        request's failure never raises. ``timeout`` applies to each request from the
+        moment it is sent.
+        """
+        return self._handler.request_batch(subject, payloads, timeout, headers, max_in_flight)
+
+    def new_inbox(self) -> str:
+        """A unique subject under ``inbox_prefix``, for replies."""
+        return f"{self._handler.options.inbox_prefix}.{self._handler._nuid.next()}"
+
+    # --- flush, drain, close -----------------------------------------------------------
+
+    def flush(self, timeout: float = d.DEFAULT_FLUSH_TIMEOUT) -> None:
+        """Returns once the server has processed everything sent before the call.
+
+        Raises:
+            FlushTimeoutError: no answer within ``timeout`` seconds.
+            ConnectionClosedError: the client is closed.
+        """
+        self._handler.flush(timeout)
+
+    def rtt(self) -> float:
+        """The round-trip time to the server, in seconds."""
+        return self._handler.rtt()
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Unsubscribes everything, processes what arrived, flushes, then closes.
+
+        Messages already buffered in pull subscriptions stay readable after the close.
+
+        Args:
+            timeout: seconds; None uses ``drain_timeout``.
+
+        Raises:
+            DrainTimeoutError: it took longer; the client is closed anyway.
+        """
+        self._handler.drain(timeout)
+
+    def close(self) -> None:
+        """Closes at once (sending what is queued if connected). Idempotent.
+
+        Every waiting ``next_msg``, ``request`` and ``flush`` gets
+        ``ConnectionClosedError``; every thread of the client is joined.
+        """
+        self._handler.close()
+
+    def force_reconnect(self) -> None:
+        """Drops the current server and reconnects (not supported yet)."""
+        raise NotSupportedError("force_reconnect is not supported yet")
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "a nats_sync Client cannot be pickled: it owns a socket and threads. "
+            "Create the client inside the process that uses it (e.g. lazily in a Spark "
+            "worker or after a WSGI server forks)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<nats_sync.Client {self._handler.state.value} {self.connected_url or ''}>"
+
+    # --- properties -------------------------------------------------------------------
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a connection is up (draining counts as connected)."""
+        return self._handler.state in (State.CONNECTED, State.DRAINING_SUBS,
+                                       State.DRAINING_PUBS)
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the client is closed."""
+        return self._handler.state is State.CLOSED
+
+    @property
+    def is_reconnecting(self) -> bool:
+        """Whether the client is between connections."""
+        return self._handler.state is State.RECONNECTING
+
+    @property
+    def is_draining(self) -> bool:
+        """Whether ``drain()`` is in progress."""
+        return self._handler.state in (State.DRAINING_SUBS, State.DRAINING_PUBS)
+
+    @property
+    def connected_url(self) -> str | None:
+        """The current server's URL, secrets shown as ``***``; None when not connected."""
+        server = self._handler.current_server
+        return server.redacted_url if server is not None and self.is_connected else None
+
+    @property
+    def servers(self) -> list[str]:
+        """Every server of the pool, secrets shown as ``***``."""
+        return [server.redacted_url for server in self._handler._pool.servers]
+
+    @property
+    def discovered_servers(self) -> list[str]:
+        """Servers learned from INFO (none until the resilience work lands)."""
+        return [s.redacted_url for s in self._handler._pool.servers if s.discovered]
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The server's INFO, as a dict."""
+        return dict(self._handler.server_info)
+
+    @property
+    def max_payload(self) -> int:
+        """The largest payload the server accepts."""
+        return self._handler.max_payload
+
+    @property
+    def client_id(self) -> int | None:
+        """The id the server gave this connection."""
+        value = self._handler.server_info.get("client_id")
+        return int(value) if value is not None else None
+
+    @property
+    def connected_server_version(self) -> str:
+        """The server's version string ("" before the first INFO)."""
+        return str(self._handler.server_info.get("version", ""))
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last error the client met (why it closed, for example)."""
+        return self._handler.last_error
+
+    @property
+    def pending_data_size(self) -> int:
+        """Bytes queued for the server and not yet sent."""
+        return self._handler.pending_data_size
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counts: ``in_msgs``, ``out_msgs``, ``in_bytes``, ``out_bytes`` (payloads),
+        ``reconnects``, ``errors_received``."""
+        handler = self._handler
+        return {
+            "in_msgs": handler.in_msgs,
+            "out_msgs": handler.outbox.out_msgs,
+            "in_bytes": handler.in_bytes,
+            "out_bytes": handler.outbox.out_bytes,
+            "reconnects": handler.reconnects,
+            "errors_received": handler.errors_received,
+        }
+
+
+__all__ = ["Client", "connect"]
