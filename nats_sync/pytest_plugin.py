@@ -1,0 +1,53 @@
+"""pytest fixtures that give each test a real nats-server (registered as a pytest11 plugin).
+
+How it works: the fixtures wrap `nats_sync.testing`; each one starts its server(s) on
+ports of their own and kills them, work folders included, when the test ends. A missing
+binary raises `ServerBinaryNotFoundError`, so the test errors instead of skipping.
+
+Fixtures:
+    nats_server: a running `NatsServer` for one test.
+    nats_server_factory: ``factory(**kwargs)`` starts a `NatsServer` with those arguments.
+    nats_cluster: a running three-server `NatsCluster` for one test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from nats_sync.testing import NatsCluster, NatsServer
+
+ServerFactory = Callable[..., NatsServer]
+
+
+@pytest.fixture
+def nats_server() -> Iterator[NatsServer]:
+    """A running nats-server on a free port, removed after the test."""
+    with NatsServer() as server:
+        yield server
+
+
+@pytest.fixture
+def nats_server_factory() -> Iterator[ServerFactory]:
+    """Starts servers with any `NatsServer` arguments; all are removed after the test."""
+    started: list[NatsServer] = []
+
+    def factory(**kwargs: Any) -> NatsServer:
+        server = NatsServer(**kwargs)
+        started.append(server)
+        return server.start()
+
+    try:
+        yield factory
+    finally:
+        for server in started:
+            server.cleanup()
+
+
+@pytest.fixture
+def nats_cluster() -> Iterator[NatsCluster]:
+    """A running three-server cluster with a full mesh, removed after the test."""
+    with NatsCluster(3) as cluster:
+        yield cluster

