@@ -463,16 +463,31 @@ class Handler:
         sub._end()
 
     def drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
-        """UNSUB, a PING/PONG to be sure the server has it, then end ``sub``."""
+        """UNSUB, a PING/PONG to be sure the server has it, then end ``sub``.
+
+        The subscription stays registered until the PONG: messages the server sent
+        before it processed the UNSUB are still on the socket and must be delivered.
+        """
         budget = self.options.drain_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
-        self.unsubscribe(sub)
+        with self._lock:
+            self._check_open()
+            if self.state in _DRAINING:
+                raise ConnectionDrainingError("the client is draining")
+            if sub.is_closed or self.subs.get(sub.sid) is not sub:
+                raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
+            self.outbox.put_control(proto.encode_unsub(sub.sid))
         try:
             self.flush(budget)
         except FlushTimeoutError:
             raise DrainTimeoutError(
                 f"the server did not confirm the UNSUB of {sub.subject!r} within {budget}s"
             ) from None
+        finally:
+            with self._lock:
+                if self.subs.get(sub.sid) is sub:
+                    del self.subs[sub.sid]
+            sub._end()
         self._join_delivery(sub, deadline)
 
     def _join_delivery(self, sub: Subscription, deadline: float) -> None:
