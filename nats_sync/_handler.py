@@ -33,13 +33,13 @@ from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync._callbacks import CallbackRunner
 from nats_sync._connection import Connection
+from nats_sync._handshake import handshake
 from nats_sync._nuid import Nuid
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
 from nats_sync._pool import ServerAddress, ServerPool
 from nats_sync._requests import ReplyFuture, ReplyWaiter, RequestMux, no_responders
 from nats_sync._transport import Transport
-from nats_sync._version import __version__
 from nats_sync.errors import (
     AuthorizationError,
     BadSubscriptionError,
@@ -53,7 +53,6 @@ from nats_sync.errors import (
     NoServersError,
     PermissionsViolationError,
     ProtocolError,
-    SecureConnRequiredError,
     StaleConnectionError,
     TimeoutError,
     server_error_from_description,
@@ -159,7 +158,7 @@ class Handler:
         last: Error | None = None
         for server in self._pool.servers:
             try:
-                transport, parser, info = self._handshake(server)
+                transport, parser, info = handshake(server, self.options)
             except (AuthorizationError, ProtocolError) as err:
                 last = err
                 if server is self._pool.servers[-1]:
@@ -173,79 +172,6 @@ class Handler:
             self._activate(server, transport, parser, info)
             return
         raise NoServersError(f"could not connect to any server: {last}") from last
-
-    def _handshake(self, server: ServerAddress) -> tuple[Transport, proto.Parser, dict[str, Any]]:
-        """INFO -> CONNECT -> PING -> PONG on a new transport, within connect_timeout."""
-        timeout = self.options.connect_timeout
-        deadline = time.monotonic() + timeout
-        transport = Transport.open_tcp(server.host, server.port, timeout)
-        parser = proto.Parser()
-        try:
-            op = self._read_op(transport, parser, deadline, server)
-            if not isinstance(op, proto.InfoOp):
-                raise ProtocolError(f"expected INFO from {server}, got {op!r}")
-            info = op.info
-            self._check_info(info, server)
-            parser.set_max_payload(int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD)))
-            transport.send_all(proto.encode_connect(self._connect_fields(server, info))
-                               + proto.PING)
-            while True:
-                op = self._read_op(transport, parser, deadline, server)
-                if op is proto.PONG_OP:
-                    break
-                if isinstance(op, proto.ErrOp):
-                    raise server_error_from_description(op.message)
-                if op is proto.PING_OP:
-                    transport.send_all(proto.PONG)
-                elif isinstance(op, proto.InfoOp):
-                    info = op.info
-        except BaseException:
-            transport.close()
-            raise
-        transport.set_timeout(None)
-        return transport, parser, info
-
-    @staticmethod
-    def _read_op(
-        transport: Transport, parser: proto.Parser, deadline: float, server: ServerAddress
-    ) -> proto.ServerOp:
-        buffer = bytearray(4096)
-        while (op := parser.next_op()) is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"handshake with {server} did not finish in time")
-            transport.set_timeout(remaining)
-            count = transport.recv_into(buffer)
-            if count == 0:
-                raise NatsConnectionError(f"{server} closed the connection during the handshake")
-            parser.feed(memoryview(buffer)[:count])
-        return op
-
-    def _check_info(self, info: dict[str, Any], server: ServerAddress) -> None:
-        if info.get("tls_required") and not info.get("tls_available"):
-            raise SecureConnRequiredError(
-                f"{server} requires TLS, which this version of nats_sync does not support yet"
-            )
-
-    def _connect_fields(self, server: ServerAddress, info: dict[str, Any]) -> dict[str, Any]:
-        options = self.options
-        auth: dict[str, Any] = {}
-        user = server.user if server.user is not None else options.user
-        password = server.password if server.password is not None else options.password
-        token = server.token if server.token is not None else options.token
-        if user is not None:
-            auth["user"] = user
-            auth["pass"] = password or ""
-        elif token is not None:
-            auth["auth_token"] = token
-        return proto.connect_fields(
-            version=__version__,
-            verbose=options.verbose,
-            pedantic=options.pedantic,
-            echo=not options.no_echo,
-            name=options.name,
-            auth=auth,
-        )
 
     def _activate(
         self,

@@ -1,0 +1,112 @@
+"""Opening one connection: INFO -> CONNECT -> PING -> PONG on a fresh transport.
+
+How it works: runs on the thread that connects (the caller of ``connect()``; later the
+reconnect thread), before any reader or writer thread exists for this transport, so it
+reads and writes the socket directly with a deadline of ``connect_timeout``. It touches
+no handler state: it returns the transport, the parser (which may already hold bytes
+that followed the PONG) and the latest INFO, or raises.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nats_sync import _defaults as d
+from nats_sync import _proto as proto
+from nats_sync._options import Options
+from nats_sync._pool import ServerAddress
+from nats_sync._transport import Transport
+from nats_sync._version import __version__
+from nats_sync.errors import (
+    NatsConnectionError,
+    ProtocolError,
+    SecureConnRequiredError,
+    TimeoutError,
+    server_error_from_description,
+)
+
+_HANDSHAKE_READ_SIZE = 4096
+
+
+def handshake(
+    server: ServerAddress, options: Options
+) -> tuple[Transport, proto.Parser, dict[str, Any]]:
+    """Connects to ``server`` and completes the handshake within ``connect_timeout``.
+
+    Raises:
+        NatsConnectionError: the socket could not be opened or was closed.
+        TimeoutError: the server did not finish the handshake in time.
+        ServerError: the server answered CONNECT with ``-ERR`` (e.g. authorization).
+        ProtocolError: the server sent something that is not NATS.
+    """
+    deadline = time.monotonic() + options.connect_timeout
+    transport = Transport.open_tcp(server.host, server.port, options.connect_timeout)
+    parser = proto.Parser()
+    try:
+        op = _read_op(transport, parser, deadline, server)
+        if not isinstance(op, proto.InfoOp):
+            raise ProtocolError(f"expected INFO from {server}, got {op!r}")
+        info = op.info
+        _check_info(info, server)
+        parser.set_max_payload(int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD)))
+        transport.send_all(proto.encode_connect(connect_fields(server, options)) + proto.PING)
+        while True:
+            op = _read_op(transport, parser, deadline, server)
+            if op is proto.PONG_OP:
+                break
+            if isinstance(op, proto.ErrOp):
+                raise server_error_from_description(op.message)
+            if op is proto.PING_OP:
+                transport.send_all(proto.PONG)
+            elif isinstance(op, proto.InfoOp):
+                info = op.info
+    except BaseException:
+        transport.close()
+        raise
+    transport.set_timeout(None)
+    return transport, parser, info
+
+
+def _read_op(
+    transport: Transport, parser: proto.Parser, deadline: float, server: ServerAddress
+) -> proto.ServerOp:
+    buffer = bytearray(_HANDSHAKE_READ_SIZE)
+    while (op := parser.next_op()) is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"handshake with {server} did not finish in time")
+        transport.set_timeout(remaining)
+        count = transport.recv_into(buffer)
+        if count == 0:
+            raise NatsConnectionError(f"{server} closed the connection during the handshake")
+        parser.feed(memoryview(buffer)[:count])
+    return op
+
+
+def _check_info(info: dict[str, Any], server: ServerAddress) -> None:
+    if info.get("tls_required") and not info.get("tls_available"):
+        raise SecureConnRequiredError(
+            f"{server} requires TLS, which this version of nats_sync does not support yet"
+        )
+
+
+def connect_fields(server: ServerAddress, options: Options) -> dict[str, Any]:
+    """The CONNECT fields for ``server``: credentials in its URL win over the options."""
+    auth: dict[str, Any] = {}
+    user = server.user if server.user is not None else options.user
+    password = server.password if server.password is not None else options.password
+    token = server.token if server.token is not None else options.token
+    if user is not None:
+        auth["user"] = user
+        auth["pass"] = password or ""
+    elif token is not None:
+        auth["auth_token"] = token
+    return proto.connect_fields(
+        version=__version__,
+        verbose=options.verbose,
+        pedantic=options.pedantic,
+        echo=not options.no_echo,
+        name=options.name,
+        auth=auth,
+    )
