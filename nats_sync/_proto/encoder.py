@@ -42,7 +42,14 @@ def _check_subject(subject: object, *, wildcards: bool, what: str = "subject") -
                 raise BadSubjectError(f"{what} {subject!r} has a wildcard; only SUB takes those")
             if token == ">" and index != last:
                 raise BadSubjectError(f"{what} {subject!r} has '>' before its last token")
-    return subject.encode()
+    return _utf8(subject, what)
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        raise BadSubjectError(f"{what} {text!r} cannot be encoded as UTF-8") from None
 
 
 def publish_subject(subject: str) -> bytes:
@@ -91,7 +98,7 @@ def queue_group(queue: str) -> bytes:
         raise BadSubjectError(f"queue group must be a str, got {type(queue).__name__}")
     if not _WHITESPACE_OR_CONTROL.isdisjoint(queue):
         raise BadSubjectError(f"queue group {queue!r} contains whitespace or a control character")
-    return queue.encode()
+    return _utf8(queue, "queue group")
 
 
 def encode_connect(fields: Mapping[str, Any]) -> bytes:

@@ -15,6 +15,9 @@ from nats_sync.errors import BadHeaderError, ProtocolError
 VERSION_LINE = b"NATS/1.0"
 _VERSION_TEXT = "NATS/1.0"
 _FORBIDDEN_IN_NAME = frozenset(":\x7f" + "".join(chr(c) for c in range(33)))
+#: What the decoder trims around names and values: only the spaces and tabs the encoder
+#: writes, so values ending in other (Unicode) whitespace survive a round trip.
+_BLANKS = " \t"
 
 HeadersInput = Mapping[str, "str | Sequence[str]"]
 
@@ -72,7 +75,12 @@ def encode_headers(
         else:
             lines.append(f"{name}: {_check_value(name, given)}")
     lines.append("\r\n")
-    return "\r\n".join(lines).encode()
+    try:
+        return "\r\n".join(lines).encode()
+    except UnicodeEncodeError as err:
+        raise BadHeaderError(
+            f"header block holds {err.object[err.start : err.end]!r}, which UTF-8 cannot encode"
+        ) from None
 
 
 def decode_headers(block: bytes) -> tuple[Headers | None, int | None, str]:
@@ -99,12 +107,12 @@ def decode_headers(block: bytes) -> tuple[Headers | None, int | None, str]:
     if rest:
         if rest[0] not in " \t":
             raise ProtocolError(f"bad header version line {lines[0]!r}")
-        code, _, text = rest.strip().partition(" ")
+        code, _, text = rest.strip(_BLANKS).partition(" ")
         if code:
             if len(code) != 3 or not code.isdigit() or not code.isascii():
                 raise ProtocolError(f"bad status code {code!r} in header version line")
             status = int(code)
-            description = text.strip()
+            description = text.strip(_BLANKS)
     headers: Headers = {}
     last_name = ""
     for line in lines[1:]:
@@ -115,15 +123,15 @@ def decode_headers(block: bytes) -> tuple[Headers | None, int | None, str]:
                 raise ProtocolError(f"header continuation line with no header before: {line!r}")
             previous = headers[last_name]
             if isinstance(previous, list):
-                previous[-1] = f"{previous[-1]} {line.strip()}"
+                previous[-1] = f"{previous[-1]} {line.strip(_BLANKS)}"
             else:
-                headers[last_name] = f"{previous} {line.strip()}"
+                headers[last_name] = f"{previous} {line.strip(_BLANKS)}"
             continue
         name, colon, value = line.partition(":")
-        name = name.strip()
+        name = name.strip(_BLANKS)
         if not colon or not name:
             raise ProtocolError(f"bad header line {line!r}")
-        value = value.strip()
+        value = value.strip(_BLANKS)
         existing = headers.get(name)
         if existing is None:
             headers[name] = value

@@ -45,7 +45,10 @@ def _shown(data: bytes, limit: int = 64) -> str:
 def _size(field: bytes, what: str, op: str) -> int:
     if not field.isdigit():
         raise ProtocolError(f"{op} {what} must be a non-negative integer, got {_shown(field)}")
-    return int(field)
+    try:
+        return int(field)
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+        raise ProtocolError(f"{op} {what} has too many digits: {_shown(field)}") from None
 
 
 def _text(field: bytes, what: str, op: str) -> str:
@@ -150,7 +153,10 @@ class Parser:
                 pos = 0
                 end = buf.find(_CRLF)
             if end < 0:
-                if len(buf) - pos > self._max_control_line:
+                waiting = len(buf) - pos
+                if buf.endswith(b"\r"):
+                    waiting -= 1  # possibly the first half of the CRLF: not line content
+                if waiting > self._max_control_line:
                     raise ProtocolError(
                         f"control line longer than {self._max_control_line} bytes without "
                         f"CRLF: {_shown(buf[pos : pos + 64])}"
@@ -199,6 +205,8 @@ class Parser:
             info = json.loads(body)
         except (ValueError, UnicodeDecodeError) as err:
             raise ProtocolError(f"INFO is not valid JSON ({err}): {_shown(body)}") from None
+        except RecursionError:
+            raise ProtocolError(f"INFO JSON is nested too deeply: {_shown(body)}") from None
         if not isinstance(info, dict):
             raise ProtocolError(f"INFO JSON is not an object: {_shown(body)}")
         return info
