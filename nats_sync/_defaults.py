@@ -57,8 +57,6 @@ MAX_CONTROL_LINE = 4096
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 #: Extra room over max_payload the parser allows for a message's header block.
 MAX_PAYLOAD_HEADROOM = 64 * 1024
-#: Largest message the parser accepts before any INFO (nats-server caps max_payload at 64 MiB).
-PARSER_MAX_MESSAGE_SIZE = 64 * 1024 * 1024 + MAX_PAYLOAD_HEADROOM
 #: Validated subjects kept to skip re-validation on hot publish paths.
 SUBJECT_CACHE_SIZE = 4096
 

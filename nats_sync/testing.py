@@ -267,9 +267,25 @@ class NatsServer:
         self._signal(signal.SIGUSR2)
 
     def pause(self) -> None:
-        """Freezes the server process (SIGSTOP): sockets stay open, nothing is answered."""
+        """Freezes the server process (SIGSTOP): sockets stay open, nothing is answered.
+
+        Returns once every thread of the process has stopped (where ``/proc`` shows it):
+        the signal is asynchronous, and a thread still running could otherwise answer
+        a client after ``pause()`` returned.
+        """
         self._signal(signal.SIGSTOP)
         self._paused = True
+        self._wait_stopped()
+
+    def _wait_stopped(self, timeout: float = 5.0) -> None:
+        tasks = Path(f"/proc/{self.pid}/task")
+        if not tasks.is_dir():
+            return  # no /proc (not Linux): the signal alone has to do
+        deadline = time.monotonic() + timeout
+        while not _all_tasks_stopped(tasks):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nats-server did not stop within {timeout}s of SIGSTOP")
+            time.sleep(0.001)
 
     def resume(self) -> None:
         """Lets a paused server run again (SIGCONT)."""
@@ -369,6 +385,23 @@ class NatsServer:
     def __repr__(self) -> str:
         state = "running" if self.is_running else "stopped"
         return f"<NatsServer {self.host}:{self._port or '?'} {state}>"
+
+
+def _all_tasks_stopped(tasks: Path) -> bool:
+    """Whether every thread listed under ``/proc/<pid>/task`` is stopped (or gone)."""
+    try:
+        entries = list(tasks.iterdir())
+    except FileNotFoundError:
+        return True  # the process is gone
+    for entry in entries:
+        try:
+            stat = (entry / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended meanwhile
+        state = stat.rsplit(")", 1)[-1].split()[0]
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True
 
 
 def _port_of(urls: Any) -> int | None:
