@@ -4,13 +4,16 @@ How it works: any thread :meth:`CallbackRunner.submit`s a call into an unbounded
 ``SimpleQueue`` (callbacks are rare and must never be dropped); one thread, started by
 the handler, runs them in order. An exception in a user callback is logged and the
 thread carries on. ``stop()`` queues a marker, so everything submitted before it still
-runs.
+runs; once the thread has ended, ``submit`` runs the call on the caller's thread (a done
+callback added to a finished future after ``close()`` must still run, as in
+``concurrent.futures``).
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,11 +27,21 @@ class CallbackRunner:
 
     def __init__(self) -> None:
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._finished = False
 
     def submit(self, fn: Callable[..., Any] | None, *args: Any) -> None:
-        """Queues ``fn(*args)``; a None ``fn`` (an unset callback) is ignored."""
-        if fn is not None:
-            self._calls.put((fn, args))
+        """Queues ``fn(*args)``; a None ``fn`` (an unset callback) is ignored.
+
+        After the callback thread has ended, runs the call at once on this thread.
+        """
+        if fn is None:
+            return
+        with self._lock:
+            if not self._finished:
+                self._calls.put((fn, args))
+                return
+        _call(fn, args)
 
     def stop(self) -> None:
         """Ends :meth:`run` after everything already submitted has run."""
@@ -39,9 +52,22 @@ class CallbackRunner:
         while True:
             item = self._calls.get()
             if item is _STOP:
-                return
-            fn, args = item
+                break
+            _call(*item)
+        with self._lock:
+            self._finished = True
+        # Calls submitted between the marker and the flag still run, in order.
+        while True:
             try:
-                fn(*args)
-            except Exception:
-                log.exception("nats_sync: callback %r raised", fn)
+                item = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if item is not _STOP:
+                _call(*item)
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("nats_sync: callback %r raised", fn)

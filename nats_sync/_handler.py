@@ -560,7 +560,8 @@ class Handler:
             results.append(TimeoutError("not sent"))
             try:
                 self.publish(subject, payload, reply, headers)
-            except Error as err:
+            except (Error, TypeError, ValueError) as err:
+                # One bad item (wrong type, too big, ...) is that item's result.
                 mux.cancel(reply)
                 results[-1] = err
                 in_flight.append(None)

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 
 from nats_sync._proto import PING
-from nats_sync.errors import OutboundBufferLimitError
+from nats_sync.errors import ConnectionClosedError, OutboundBufferLimitError
 
 Frame = bytes | list[bytes]
 #: Called with None when the PONG arrives, or with an error when it never will.
@@ -90,7 +90,12 @@ class Outbox:
         deadline = time.monotonic() + self.full_wait
         self.room_waiters += 1
         try:
-            while self.size and self.size + size > self.limit and self._still_connected():
+            while (
+                self.size
+                and self.size + size > self.limit
+                and self._still_connected()
+                and not self.stopping
+            ):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise OutboundBufferLimitError(
@@ -100,6 +105,8 @@ class Outbox:
                 self._room.wait(remaining)
         finally:
             self.room_waiters -= 1
+        if self.stopping:
+            raise ConnectionClosedError("the client was closed while this publish waited")
         if not self._still_connected() and self.size + size > self.limit:
             raise OutboundBufferLimitError(
                 f"disconnected with {self.size} of {self.limit} bytes buffered"
