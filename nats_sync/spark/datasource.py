@@ -36,6 +36,7 @@ from nats_sync.errors import Error
 from nats_sync.msg import Msg
 from nats_sync.spark._options import SourceSettings, parse_source_options
 from nats_sync.spark._worker import worker_client
+from nats_sync.subscription import Subscription
 
 logger = logging.getLogger("nats_sync.spark")
 
@@ -230,18 +231,29 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
     """Feeds live messages of one subject into a streaming query.
 
     The offset is the count of messages handed to Spark so far. Messages arriving while
-    the buffer holds ``max_buffered`` are dropped, counted in `dropped` and logged.
+    the buffer holds ``max_buffered`` are dropped, counted in `dropped` and logged (the
+    subscription in front of the buffer has the same bound and reports its own drops as
+    slow-consumer errors).
     """
 
     def __init__(self, settings: SourceSettings) -> None:
         self.settings = settings
-        self.dropped = 0
+        self.buffer_dropped = 0
+        self._subscription: Subscription | None = None
         # Made on first use: Spark pickles the reader before it runs, and a live buffer
         # (a lock inside) cannot travel.
         self._buffer: queue.Queue[tuple[Any, ...]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"settings": self.settings, "dropped": 0, "_buffer": None}
+        return {
+            "settings": self.settings, "buffer_dropped": 0, "_subscription": None, "_buffer": None
+        }
+
+    @property
+    def dropped(self) -> int:
+        """Messages lost so far: by the full buffer, or by the subscription in front of it."""
+        in_transit = self._subscription.dropped if self._subscription is not None else 0
+        return self.buffer_dropped + in_transit
 
     def _subscribe(self) -> queue.Queue[tuple[Any, ...]]:
         # Spark calls initialOffset/read/commit one at a time, from one thread.
@@ -251,7 +263,7 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
         self._buffer = buffer
         client = worker_client(list(self.settings.servers), self.settings.connect_kwargs)
         assert self.settings.subject is not None
-        client.subscribe(
+        self._subscription = client.subscribe(
             self.settings.subject,
             queue=self.settings.queue,
             cb=self._on_message,
@@ -272,8 +284,8 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
         try:
             self._buffer.put_nowait(row)
         except queue.Full:
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % 10_000 == 0:
+            self.buffer_dropped += 1
+            if self.buffer_dropped == 1 or self.buffer_dropped % 10_000 == 0:
                 logger.warning(
                     "nats data source: buffer of %d messages full on %r, %d dropped so far",
                     self.settings.max_buffered, self.settings.subject, self.dropped,
