@@ -3,14 +3,18 @@
 Threads (all started and joined here):
 
 - reader and writer of the live connection (bodies in ``_connection``);
+- the reconnect thread, while a lost connection is being replaced (loop in ``_reconnect``);
 - the timer thread: keepalive PINGs, stale detection, ``request_future`` deadlines;
 - the callback thread: user callbacks in order (body in ``_callbacks``);
 - one delivery thread per callback subscription (body in ``subscription``).
 
 State and who may touch it:
 
-- ``_lock`` guards ``state``, ``subs`` changes, the request multiplexer's creation and the
-  connection swap. Nothing blocks on I/O while holding it.
+- ``_lock`` guards ``state``, ``subs`` changes, the request multiplexer's creation, the
+  server pool and the connection swap. Nothing blocks on I/O while holding it.
+- While ``state`` is RECONNECTING no SUB/UNSUB frame is queued: subscriptions are
+  replayed from ``subs`` when the next connection is activated, ahead of the buffered
+  publishes.
 - The reader thread reads ``subs`` and ``_mux`` without the lock (a dict lookup is atomic)
   and alone writes the ``in_*`` counters and ``server_info`` updates.
 - The outbox has its own lock (``_outbox``); lock order is handler lock, then outbox lock.
@@ -23,6 +27,7 @@ import heapq
 import itertools
 import logging
 import os
+import random
 import threading
 import time
 import weakref
@@ -38,6 +43,7 @@ from nats_sync._nuid import Nuid
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
 from nats_sync._pool import ServerAddress, ServerPool
+from nats_sync._reconnect import reconnect
 from nats_sync._requests import ReplyFuture, ReplyWaiter, RequestMux, no_responders
 from nats_sync._transport import Transport
 from nats_sync.errors import (
@@ -112,7 +118,16 @@ class Handler:
         self.outbox = Outbox(options.pending_size, options.full_wait)
         self.subs: dict[int, Subscription] = {}
         self._sids = itertools.count(1)
-        self._pool = ServerPool(options.servers, randomize=not options.dont_randomize)
+        self._rng = random.Random()
+        self._pool = ServerPool(
+            options.servers,
+            randomize=not options.dont_randomize,
+            rng=self._rng,
+            ignore_discovered=options.ignore_discovered_servers,
+        )
+        self._reconnect_thread: threading.Thread | None = None
+        #: Set by close(): ends the reconnect thread's waits at once.
+        self._closing = threading.Event()
         self.current_server: ServerAddress | None = None
         self.server_info: dict[str, Any] = {}
         self.max_payload = d.DEFAULT_MAX_PAYLOAD
@@ -151,27 +166,48 @@ class Handler:
     def connect(self) -> None:
         """Makes one pass over the server pool and starts the threads.
 
+        With ``retry_on_failed_connect``, a failed pass does not raise: the client starts
+        in the reconnecting state and keeps trying in the background.
+
         Raises:
             NoServersError: no server could be reached (the last error as ``__cause__``).
             AuthorizationError: the server refused the credentials.
         """
         last: Error | None = None
-        for server in self._pool.servers:
+        order = self._pool.attempt_order()
+        for server in order:
             try:
                 transport, parser, info = handshake(server, self.options)
-            except (AuthorizationError, ProtocolError) as err:
-                last = err
-                if server is self._pool.servers[-1]:
-                    raise
-                continue
             except Error as err:
                 last = err
+                self._pool.record_failure(server)
+                if isinstance(err, AuthorizationError | ProtocolError) and (
+                    server is order[-1] and not self.options.retry_on_failed_connect
+                ):
+                    raise
                 continue
-            self._threads.append(self._start_thread(self._callbacks.run, "callbacks"))
-            self._threads.append(self._start_thread(self._run_timer, "timer"))
+            self._start_background_threads()
             self._activate(server, transport, parser, info)
             return
-        raise NoServersError(f"could not connect to any server: {last}") from last
+        if not self.options.retry_on_failed_connect:
+            raise NoServersError(f"could not connect to any server: {last}") from last
+        log.info("nats_sync: no server answered (%s); retrying in the background", last)
+        self.last_error = last
+        self._start_background_threads()
+        with self._lock:
+            self.state = State.RECONNECTING
+            self._reconnect_thread = self._start_thread(
+                lambda: self._run_reconnect([]), "reconnect"
+            )
+
+    def _start_background_threads(self) -> None:
+        self._threads.append(self._start_thread(self._callbacks.run, "callbacks"))
+        self._threads.append(self._start_thread(self._run_timer, "timer"))
+
+    def pool_servers(self) -> list[ServerAddress]:
+        """Every server of the pool (given and discovered)."""
+        with self._lock:
+            return list(self._pool.servers)
 
     def _activate(
         self,
@@ -179,13 +215,23 @@ class Handler:
         transport: Transport,
         parser: proto.Parser,
         info: dict[str, Any],
-    ) -> None:
-        """Makes a handshaken transport the live connection and starts its threads."""
-        self.current_server = server
-        self.server_info = info
-        self.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
+    ) -> bool:
+        """Makes a handshaken transport the live connection and starts its threads.
+
+        Subscriptions (and the request inbox) are re-sent first, then whatever the outbox
+        buffered while disconnected. Returns False when the client closed meanwhile.
+        """
         conn = Connection(transport, parser, self.outbox, self._on_op, self._on_lost)
         with self._lock:
+            if self.state is State.CLOSED:
+                transport.close()
+                return False
+            self._pool.record_success(server)
+            self.current_server = server
+            self.server_info = info
+            self.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
+            frames, finished = self._subscription_replay()
+            self.outbox.put_control_first(frames)
             self._conn = conn
             self.state = State.CONNECTED
             self._pings_out = 0
@@ -195,7 +241,47 @@ class Handler:
                 self._start_thread(conn.run_reader, "reader"),
                 self._start_thread(conn.run_writer, "writer"),
             ]
+        for sub in finished:
+            sub._end()
+        self._learn_servers(info, announce=False)
         log.info("nats_sync: connected to %s (server %s)", server, info.get("version", "?"))
+        return True
+
+    def _subscription_replay(self) -> tuple[list[bytes], list[Subscription]]:
+        """Under the lock: SUB (and UNSUB max) frames for every live subscription.
+
+        Returns the frames and the auto-unsubscribing subscriptions that are complete.
+        """
+        frames: list[bytes] = []
+        finished: list[Subscription] = []
+        for sub in list(self.subs.values()):
+            remaining = sub.max_msgs - sub.received if sub.max_msgs else 0
+            if sub.max_msgs and remaining <= 0:
+                del self.subs[sub.sid]
+                finished.append(sub)
+                continue
+            frames.append(proto.encode_sub(sub.subject, sub.sid, sub.queue))
+            if remaining:
+                frames.append(proto.encode_unsub(sub.sid, remaining))
+        if self._mux is not None:
+            frames.append(proto.encode_sub(self._mux.subject, self._mux_sid))
+        return frames, finished
+
+    def _learn_servers(self, info: dict[str, Any], announce: bool) -> None:
+        urls = info.get("connect_urls")
+        if not urls or not isinstance(urls, list) or self.current_server is None:
+            return
+        with self._lock:
+            added = self._pool.add_discovered(urls, via=self.current_server)
+        if added:
+            log.info("nats_sync: discovered %s", ", ".join(map(str, added)))
+            if announce:
+                self._callbacks.submit(self.options.discovered_server_cb)
+
+    def _put_control(self, frame: bytes) -> None:
+        """Under the lock: queues SUB/UNSUB, unless they will be replayed on reconnect."""
+        if self.state is not State.RECONNECTING:
+            self.outbox.put_control(frame)
 
     # --- reader thread ---------------------------------------------------------------
 
@@ -231,8 +317,10 @@ class Handler:
             self.max_payload = int(info["max_payload"])
             if self._conn is not None:
                 self._conn.parser.set_max_payload(self.max_payload)
+        self._learn_servers(info, announce=True)
         if info.get("ldm"):
             self._callbacks.submit(self.options.lame_duck_mode_cb)
+            self._leave_lame_duck_server()
 
     def _on_server_error(self, text: str) -> None:
         self.errors_received += 1
@@ -244,6 +332,10 @@ class Handler:
                     self._remove_subscription(sub)
                     sub._end(error)
                     break
+        elif isinstance(error, PermissionsViolationError) and error.operation == "publish":
+            mux = self._mux
+            if mux is not None and error.subject:
+                mux.fail_subject(error.subject, error)
         elif not isinstance(error, PermissionsViolationError) and (
             "maximum subscriptions" not in text.lower()
         ):
@@ -261,18 +353,85 @@ class Handler:
             self.subs.pop(sub.sid, None)
 
     def _on_lost(self, conn: Connection, error: Error) -> None:
-        """Reader or writer thread: the live connection failed."""
+        """Reader, writer or timer thread: the live connection failed (or was dropped)."""
         with self._lock:
             if conn is not self._conn or self.state is State.CLOSED:
                 return
+            retry = (
+                self.state is State.CONNECTED
+                and self.options.allow_reconnect
+                and self.options.max_reconnect_attempts != 0
+            )
+            if retry:
+                self.state = State.RECONNECTING
+                self._conn = None
+                self.outbox.set_connected(False)
+                self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
+                old_threads = self._conn_threads
+                self._conn_threads = []
         log.info("nats_sync: connection to %s lost: %s", self.current_server, error)
         if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
             self.report_error(error)
         self.last_error = self._fatal_server_error or error
         self._fatal_server_error = None
         self._callbacks.submit(self.options.disconnected_cb)
-        # Reconnecting lands with the resilience work; until then a lost connection closes.
-        self.close()
+        if not retry:
+            self.close()
+            return
+        with self._lock:
+            if self.state is State.RECONNECTING:
+                self._reconnect_thread = self._start_thread(
+                    lambda: self._run_reconnect(old_threads), "reconnect"
+                )
+
+    def _run_reconnect(self, old_threads: list[threading.Thread]) -> None:
+        """Reconnect thread: replaces the lost connection, or closes the client."""
+        for thread in old_threads:
+            thread.join(d.THREAD_JOIN_TIMEOUT)
+        # The old writer has put back what it could not send; control frames are
+        # replayed from state, and flushes still waiting get fresh PINGs.
+        self.outbox.keep_messages_only()
+        try:
+            server, transport, parser, info = reconnect(
+                self._pool,
+                self.options,
+                self._lock,
+                self._rng,
+                lost=self.current_server,
+                is_closed=lambda: self.state is State.CLOSED,
+                sleep=self._closing.wait,
+                report_error=self.report_error,
+            )
+        except ConnectionClosedError:
+            return
+        except Error as err:
+            log.warning("nats_sync: giving up reconnecting: %s", err)
+            self.last_error = err
+            self.close()
+            return
+        if self._activate(server, transport, parser, info):
+            self.reconnects += 1
+            self._callbacks.submit(self.options.reconnected_cb)
+
+    def force_reconnect(self) -> None:
+        """Drops the live connection and runs the reconnect process."""
+        with self._lock:
+            self._check_can_start()
+            conn = self._conn
+            if self.state is not State.CONNECTED or conn is None:
+                return  # already reconnecting
+        conn.shutdown()
+        self._on_lost(conn, NatsConnectionError("reconnect forced by the user"))
+
+    def _leave_lame_duck_server(self) -> None:
+        """Reader thread: the server is going away; move to another one if there is one."""
+        with self._lock:
+            conn = self._conn
+            others = len(self._pool) > 1
+        if conn is None or not others or not self.options.allow_reconnect:
+            return
+        conn.shutdown()
+        self._on_lost(conn, NatsConnectionError(f"{self.current_server} entered lame duck mode"))
 
     # --- errors and callbacks --------------------------------------------------------
 
@@ -359,9 +518,9 @@ class Handler:
         with self._lock:
             self._check_can_start()
             self.subs[sub.sid] = sub
-            self.outbox.put_control(frame)
+            self._put_control(frame)
             if sub.max_msgs > 0:
-                self.outbox.put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
+                self._put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
             if sub.callback is not None:
                 if len(self._delivery_threads) >= d.DELIVERY_THREAD_PRUNE_AT:
                     self._delivery_threads = {
@@ -382,10 +541,10 @@ class Handler:
                 raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
             if limit and limit > sub.received:
                 sub.max_msgs = limit
-                self.outbox.put_control(proto.encode_unsub(sub.sid, limit))
+                self._put_control(proto.encode_unsub(sub.sid, limit))
                 return
             del self.subs[sub.sid]
-            self.outbox.put_control(proto.encode_unsub(sub.sid))
+            self._put_control(proto.encode_unsub(sub.sid))
         sub._end()
 
     def drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
@@ -402,7 +561,7 @@ class Handler:
                 raise ConnectionDrainingError("the client is draining")
             if sub.is_closed or self.subs.get(sub.sid) is not sub:
                 raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
-            self.outbox.put_control(proto.encode_unsub(sub.sid))
+            self._put_control(proto.encode_unsub(sub.sid))
         try:
             self.flush(budget)
         except FlushTimeoutError:
@@ -467,7 +626,7 @@ class Handler:
             if self._mux is None:
                 mux = RequestMux(f"{self.options.inbox_prefix}.{self._nuid.next()}.")
                 sid = self.next_sid()
-                self.outbox.put_control(proto.encode_sub(mux.subject, sid))
+                self._put_control(proto.encode_sub(mux.subject, sid))
                 self._mux_sid = sid
                 self._mux = mux
             return self._mux
@@ -478,7 +637,7 @@ class Handler:
         """Publishes with a reply subject and waits for the first reply."""
         _check_timeout(timeout)
         mux = self._request_mux()
-        waiter = ReplyWaiter()
+        waiter = ReplyWaiter(subject)
         reply = mux.register(waiter)
         try:
             self.publish(subject, payload, reply, headers)
@@ -555,7 +714,7 @@ class Handler:
             if len(in_flight) - next_to_wait >= max_in_flight:
                 settle(next_to_wait)
                 next_to_wait += 1
-            waiter = ReplyWaiter()
+            waiter = ReplyWaiter(subject)
             reply = mux.register(waiter)
             results.append(TimeoutError("not sent"))
             try:
@@ -641,7 +800,7 @@ class Handler:
             self.state = State.DRAINING_SUBS
             subs = list(self.subs.values())
             for sub in subs:
-                self.outbox.put_control(proto.encode_unsub(sub.sid))
+                self._put_control(proto.encode_unsub(sub.sid))
         try:
             try:
                 self.flush(budget)
@@ -681,6 +840,7 @@ class Handler:
             conn_threads = self._conn_threads
             subs = list(self.subs.values())
             self.subs.clear()
+        self._closing.set()
         me = threading.current_thread()
         if first:
             log.info("nats_sync: closing connection to %s", self.current_server)
@@ -703,6 +863,8 @@ class Handler:
             self._callbacks.stop()
         with self._lock:
             threads = conn_threads + self._threads + list(self._delivery_threads.values())
+            if self._reconnect_thread is not None:
+                threads.append(self._reconnect_thread)
         self._join(threads, me, d.THREAD_JOIN_TIMEOUT)
 
     @staticmethod

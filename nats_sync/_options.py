@@ -57,6 +57,7 @@ class Options:
     closed_cb: EventCallback | None = None
     discovered_server_cb: EventCallback | None = None
     lame_duck_mode_cb: EventCallback | None = None
+    ignore_auth_error_abort: bool = False
 
     def __repr__(self) -> str:
         shown = []
@@ -111,6 +112,13 @@ def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Optio
     _check_positive("pending_size", options.pending_size, zero_ok=True)
     if options.flush_timeout is not None:
         _check_positive("flush_timeout", options.flush_timeout)
+    if (
+        isinstance(options.max_reconnect_attempts, bool)
+        or not isinstance(options.max_reconnect_attempts, int)
+        or options.max_reconnect_attempts < -1
+    ):
+        raise Error(f"max_reconnect_attempts must be an int >= -1 (-1 = forever), got "
+                    f"{options.max_reconnect_attempts!r}")
     if not isinstance(options.max_outstanding_pings, int) or options.max_outstanding_pings < 1:
         raise Error(f"max_outstanding_pings must be an int >= 1, got "
                     f"{options.max_outstanding_pings!r}")

@@ -15,6 +15,11 @@ cannot work without them.
 
 ``pong_waiters`` lives here too: a PING and the waiter for its PONG are queued under the
 same lock, so waiters line up in exactly the order their PINGs go out.
+
+Across a reconnect only messages are kept: control frames are typed
+(:class:`ControlFrame`) so :meth:`Outbox.keep_messages_only` can drop them (the handler
+replays subscriptions from its own state) and queue one fresh PING per flush still
+waiting, after every buffered message.
 """
 
 from __future__ import annotations
@@ -27,6 +32,12 @@ from collections.abc import Callable
 from nats_sync._proto import PING
 from nats_sync.errors import ConnectionClosedError, OutboundBufferLimitError
 
+
+class ControlFrame(bytes):
+    """A protocol frame that is not a message (PING, PONG, SUB, UNSUB)."""
+
+
+_PING_FRAME = ControlFrame(PING)
 Frame = bytes | list[bytes]
 #: Called with None when the PONG arrives, or with an error when it never will.
 PongWaiter = Callable[[BaseException | None], None]
@@ -105,12 +116,12 @@ class Outbox:
                 self._room.wait(remaining)
         finally:
             self.room_waiters -= 1
-        if self.stopping:
-            raise ConnectionClosedError("the client was closed while this publish waited")
         if not self._still_connected() and self.size + size > self.limit:
             raise OutboundBufferLimitError(
                 f"disconnected with {self.size} of {self.limit} bytes buffered"
             )
+        if self.stopping:
+            raise ConnectionClosedError("the client was closed while this publish waited")
 
     def _still_connected(self) -> bool:
         """Re-reads ``connected`` (another thread may clear it while we wait)."""
@@ -119,7 +130,7 @@ class Outbox:
     def put_control(self, frame: bytes) -> None:
         """Queues a control frame (SUB, UNSUB, PONG, ...); never refused."""
         with self.lock:
-            self.frames.append(frame)
+            self.frames.append(ControlFrame(frame))
             self.size += len(frame)
             if self.writer_waiting:
                 self._wakeup.notify()
@@ -127,8 +138,8 @@ class Outbox:
     def put_ping(self, waiter: PongWaiter | None) -> None:
         """Queues a PING and, in the same order, the waiter for its PONG."""
         with self.lock:
-            self.frames.append(PING)
-            self.size += len(PING)
+            self.frames.append(_PING_FRAME)
+            self.size += len(_PING_FRAME)
             self.pong_waiters.append(waiter)
             if self.writer_waiting:
                 self._wakeup.notify()
@@ -173,6 +184,29 @@ class Outbox:
         with self.lock:
             self.frames[:0] = frames
             self.size += sum(frame_size(frame) for frame in frames)
+
+    def keep_messages_only(self) -> None:
+        """After a lost connection: drop control frames, re-queue PINGs for flush waiters.
+
+        Keepalive PINGs (no waiter) are forgotten; each flush still waiting gets a new
+        PING after every buffered message, so its PONG still means "all sent before".
+        """
+        with self.lock:
+            messages = [frame for frame in self.frames if type(frame) is not ControlFrame]
+            waiters = [waiter for waiter in self.pong_waiters if waiter is not None]
+            self.frames = messages + [_PING_FRAME] * len(waiters)
+            self.size = sum(frame_size(frame) for frame in self.frames)
+            self.pong_waiters = deque(waiters)
+
+    def put_control_first(self, frames: list[bytes]) -> None:
+        """Queues control frames ahead of everything buffered (re-subscriptions)."""
+        if not frames:
+            return
+        with self.lock:
+            self.frames[:0] = [ControlFrame(frame) for frame in frames]
+            self.size += sum(len(frame) for frame in frames)
+            if self.writer_waiting:
+                self._wakeup.notify()
 
     def set_connected(self, connected: bool) -> None:
         """Switches between sending (connected) and buffering (disconnected)."""

@@ -29,9 +29,10 @@ def no_responders(subject: str) -> NoRespondersError:
 class ReplyWaiter:
     """A blocking request's slot: the reader fills it and releases the lock."""
 
-    __slots__ = ("_lock", "error", "msg")
+    __slots__ = ("_lock", "error", "msg", "subject")
 
-    def __init__(self) -> None:
+    def __init__(self, subject: str = "") -> None:
+        self.subject = subject
         self._lock = threading.Lock()
         self._lock.acquire()
         self.msg: Msg | None = None
@@ -62,6 +63,7 @@ class ReplyFuture(Future[Msg]):
 
     def __init__(self, subject: str, run_callback: Callable[..., None]) -> None:
         super().__init__()
+        self.subject = subject
         self._subject = subject
         self._run_callback = run_callback
 
@@ -136,6 +138,15 @@ class RequestMux:
             except KeyError:
                 return
             waiter.fail(error)
+
+    def fail_subject(self, subject: str, error: BaseException) -> int:
+        """Fails every request sent to ``subject`` (the server refused to take them)."""
+        failed = 0
+        for token, waiter in list(self._waiters.items()):
+            if waiter.subject == subject and self._waiters.pop(token, None) is waiter:
+                waiter.fail(error)
+                failed += 1
+        return failed
 
     def __len__(self) -> int:
         return len(self._waiters)

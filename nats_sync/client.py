@@ -60,6 +60,7 @@ def connect(
     closed_cb: EventCallback | None = None,
     discovered_server_cb: EventCallback | None = None,
     lame_duck_mode_cb: EventCallback | None = None,
+    ignore_auth_error_abort: bool = False,
 ) -> Client:
     """Connects to a NATS server and returns a connected :class:`Client`.
 
@@ -99,6 +100,8 @@ def connect(
         closed_cb: called once the client is closed.
         discovered_server_cb: called when INFO names new servers.
         lame_duck_mode_cb: called when the server announces lame duck mode.
+        ignore_auth_error_abort: keep reconnecting even after every server refused the
+            credentials twice in a row (by default the client then closes).
 
     Callbacks run on one callback thread, in order; never on the reader thread.
 
@@ -144,9 +147,8 @@ def connect(
         closed_cb=closed_cb,
         discovered_server_cb=discovered_server_cb,
         lame_duck_mode_cb=lame_duck_mode_cb,
+        ignore_auth_error_abort=ignore_auth_error_abort,
     )
-    if options.retry_on_failed_connect:
-        raise NotSupportedError("retry_on_failed_connect is not supported yet")
     for url in options.servers:
         if parse_server_url(url).scheme != "nats":
             raise NotSupportedError(
@@ -315,8 +317,16 @@ class Client:
         self._handler.close()
 
     def force_reconnect(self) -> None:
-        """Drops the current server and reconnects (not supported yet)."""
-        raise NotSupportedError("force_reconnect is not supported yet")
+        """Drops the current server and runs the reconnect process.
+
+        Subscriptions are replayed and buffered publishes sent on the new connection;
+        the server just left is tried last. Does nothing while already reconnecting.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+            ConnectionDrainingError: the client is draining.
+        """
+        self._handler.force_reconnect()
 
     def __enter__(self) -> Client:
         return self
@@ -371,12 +381,12 @@ class Client:
     @property
     def servers(self) -> list[str]:
         """Every server of the pool, secrets shown as ``***``."""
-        return [server.redacted_url for server in self._handler._pool.servers]
+        return [server.redacted_url for server in self._handler.pool_servers()]
 
     @property
     def discovered_servers(self) -> list[str]:
         """Servers learned from INFO (none until the resilience work lands)."""
-        return [s.redacted_url for s in self._handler._pool.servers if s.discovered]
+        return [server.redacted_url for server in self._handler.pool_servers() if server.discovered]
 
     @property
     def server_info(self) -> dict[str, Any]:

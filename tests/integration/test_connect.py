@@ -366,7 +366,6 @@ def test_unknown_keyword_is_a_type_error(nats_server: NatsServer) -> None:
         ({"tls_handshake_first": True}, "TLS"),
         ({"nkeys_seed": "/nonexistent/seed.nk"}, "nkey"),
         ({"user_credentials": "/nonexistent/user.creds"}, ".creds"),
-        ({"retry_on_failed_connect": True}, "retry_on_failed_connect"),
     ],
 )
 def test_unsupported_options_raise_not_supported(
@@ -383,12 +382,6 @@ def test_unsupported_options_raise_not_supported(
 def test_unsupported_schemes_raise_not_supported(nats_server: NatsServer, scheme: str) -> None:
     with pytest.raises(nats_sync.NotSupportedError, match=scheme):
         nats_sync.connect(f"{scheme}://127.0.0.1:{nats_server.port}")
-
-
-def test_force_reconnect_raises_not_supported(client: nats_sync.Client) -> None:
-    with pytest.raises(nats_sync.NotSupportedError, match="force_reconnect"):
-        client.force_reconnect()
-    assert client.is_connected
 
 
 # --- life cycle ------------------------------------------------------------------------

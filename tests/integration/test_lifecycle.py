@@ -487,12 +487,13 @@ def test_exceptions_in_error_and_closed_callbacks_are_logged(
 
 
 @pytest.mark.timeout(20)
-def test_unanswered_pings_report_stale_connection_and_close(
+def test_unanswered_pings_report_stale_connection_and_close_without_reconnect(
     connect: ClientFactory, nats_server: NatsServer
 ) -> None:
     errors: list[BaseException] = []
     closed = threading.Event()
     nc = connect(
+        allow_reconnect=False,
         ping_interval=0.2,
         max_outstanding_pings=2,
         error_cb=errors.append,

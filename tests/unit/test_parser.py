@@ -6,7 +6,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from conftest import drain, hmsg, msg, parse_chunks
+from wire_helpers import drain, hmsg, msg, parse_chunks
 
 from nats_sync._defaults import DEFAULT_MAX_PAYLOAD, MAX_CONTROL_LINE, MAX_PAYLOAD_HEADROOM
 from nats_sync._proto import (

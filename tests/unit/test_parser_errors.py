@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import drain, hmsg, parse_chunks
+from wire_helpers import drain, hmsg, parse_chunks
 
 from nats_sync._defaults import MAX_CONTROL_LINE
 from nats_sync._proto import PING_OP, MsgOp, Parser

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from conftest import client_to_server, drain, parse_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wire_helpers import client_to_server, drain, parse_chunks
 
 from nats_sync._proto import (
     PING_OP,

@@ -1,4 +1,4 @@
-"""Shared helpers for the sans-IO protocol tests."""
+"""Helpers shared by the protocol tests: build server frames, feed a parser as the reader does."""
 
 from __future__ import annotations
 
