@@ -1,5 +1,9 @@
 """The handler: the client's protocol state behind one lock, and every thread it starts.
 
+``Handler`` is split by concept over three modules: this one (connecting, the reader's
+dispatch, publish, subscriptions, flush, the timer, drain and close), ``_requesting``
+(request-reply) and ``_reconnect`` (connection loss and the reconnect thread).
+
 Threads (all started and joined here):
 
 - reader and writer of the live connection (bodies in ``_connection``);
@@ -22,7 +26,6 @@ State and who may touch it:
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import logging
@@ -31,7 +34,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from nats_sync import _defaults as d
@@ -43,8 +46,10 @@ from nats_sync._nuid import Nuid
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
 from nats_sync._pool import ServerAddress, ServerPool
-from nats_sync._reconnect import reconnect
-from nats_sync._requests import ReplyFuture, ReplyWaiter, RequestMux, no_responders
+from nats_sync._reconnect import ReconnectMixin
+from nats_sync._requesting import HeadersArg, RequestsMixin
+from nats_sync._requests import RequestMux
+from nats_sync._state import DRAINING, State
 from nats_sync._transport import Transport
 from nats_sync.errors import (
     AuthorizationError,
@@ -55,12 +60,10 @@ from nats_sync.errors import (
     Error,
     FlushTimeoutError,
     MaxPayloadError,
-    NatsConnectionError,
     NoServersError,
     PermissionsViolationError,
     ProtocolError,
     StaleConnectionError,
-    TimeoutError,
     server_error_from_description,
 )
 from nats_sync.msg import Msg
@@ -68,24 +71,8 @@ from nats_sync.subscription import Subscription
 
 log = logging.getLogger("nats_sync")
 
-HeadersArg = Mapping[str, "str | Sequence[str]"] | None
 
 
-class State(enum.Enum):
-    """Where the client is in its life."""
-
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    RECONNECTING = "reconnecting"
-    #: Subscriptions are draining: no new subscriptions or requests; publishing works
-    #: (callbacks may still respond to what they received).
-    DRAINING_SUBS = "draining subscriptions"
-    #: Pending publishes are being flushed: nothing new is accepted.
-    DRAINING_PUBS = "draining publishes"
-    CLOSED = "closed"
-
-
-_DRAINING = (State.DRAINING_SUBS, State.DRAINING_PUBS)
 _live_handlers: weakref.WeakSet[Handler] = weakref.WeakSet()
 
 
@@ -107,7 +94,7 @@ def _payload_bytes(payload: Any) -> bytes:
     )
 
 
-class Handler:
+class Handler(RequestsMixin, ReconnectMixin):
     """Protocol state and threads of one client. See the module docstring."""
 
     def __init__(self, options: Options) -> None:
@@ -352,87 +339,6 @@ class Handler:
         with self._lock:
             self.subs.pop(sub.sid, None)
 
-    def _on_lost(self, conn: Connection, error: Error) -> None:
-        """Reader, writer or timer thread: the live connection failed (or was dropped)."""
-        with self._lock:
-            if conn is not self._conn or self.state is State.CLOSED:
-                return
-            retry = (
-                self.state is State.CONNECTED
-                and self.options.allow_reconnect
-                and self.options.max_reconnect_attempts != 0
-            )
-            if retry:
-                self.state = State.RECONNECTING
-                self._conn = None
-                self.outbox.set_connected(False)
-                self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
-                old_threads = self._conn_threads
-                self._conn_threads = []
-        log.info("nats_sync: connection to %s lost: %s", self.current_server, error)
-        if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
-            self.report_error(error)
-        self.last_error = self._fatal_server_error or error
-        self._fatal_server_error = None
-        self._callbacks.submit(self.options.disconnected_cb)
-        if not retry:
-            self.close()
-            return
-        with self._lock:
-            if self.state is State.RECONNECTING:
-                self._reconnect_thread = self._start_thread(
-                    lambda: self._run_reconnect(old_threads), "reconnect"
-                )
-
-    def _run_reconnect(self, old_threads: list[threading.Thread]) -> None:
-        """Reconnect thread: replaces the lost connection, or closes the client."""
-        for thread in old_threads:
-            thread.join(d.THREAD_JOIN_TIMEOUT)
-        # The old writer has put back what it could not send; control frames are
-        # replayed from state, and flushes still waiting get fresh PINGs.
-        self.outbox.keep_messages_only()
-        try:
-            server, transport, parser, info = reconnect(
-                self._pool,
-                self.options,
-                self._lock,
-                self._rng,
-                lost=self.current_server,
-                is_closed=lambda: self.state is State.CLOSED,
-                sleep=self._closing.wait,
-                report_error=self.report_error,
-            )
-        except ConnectionClosedError:
-            return
-        except Error as err:
-            log.warning("nats_sync: giving up reconnecting: %s", err)
-            self.last_error = err
-            self.close()
-            return
-        if self._activate(server, transport, parser, info):
-            self.reconnects += 1
-            self._callbacks.submit(self.options.reconnected_cb)
-
-    def force_reconnect(self) -> None:
-        """Drops the live connection and runs the reconnect process."""
-        with self._lock:
-            self._check_can_start()
-            conn = self._conn
-            if self.state is not State.CONNECTED or conn is None:
-                return  # already reconnecting
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError("reconnect forced by the user"))
-
-    def _leave_lame_duck_server(self) -> None:
-        """Reader thread: the server is going away; move to another one if there is one."""
-        with self._lock:
-            conn = self._conn
-            others = len(self._pool) > 1
-        if conn is None or not others or not self.options.allow_reconnect:
-            return
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError(f"{self.current_server} entered lame duck mode"))
-
     # --- errors and callbacks --------------------------------------------------------
 
     def report_error(self, error: BaseException) -> None:
@@ -463,7 +369,7 @@ class Handler:
     def _check_can_start(self) -> None:
         """Raises unless a new subscription or request may start."""
         self._check_open()
-        if self.state in _DRAINING:
+        if self.state in DRAINING:
             raise ConnectionDrainingError("the client is draining")
 
     def _check_can_publish(self) -> None:
@@ -535,7 +441,7 @@ class Handler:
             raise ValueError(f"limit must be an int >= 0, got {limit!r}")
         with self._lock:
             self._check_open()
-            if self.state in _DRAINING:
+            if self.state in DRAINING:
                 raise ConnectionDrainingError("the client is draining")
             if sub.is_closed or self.subs.get(sub.sid) is not sub:
                 raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
@@ -557,7 +463,7 @@ class Handler:
         deadline = time.monotonic() + budget
         with self._lock:
             self._check_open()
-            if self.state in _DRAINING:
+            if self.state in DRAINING:
                 raise ConnectionDrainingError("the client is draining")
             if sub.is_closed or self.subs.get(sub.sid) is not sub:
                 raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
@@ -613,123 +519,6 @@ class Handler:
         self.flush()
         return time.perf_counter() - start
 
-    # --- request-reply ---------------------------------------------------------------
-
-    def _request_mux(self) -> RequestMux:
-        if self.state is not State.CONNECTED:
-            self._check_can_start()
-        mux = self._mux
-        if mux is not None:
-            return mux
-        with self._lock:
-            self._check_can_start()
-            if self._mux is None:
-                mux = RequestMux(f"{self.options.inbox_prefix}.{self._nuid.next()}.")
-                sid = self.next_sid()
-                self._put_control(proto.encode_sub(mux.subject, sid))
-                self._mux_sid = sid
-                self._mux = mux
-            return self._mux
-
-    def request(
-        self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
-    ) -> Msg:
-        """Publishes with a reply subject and waits for the first reply."""
-        _check_timeout(timeout)
-        mux = self._request_mux()
-        waiter = ReplyWaiter(subject)
-        reply = mux.register(waiter)
-        try:
-            self.publish(subject, payload, reply, headers)
-        except BaseException:
-            mux.cancel(reply)
-            raise
-        return self._await_reply(mux, waiter, reply, subject, timeout)
-
-    def _await_reply(
-        self, mux: RequestMux, waiter: ReplyWaiter, reply: str, subject: str, timeout: float
-    ) -> Msg:
-        if not waiter.wait(timeout):
-            if mux.cancel(reply) is not None:
-                raise TimeoutError(f"no reply on {subject!r} within {timeout}s")
-            waiter.wait(None)  # the reader took it a moment ago and is completing it
-        if waiter.error is not None:
-            raise waiter.error
-        msg = waiter.msg
-        assert msg is not None
-        if msg.is_no_responders:
-            raise no_responders(subject)
-        return msg
-
-    def request_future(
-        self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
-    ) -> ReplyFuture:
-        """Publishes a request and returns a future of its reply."""
-        _check_timeout(timeout)
-        mux = self._request_mux()
-        future = ReplyFuture(subject, self.run_callback)
-        reply = mux.register(future)
-        try:
-            self.publish(subject, payload, reply, headers)
-        except BaseException:
-            mux.cancel(reply)
-            raise
-        with self._timer:
-            heapq.heappush(self._deadlines,
-                           (time.monotonic() + timeout, next(self._deadline_seq), reply))
-            self._timer.notify()
-        return future
-
-    def request_batch(
-        self,
-        subject: str,
-        payloads: Sequence[bytes],
-        timeout: float,
-        headers: HeadersArg,
-        max_in_flight: int,
-    ) -> list[Msg | BaseException]:
-        """Pipelines requests, at most ``max_in_flight`` unanswered at once."""
-        _check_timeout(timeout)
-        if not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be an int >= 1, got {max_in_flight!r}")
-        mux = self._request_mux()
-        results: list[Msg | BaseException] = []
-        in_flight: list[tuple[ReplyWaiter, str, float] | None] = []
-        next_to_wait = 0
-
-        def settle(index: int) -> None:
-            entry = in_flight[index]
-            in_flight[index] = None
-            if entry is None:
-                return
-            waiter, reply, deadline = entry
-            try:
-                results[index] = self._await_reply(
-                    mux, waiter, reply, subject, deadline - time.monotonic()
-                )
-            except Error as err:
-                results[index] = err
-
-        for payload in payloads:
-            if len(in_flight) - next_to_wait >= max_in_flight:
-                settle(next_to_wait)
-                next_to_wait += 1
-            waiter = ReplyWaiter(subject)
-            reply = mux.register(waiter)
-            results.append(TimeoutError("not sent"))
-            try:
-                self.publish(subject, payload, reply, headers)
-            except (Error, TypeError, ValueError) as err:
-                # One bad item (wrong type, too big, ...) is that item's result.
-                mux.cancel(reply)
-                results[-1] = err
-                in_flight.append(None)
-                continue
-            in_flight.append((waiter, reply, time.monotonic() + timeout))
-        for index in range(next_to_wait, len(in_flight)):
-            settle(index)
-        return results
-
     # --- timer thread ----------------------------------------------------------------
 
     def _run_timer(self) -> None:
@@ -776,15 +565,6 @@ class Handler:
             return
         self.outbox.put_ping(None)
 
-    def _expire(self, replies: list[str]) -> None:
-        mux = self._mux
-        if mux is None:
-            return
-        for reply in replies:
-            waiter = mux.cancel(reply)
-            if waiter is not None:
-                waiter.fail(TimeoutError(f"no reply to request {reply!r} in time"))
-
     # --- drain and close -------------------------------------------------------------
 
     def drain(self, timeout: float | None) -> None:
@@ -795,7 +575,7 @@ class Handler:
         deadline = time.monotonic() + budget
         with self._lock:
             self._check_open()
-            if self.state in _DRAINING:
+            if self.state in DRAINING:
                 raise ConnectionDrainingError("the client is already draining")
             self.state = State.DRAINING_SUBS
             subs = list(self.subs.values())
@@ -877,8 +657,3 @@ class Handler:
     def pending_data_size(self) -> int:
         """Bytes queued in the outbox."""
         return self.outbox.size
-
-
-def _check_timeout(timeout: float) -> None:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a number > 0, got {timeout!r}")

@@ -9,6 +9,10 @@ last; the first pass starts at once, later ones after the tenacity wait from
 leave the pool; when it is empty, or every server refused the credentials twice in a
 row, the loop gives up. It touches only the pool, under the handler's lock, and
 returns a handshaken transport or raises.
+
+``ReconnectMixin`` is the handler's side (its state is the handler's): what happens
+when a connection is lost (reader, writer or timer thread), the reconnect thread's body,
+``force_reconnect`` and leaving a lame duck server.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tenacity
 
@@ -26,8 +30,21 @@ from nats_sync import _proto as proto
 from nats_sync._handshake import handshake
 from nats_sync._options import Options
 from nats_sync._pool import ServerAddress, ServerPool, reconnect_wait
+from nats_sync._state import State
 from nats_sync._transport import Transport
-from nats_sync.errors import AuthorizationError, ConnectionClosedError, Error, NoServersError
+from nats_sync.errors import (
+    AuthorizationError,
+    ConnectionClosedError,
+    Error,
+    NatsConnectionError,
+    NoServersError,
+    StaleConnectionError,
+)
+
+if TYPE_CHECKING:
+    from nats_sync._callbacks import CallbackRunner
+    from nats_sync._connection import Connection
+    from nats_sync._outbox import Outbox
 
 log = logging.getLogger("nats_sync")
 
@@ -121,3 +138,118 @@ def reconnect(
     )
     result: Handshaken = retrying(one_pass)
     return result
+
+
+class ReconnectMixin:
+    """Connection loss and reconnect; mixed into ``Handler``, whose attributes these are."""
+
+    options: Options
+    state: State
+    outbox: Outbox
+    current_server: ServerAddress | None
+    last_error: BaseException | None
+    reconnects: int
+    _lock: threading.Lock
+    _conn: Connection | None
+    _conn_threads: list[threading.Thread]
+    _reconnect_thread: threading.Thread | None
+    _closing: threading.Event
+    _pool: ServerPool
+    _rng: random.Random
+    _callbacks: CallbackRunner
+    _fatal_server_error: Error | None
+
+    if TYPE_CHECKING:
+
+        def _start_thread(self, target: Callable[[], None], role: str) -> threading.Thread: ...
+        def _check_can_start(self) -> None: ...
+        def report_error(self, error: BaseException) -> None: ...
+        def close(self) -> None: ...
+        def _activate(
+            self,
+            server: ServerAddress,
+            transport: Transport,
+            parser: proto.Parser,
+            info: dict[str, Any],
+        ) -> bool: ...
+
+    def _on_lost(self, conn: Connection, error: Error) -> None:
+        """Reader, writer or timer thread: the live connection failed (or was dropped)."""
+        with self._lock:
+            if conn is not self._conn or self.state is State.CLOSED:
+                return
+            retry = (
+                self.state is State.CONNECTED
+                and self.options.allow_reconnect
+                and self.options.max_reconnect_attempts != 0
+            )
+            if retry:
+                self.state = State.RECONNECTING
+                self._conn = None
+                self.outbox.set_connected(False)
+                self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
+                old_threads = self._conn_threads
+                self._conn_threads = []
+        log.info("nats_sync: connection to %s lost: %s", self.current_server, error)
+        if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
+            self.report_error(error)
+        self.last_error = self._fatal_server_error or error
+        self._fatal_server_error = None
+        self._callbacks.submit(self.options.disconnected_cb)
+        if not retry:
+            self.close()
+            return
+        with self._lock:
+            if self.state is State.RECONNECTING:
+                self._reconnect_thread = self._start_thread(
+                    lambda: self._run_reconnect(old_threads), "reconnect"
+                )
+
+    def _run_reconnect(self, old_threads: list[threading.Thread]) -> None:
+        """Reconnect thread: replaces the lost connection, or closes the client."""
+        for thread in old_threads:
+            thread.join(d.THREAD_JOIN_TIMEOUT)
+        # The old writer has put back what it could not send; control frames are
+        # replayed from state, and flushes still waiting get fresh PINGs.
+        self.outbox.keep_messages_only()
+        try:
+            server, transport, parser, info = reconnect(
+                self._pool,
+                self.options,
+                self._lock,
+                self._rng,
+                lost=self.current_server,
+                is_closed=lambda: self.state is State.CLOSED,
+                sleep=self._closing.wait,
+                report_error=self.report_error,
+            )
+        except ConnectionClosedError:
+            return
+        except Error as err:
+            log.warning("nats_sync: giving up reconnecting: %s", err)
+            self.last_error = err
+            self.close()
+            return
+        if self._activate(server, transport, parser, info):
+            self.reconnects += 1
+            self._callbacks.submit(self.options.reconnected_cb)
+
+    def force_reconnect(self) -> None:
+        """Drops the live connection and runs the reconnect process."""
+        with self._lock:
+            self._check_can_start()
+            conn = self._conn
+            if self.state is not State.CONNECTED or conn is None:
+                return  # already reconnecting
+        conn.shutdown()
+        self._on_lost(conn, NatsConnectionError("reconnect forced by the user"))
+
+    def _leave_lame_duck_server(self) -> None:
+        """Reader thread: the server is going away; move to another one if there is one."""
+        with self._lock:
+            conn = self._conn
+            others = len(self._pool) > 1
+        if conn is None or not others or not self.options.allow_reconnect:
+            return
+        conn.shutdown()
+        self._on_lost(conn, NatsConnectionError(f"{self.current_server} entered lame duck mode"))

@@ -15,9 +15,10 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from nats_sync import _defaults as d
-from nats_sync._handler import Handler, State
+from nats_sync._handler import Handler
 from nats_sync._options import DelayCallback, ErrorCallback, EventCallback, build_options
 from nats_sync._pool import parse_server_url
+from nats_sync._state import State
 from nats_sync.errors import NotSupportedError
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
