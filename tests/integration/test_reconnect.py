@@ -462,3 +462,38 @@ def test_publish_permission_violation_reports_and_fails_the_request_at_once(
         nc.request("denied.req", b"?", timeout=20)
     assert time.monotonic() - started < 10  # failed by the -ERR, not by the 20 s timeout
     assert nc.is_connected
+
+
+def test_credentials_refused_twice_on_every_server_close_the_client(
+    nats_server_factory: ServerFactory, connect: ClientFactory
+) -> None:
+    auth = "authorization {{ user: app, password: {} }}"
+    server = nats_server_factory(config=auth.format("first"))
+    events = Events()
+    nc = connect(servers=server.url, user="app", password="first",
+                 reconnect_delay_cb=fast_delay, **events.options())
+    server.reload(config=auth.format("second"))  # the server drops the old credentials
+    assert events.closed.wait(20), "the client kept retrying credentials that cannot work"
+    assert isinstance(nc.last_error, nats_sync.AuthorizationError)
+    refused = [e for e in events.errors if isinstance(e, nats_sync.AuthorizationError)]
+    assert len(refused) >= 2
+    assert "second" not in str(refused) and "first" not in str(refused)
+
+
+def test_ignore_auth_error_abort_keeps_trying_until_the_credentials_work_again(
+    nats_server_factory: ServerFactory, connect: ClientFactory
+) -> None:
+    auth = "authorization {{ user: app, password: {} }}"
+    server = nats_server_factory(config=auth.format("first"))
+    events = Events()
+    nc = connect(servers=server.url, user="app", password="first", ignore_auth_error_abort=True,
+                 reconnect_delay_cb=fast_delay, **events.options())
+    server.reload(config=auth.format("second"))
+    deadline = time.monotonic() + 20
+    while sum(isinstance(e, nats_sync.AuthorizationError) for e in events.errors) < 3:
+        assert time.monotonic() < deadline, events.errors
+        time.sleep(0.02)
+    assert not nc.is_closed
+    server.reload(config=auth.format("first"))
+    assert events.reconnected.wait(20)
+    nc.flush()
