@@ -76,8 +76,14 @@ log = logging.getLogger("nats_sync")
 _live_handlers: weakref.WeakSet[Handler] = weakref.WeakSet()
 
 
+#: This process's pid, refreshed in a forked child (os.getpid() is a system call, and
+#: the check runs on hot paths).
+_current_pid = [os.getpid()]
+
+
 def _after_fork_in_child() -> None:
     """A forked child inherits clients whose threads did not survive: close them there."""
+    _current_pid[0] = os.getpid()
     for handler in list(_live_handlers):
         handler.state = State.CLOSED
 
@@ -139,6 +145,7 @@ class Handler(RequestsMixin, ReconnectMixin):
         #: A -ERR after which the server closes the connection: the reason for the loss.
         self._fatal_server_error: Error | None = None
         self._publish_fn = self.publish
+        self._pub_prefixes: dict[str, bytes] = {}
         _live_handlers.add(self)
 
     # --- threads -------------------------------------------------------------------
@@ -354,7 +361,7 @@ class Handler(RequestsMixin, ReconnectMixin):
 
     def check_process(self) -> None:
         """Raises if the client is used from a process other than the one that made it."""
-        if os.getpid() != self._pid:
+        if _current_pid[0] != self._pid:
             raise ConnectionClosedError(
                 f"this client was created in process {self._pid} and cannot be used in "
                 f"process {os.getpid()} (after a fork); create the client after the fork"
@@ -385,6 +392,17 @@ class Handler(RequestsMixin, ReconnectMixin):
         """Encodes one message and queues it; see ``Client.publish``."""
         if self.state is not State.CONNECTED:
             self._check_can_publish()
+        if not reply and not headers and type(payload) is bytes:
+            # The hot path: a validated subject's "PUB <subject> " is cached, and the
+            # frame is formatted in one allocation.
+            size = len(payload)
+            if size < d.LARGE_PAYLOAD_THRESHOLD and size <= self.max_payload:
+                prefix = self._pub_prefixes.get(subject)
+                if prefix is None:
+                    prefix = self._pub_prefix(subject)
+                frame = proto.PUB_FRAME % (prefix, size, payload)
+                self.outbox.put_message(frame, len(frame), size)
+                return
         if type(payload) is not bytes:
             payload = _payload_bytes(payload)
         size = len(payload)
@@ -411,6 +429,13 @@ class Handler(RequestsMixin, ReconnectMixin):
             self.outbox.put_message(frame, len(frame), size)
         else:
             self.outbox.put_message([prefix, payload, proto.CRLF], len(prefix) + size + 2, size)
+
+    def _pub_prefix(self, subject: str) -> bytes:
+        prefix = proto.pub_prefix(subject)
+        if len(self._pub_prefixes) >= d.SUBJECT_CACHE_SIZE:
+            self._pub_prefixes.clear()
+        self._pub_prefixes[subject] = prefix
+        return prefix
 
     # --- subscriptions ---------------------------------------------------------------
 

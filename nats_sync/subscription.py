@@ -1,8 +1,8 @@
 """The :class:`Subscription`: a bounded queue of messages, pulled or pushed to a callback.
 
 How it works: the reader thread is the only producer. It calls :meth:`Subscription._deliver`,
-which ``put_nowait``s into a bounded ``queue.Queue`` (messages) that also counts the
-bytes it holds under its own mutex; a full queue drops the message and counts it. User
+which appends to a bounded queue of its own (messages and bytes); a full queue drops
+the message and counts it. User
 threads pull with :meth:`Subscription.next_msg` or iteration. A callback subscription has
 one delivery thread of its own (started by the handler) that takes messages in order
 and runs the callback; user code never runs on the reader thread.
@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -46,30 +49,102 @@ class _End:
 _END = _End()
 
 
-class _MessageQueue(queue.Queue[Msg | _End]):
-    """A ``queue.Queue`` that also counts payload bytes, under the queue's own mutex."""
+class _MessageQueue:
+    """The bounded message queue of one subscription: one producer, any consumers.
 
-    def _init(self, maxsize: int) -> None:
-        super()._init(maxsize)
-        self.bytes = 0
+    The producer (the reader thread) appends to a deque without taking the lock, and
+    takes it only to wake a consumer that is actually waiting; consumers take the lock.
+    ``_bytes_in`` is written by the producer only and ``_bytes_out`` under the lock
+    only, so the byte count needs no lock on the hot path. A consumer announces itself
+    in ``_waiting`` before its last look at the deque, so a message appended meanwhile
+    is either seen by that look or followed by a wake-up.
+    """
 
-    def _put(self, item: Msg | _End) -> None:
-        self.queue.append(item)
-        if isinstance(item, Msg):
-            self.bytes += len(item.data)
+    __slots__ = (
+        "_bytes_in", "_bytes_out", "_items", "_lock", "_not_empty", "_waiting",
+        "max_bytes", "max_msgs",
+    )
 
-    def _get(self) -> Msg | _End:
-        item: Msg | _End = self.queue.popleft()
-        if isinstance(item, Msg):
-            self.bytes -= len(item.data)
+    def __init__(self, max_msgs: int, max_bytes: int) -> None:
+        self._items: deque[Msg | _End] = deque()
+        self._lock = threading.Lock()
+        self._not_empty = threading.Condition(self._lock)
+        self._waiting = 0
+        self._bytes_in = 0
+        self._bytes_out = 0
+        #: 0 = no limit on the number of messages.
+        self.max_msgs = max_msgs
+        self.max_bytes = max_bytes
+
+    @property
+    def bytes(self) -> int:
+        """Payload bytes held."""
+        return self._bytes_in - self._bytes_out
+
+    def __len__(self) -> int:
+        count = len(self._items)
+        if count and self._items[-1] is _END:
+            count -= 1
+        return count
+
+    def put(self, msg: Msg) -> str | None:
+        """Reader thread: queues ``msg``; returns the limit that refused it, or None."""
+        items = self._items
+        if self.max_msgs and len(items) >= self.max_msgs:
+            return "messages"
+        size = len(msg.data)
+        if self._bytes_in - self._bytes_out + size > self.max_bytes:
+            return "bytes"
+        self._bytes_in += size
+        items.append(msg)
+        if self._waiting:
+            with self._lock:
+                self._not_empty.notify()
+        return None
+
+    def get(self, timeout: float | None) -> Msg | _End:
+        """The next item; the end marker stays queued for every later caller.
+
+        Raises:
+            queue.Empty: nothing arrived within ``timeout`` seconds.
+        """
+        with self._lock:
+            item = self._take()
+            if item is not None:
+                return item
+            deadline = None if timeout is None else time.monotonic() + timeout
+            self._waiting += 1
+            try:
+                while (item := self._take()) is None:
+                    if deadline is None:
+                        self._not_empty.wait()
+                        continue
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise queue.Empty
+                    self._not_empty.wait(remaining)
+            finally:
+                self._waiting -= 1
+            return item
+
+    def _take(self) -> Msg | _End | None:
+        """Under the lock: pops the next item, or None when there is none."""
+        try:
+            item = self._items.popleft()
+        except IndexError:
+            return None
+        if isinstance(item, _End):
+            self._items.appendleft(item)
+            return item
+        self._bytes_out += len(item.data)
         return item
 
     def append_end(self) -> None:
-        """Queues the end marker past ``maxsize`` and wakes every reader."""
-        with self.mutex:
-            if not self.queue or self.queue[-1] is not _END:
-                self.queue.append(_END)
-            self.not_empty.notify_all()
+        """Queues the end marker behind the messages and wakes every consumer."""
+        with self._lock:
+            if not self._items or self._items[-1] is not _END:
+                self._items.append(_END)
+            self._not_empty.notify_all()
 
 
 class Subscription:
@@ -97,8 +172,9 @@ class Subscription:
         self._cb = cb
         #: 0 = no limit; else the subscription ends after this many received messages.
         self.max_msgs = max_msgs
-        self._messages = _MessageQueue(pending_msgs_limit if pending_msgs_limit > 0 else 0)
-        self._bytes_limit = pending_bytes_limit
+        self._messages = _MessageQueue(
+            pending_msgs_limit if pending_msgs_limit > 0 else 0, pending_bytes_limit
+        )
         self._received = 0
         self._delivered = 0
         self._dropped = 0
@@ -132,11 +208,7 @@ class Subscription:
     @property
     def pending_msgs(self) -> int:
         """Messages received and not yet taken by the user."""
-        with self._messages.mutex:
-            count = len(self._messages.queue)
-            if count and self._messages.queue[-1] is _END:
-                count -= 1
-            return count
+        return len(self._messages)
 
     @property
     def pending_bytes(self) -> int:
@@ -168,17 +240,12 @@ class Subscription:
     def _deliver(self, msg: Msg) -> bool:
         """Reader thread: queues ``msg``; returns False when this was the last one."""
         self._received += 1
-        messages = self._messages
-        if messages.bytes + len(msg.data) > self._bytes_limit:
-            self._drop(msg, "bytes")
+        refused = self._messages.put(msg)
+        if refused is None:
+            self._delivered += 1
+            self._slow = False
         else:
-            try:
-                messages.put_nowait(msg)
-            except queue.Full:
-                self._drop(msg, "messages")
-            else:
-                self._delivered += 1
-                self._slow = False
+            self._drop(msg, refused)
         return not (self.max_msgs and self._received >= self.max_msgs)
 
     def _drop(self, msg: Msg, limit: str) -> None:
@@ -291,7 +358,7 @@ class Subscription:
         assert cb is not None
         get = self._messages.get
         while True:
-            item = get()
+            item = get(None)
             if item is _END or self._stop_callbacks:
                 return
             try:

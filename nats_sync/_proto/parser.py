@@ -35,6 +35,9 @@ from nats_sync.errors import ProtocolError
 
 _CRLF = b"\r\n"
 _MSG_PREFIX = b"MSG "
+_MSG_LINE_CACHE_SIZE = 1024
+#: Builds a MsgOp without NamedTuple's Python-level __new__ (half the cost per message).
+_new_tuple = tuple.__new__
 
 
 def _shown(data: bytes, limit: int = 64) -> str:
@@ -72,6 +75,7 @@ class Parser:
         "_chunks",
         "_chunks_len",
         "_max_control_line",
+        "_msg_lines",
         "_pending",
         "_pos",
         "max_message_size",
@@ -85,12 +89,16 @@ class Parser:
         self._chunks: list[bytes] = []
         self._chunks_len = 0
         self._pending: tuple[str, int, str, int, int] | None = None
+        #: Parsed ``MSG`` control lines (subject, sid, reply, size): a subscription's
+        #: messages often repeat the same line, and parsing it is most of the cost.
+        self._msg_lines: dict[bytes, tuple[str, int, str, int]] = {}
         self._max_control_line = max_control_line
         self.max_message_size = max_payload + MAX_PAYLOAD_HEADROOM
 
     def set_max_payload(self, max_payload: int) -> None:
         """Accepts messages up to ``max_payload`` (plus header room) from now on."""
         self.max_message_size = max_payload + MAX_PAYLOAD_HEADROOM
+        self._msg_lines.clear()  # they were checked against the old limit
 
     @property
     def buffered(self) -> int:
@@ -168,10 +176,42 @@ class Parser:
                 f"{_shown(buf[pos : pos + 64])}"
             )
         line = buf[pos:end]
-        self._pos = end + 2
-        if line.startswith(_MSG_PREFIX):
-            return self._start_message(line.split(), "MSG")
-        return self._control(line)
+        start = end + 2
+        self._pos = start
+        if line[:4] != _MSG_PREFIX:
+            return self._control(line)
+        parsed = self._msg_lines.get(line)
+        if parsed is None:
+            parsed = self._msg_line(line)
+        subject, sid, reply, total = parsed
+        stop = start + total
+        if buf[stop : stop + 2] == _CRLF:  # the whole body is here: the common case
+            self._pos = stop + 2
+            return _new_tuple(MsgOp, (subject, sid, reply, buf[start:stop], None, None, "", total))
+        return self._finish_message(subject, sid, reply, 0, total)
+
+    def _msg_line(self, line: bytes) -> tuple[str, int, str, int]:
+        """Parses and checks a ``MSG`` control line, remembering it for next time."""
+        args = line.split()
+        count = len(args)
+        if count == 4:
+            reply = ""
+        elif count == 5:
+            reply = _text(args[3], "reply subject", "MSG")
+        else:
+            raise ProtocolError(
+                f"MSG takes 3 or 4 arguments, got {count - 1}: {_shown(b' '.join(args))}"
+            )
+        total = _size(args[-1], "size", "MSG")
+        if total > self.max_message_size:
+            raise ProtocolError(
+                f"MSG size {total} exceeds the limit of {self.max_message_size} bytes"
+            )
+        parsed = (_text(args[1], "subject", "MSG"), _size(args[2], "sid", "MSG"), reply, total)
+        if len(self._msg_lines) >= _MSG_LINE_CACHE_SIZE:
+            self._msg_lines.clear()
+        self._msg_lines[line] = parsed
+        return parsed
 
     def _control(self, line: bytes) -> ServerOp | None:
         parts = line.split(None, 1)
@@ -275,4 +315,4 @@ class Parser:
                 description,
                 total,
             )
-        return MsgOp(subject, sid, reply, buf[start:stop], None, None, "", total)
+        return _new_tuple(MsgOp, (subject, sid, reply, buf[start:stop], None, None, "", total))

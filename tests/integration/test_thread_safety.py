@@ -129,7 +129,9 @@ def test_concurrent_subscribe_and_unsubscribe_keep_sids_apart(connect: ClientFac
 
     assert errors == []
     assert nc._handler.subs == {}
-    # After every UNSUB, nothing published to those subjects reaches the client.
+    # After every UNSUB (flushed, so the server has them), nothing published to those
+    # subjects reaches the client.
+    nc.flush(5)
     in_before = nc.stats["in_msgs"]
     publisher.publish("ts.churn.0.0", b"late")
     publisher.flush(5)
