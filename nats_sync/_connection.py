@@ -6,6 +6,9 @@ How it works:
   parser, hand each op to ``on_op`` (the handler). It touches only the parser, which it
   owns, and never runs user code. It ends on end of stream, a socket error or a
   protocol error, and reports that once through ``on_lost``.
+- A caller's thread may write one message itself (:meth:`Connection.send_direct`) when
+  nothing is queued and the writer is idle; the outbox's ``sending`` flag keeps it and
+  the writer from writing at the same time.
 - Writer thread (:meth:`Connection.run_writer`): takes everything in the outbox at once,
   joins runs of small frames into one buffer and sends the result with as few syscalls
   as it can (``sendmsg`` with many buffers; large payloads are never copied). On a
@@ -112,6 +115,27 @@ class Connection:
         on_op = self._on_op
         while (op := self.parser.next_op()) is not None:
             on_op(op)
+
+    def send_direct(self, frame: bytes, payload_size: int) -> bool:
+        """Caller's thread: writes one message now if the writer is idle.
+
+        Returns:
+            False when the frame must go through the outbox instead; True when it was
+            sent, or, if the write failed, put back in the outbox for the next
+            connection (the loss is reported as usual).
+        """
+        outbox = self._outbox
+        if self.finished or not outbox.claim_direct(payload_size):
+            return False
+        try:
+            self.transport.send_all(frame)
+        except Error as err:
+            outbox.requeue([frame])  # whole: the server drops a partial frame with the link
+            outbox.release_direct()
+            self._lost(err)
+            return True
+        outbox.release_direct()
+        return True
 
     def run_reader(self) -> None:
         """Reader thread body."""

@@ -387,9 +387,18 @@ class Handler(RequestsMixin, ReconnectMixin):
     # --- publish -------------------------------------------------------------------
 
     def publish(
-        self, subject: str, payload: bytes = b"", reply: str = "", headers: HeadersArg = None
+        self,
+        subject: str,
+        payload: bytes = b"",
+        reply: str = "",
+        headers: HeadersArg = None,
+        direct: bool = False,
     ) -> None:
-        """Encodes one message and queues it; see ``Client.publish``."""
+        """Encodes one message and queues it; see ``Client.publish``.
+
+        With ``direct`` (requests), a small message is written from this thread when the
+        writer is idle, saving a thread switch on the request's round trip.
+        """
         if self.state is not State.CONNECTED:
             self._check_can_publish()
         if not reply and not headers and type(payload) is bytes:
@@ -426,6 +435,9 @@ class Handler(RequestsMixin, ReconnectMixin):
             prefix = proto.encode_pub_line(subject_bytes, reply_bytes, size)
         if size < d.LARGE_PAYLOAD_THRESHOLD:
             frame = prefix + payload + proto.CRLF
+            conn = self._conn
+            if direct and conn is not None and conn.send_direct(frame, size):
+                return
             self.outbox.put_message(frame, len(frame), size)
         else:
             self.outbox.put_message([prefix, payload, proto.CRLF], len(prefix) + size + 2, size)

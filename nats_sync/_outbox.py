@@ -69,6 +69,8 @@ class Outbox:
         #: False while disconnected: the outbox buffers and refuses past ``limit``.
         self.connected = False
         self.writer_waiting = False
+        #: A caller's thread is writing to the socket itself (see :meth:`claim_direct`).
+        self.sending = False
         self.room_waiters = 0
         self.stopping = False
         self.out_msgs = 0
@@ -89,6 +91,28 @@ class Outbox:
             self.size += size
             self.out_msgs += 1
             self.out_bytes += payload_size
+            if self.writer_waiting:
+                self._wakeup.notify()
+
+    def claim_direct(self, payload_size: int) -> bool:
+        """Lets the calling thread write one message to the socket itself.
+
+        Only when nothing is queued and the writer is idle: then handing the frame to
+        the writer would cost a thread switch and gain nothing (a request's latency).
+        The caller must call :meth:`release_direct` once its write is over.
+        """
+        with self.lock:
+            if self.frames or self.sending or not self.writer_waiting or not self.connected:
+                return False
+            self.sending = True
+            self.out_msgs += 1
+            self.out_bytes += payload_size
+            return True
+
+    def release_direct(self) -> None:
+        """Ends a direct write; the writer takes over whatever was queued meanwhile."""
+        with self.lock:
+            self.sending = False
             if self.writer_waiting:
                 self._wakeup.notify()
 
@@ -164,8 +188,8 @@ class Outbox:
             asked for a flush) nothing is left to send.
         """
         with self.lock:
-            while not self.frames:
-                if self.stopping:
+            while not self.frames or self.sending:
+                if self.stopping and not self.frames and not self.sending:
                     return None
                 self.writer_waiting = True
                 self._wakeup.wait()

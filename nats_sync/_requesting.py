@@ -50,7 +50,12 @@ class RequestsMixin:
         def _put_control(self, frame: bytes) -> None: ...
         def run_callback(self, fn: Callable[..., Any], *args: Any) -> None: ...
         def publish(
-            self, subject: str, payload: bytes = b"", reply: str = "", headers: HeadersArg = None
+            self,
+            subject: str,
+            payload: bytes = b"",
+            reply: str = "",
+            headers: HeadersArg = None,
+            direct: bool = False,
         ) -> None: ...
 
     def _request_mux(self) -> RequestMux:
@@ -78,7 +83,7 @@ class RequestsMixin:
         waiter = ReplyWaiter(subject)
         reply = mux.register(waiter)
         try:
-            self.publish(subject, payload, reply, headers)
+            self.publish(subject, payload, reply, headers, direct=True)
         except BaseException:
             mux.cancel(reply)
             raise
@@ -108,7 +113,7 @@ class RequestsMixin:
         future = ReplyFuture(subject, self.run_callback)
         reply = mux.register(future)
         try:
-            self.publish(subject, payload, reply, headers)
+            self.publish(subject, payload, reply, headers, direct=True)
         except BaseException:
             mux.cancel(reply)
             raise
