@@ -390,14 +390,15 @@ class Handler(RequestsMixin, ReconnectMixin):
         self,
         subject: str,
         payload: bytes = b"",
-        reply: str = "",
+        reply: str | bytes = "",
         headers: HeadersArg = None,
         direct: bool = False,
     ) -> None:
         """Encodes one message and queues it; see ``Client.publish``.
 
         With ``direct`` (requests), a small message is written from this thread when the
-        writer is idle, saving a thread switch on the request's round trip.
+        writer is idle, saving a thread switch on the request's round trip. A ``bytes``
+        reply is the request multiplexer's own inbox and skips validation.
         """
         if self.state is not State.CONNECTED:
             self._check_can_publish()
@@ -420,7 +421,10 @@ class Handler(RequestsMixin, ReconnectMixin):
                 f"payload of {size} bytes exceeds the server's max_payload of {self.max_payload}"
             )
         subject_bytes = proto.publish_subject(subject)
-        reply_bytes = proto.reply_subject(reply) if reply else b""
+        if isinstance(reply, bytes):
+            reply_bytes = reply  # our own request inbox, valid by construction
+        else:
+            reply_bytes = proto.reply_subject(reply) if reply else b""
         if headers:
             block = proto.encode_headers(headers)
             if size + len(block) > self.max_payload:

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nats_sync import _proto as proto
 from nats_sync._nuid import Nuid
@@ -53,7 +53,7 @@ class RequestsMixin:
             self,
             subject: str,
             payload: bytes = b"",
-            reply: str = "",
+            reply: str | bytes = "",
             headers: HeadersArg = None,
             direct: bool = False,
         ) -> None: ...
@@ -83,7 +83,7 @@ class RequestsMixin:
         waiter = ReplyWaiter(subject)
         reply = mux.register(waiter)
         try:
-            self.publish(subject, payload, reply, headers, direct=True)
+            self.publish(subject, payload, reply.encode(), headers, direct=True)
         except BaseException:
             mux.cancel(reply)
             raise
@@ -113,7 +113,7 @@ class RequestsMixin:
         future = ReplyFuture(subject, self.run_callback)
         reply = mux.register(future)
         try:
-            self.publish(subject, payload, reply, headers, direct=True)
+            self.publish(subject, payload, reply.encode(), headers, direct=True)
         except BaseException:
             mux.cancel(reply)
             raise
@@ -136,7 +136,7 @@ class RequestsMixin:
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ValueError(f"max_in_flight must be an int >= 1, got {max_in_flight!r}")
         mux = self._request_mux()
-        results: list[Msg | BaseException] = []
+        results: list[Msg | BaseException | None] = []
         in_flight: list[tuple[ReplyWaiter, str, float] | None] = []
         next_to_wait = 0
 
@@ -159,9 +159,9 @@ class RequestsMixin:
                 next_to_wait += 1
             waiter = ReplyWaiter(subject)
             reply = mux.register(waiter)
-            results.append(TimeoutError("not sent"))
+            results.append(None)
             try:
-                self.publish(subject, payload, reply, headers)
+                self.publish(subject, payload, reply.encode(), headers)
             except (Error, TypeError, ValueError) as err:
                 # One bad item (wrong type, too big, ...) is that item's result.
                 mux.cancel(reply)
@@ -171,7 +171,7 @@ class RequestsMixin:
             in_flight.append((waiter, reply, time.monotonic() + timeout))
         for index in range(next_to_wait, len(in_flight)):
             settle(index)
-        return results
+        return cast(list[Msg | BaseException], results)  # every slot was settled above
 
     def _expire(self, replies: list[str]) -> None:
         mux = self._mux
