@@ -1,0 +1,227 @@
+"""The suite: ``python -m benchmarks [--quick] [--no-spark]`` (``make bench`` runs it).
+
+How it works: one nats-server and one raw echo responder serve the whole run. For each
+repetition and each case, nats_sync and nats-py (order swapped every other repetition)
+and, where it applies, the raw socket each run in a fresh worker process with a
+timeout; a failed run is recorded and the suite goes on. Spark runs last, in one child
+process of its own. Writes BENCHMARKS.md, benchmarks/results.json and
+benchmarks/ratios.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import chart, report
+from benchmarks.analysis import verdicts_of
+from benchmarks.procs import ROOT, Responder, python_command, run_streaming
+from benchmarks.scenarios import CASES, NATSPY, RAW, SPARK_FULL, SPARK_QUICK, SYNC, Case
+from nats_sync.testing import NatsServer
+
+HERE = Path(__file__).resolve().parent
+WORKER_TIMEOUT = 120.0
+SPARK_TIMEOUT = 480.0
+HEADLINE_UNITS = {"msgs_per_s": "msgs/s", "reqs_per_s": "req/s", "p50_us": "µs p50"}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and one repetition (smoke test)")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark comparison")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated case keys to run (default: all)")
+    parser.add_argument("--out", type=Path, default=ROOT,
+                        help="folder for BENCHMARKS.md (default: the repo root)")
+    return parser.parse_args(argv)
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _command_output(command: list[str]) -> str:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, cwd=ROOT,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    return (done.stdout or done.stderr).strip()
+
+
+def machine_info(server_binary: str) -> dict[str, str]:
+    """What the numbers were measured on."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "CPU": cpu,
+        "cores": str(os.cpu_count()),
+        "OS": platform.platform(),
+        "Python": platform.python_version(),
+        "nats-server": _command_output([server_binary, "--version"]).removeprefix(
+            "nats-server: "),
+        "nats_sync": _version("nats-sync"),
+        "nats-py": _version("nats-py"),
+        "pyspark": _version("pyspark"),
+        "load average at start (1/5/15 min)": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "git commit": _command_output(["git", "rev-parse", "--short", "HEAD"])
+        + " (plus any uncommitted changes in the working tree)",
+    }
+
+
+def run_worker(client: str, case: Case, args: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in a fresh process; never raises."""
+    started = time.perf_counter()
+    outcome = run_streaming(
+        python_command("benchmarks.worker", client, case.scenario, json.dumps(args)),
+        WORKER_TIMEOUT,
+    )
+    wall = time.perf_counter() - started
+    result: dict[str, Any] = {"ok": False}
+    for line in reversed(outcome.lines):
+        if line.startswith("{"):
+            result = json.loads(line)
+            break
+    else:
+        reason = f"timed out after {WORKER_TIMEOUT:.0f}s" if outcome.timed_out else (
+            f"exit code {outcome.returncode}")
+        result["error"] = f"worker {reason}: {outcome.stderr.strip()[-300:]}"
+    result.update(case=case.key, client=client, process_s=round(wall, 3))
+    return result
+
+
+def describe(result: dict[str, Any], case: Case) -> str:
+    if not result.get("ok"):
+        return "FAILED: " + str(result.get("error", ""))[:200]
+    metrics = result["metrics"]
+    parts = []
+    for key, unit in HEADLINE_UNITS.items():
+        if key in metrics:
+            parts.append(f"{metrics[key]:>12,.0f} {unit}" if key != "p50_us"
+                         else f"{metrics[key]:>8,.1f} {unit}")
+    if case.key == "pubsub":
+        parts.append(f"lost {metrics['lost']:,.0f} dup {metrics['duplicates']:,.0f} "
+                     f"ooo {metrics['out_of_order']:,.0f}")
+    return "  ".join(parts) + f"  ({result['process_s']:.1f}s)"
+
+
+def run_clients(
+    cases: list[Case], reps: int, quick: bool, url: str, responder: Responder
+) -> list[dict[str, Any]]:
+    """Every case, every client, ``reps`` times, interleaved."""
+    total = sum(len(case.clients) for case in cases) * reps
+    done = 0
+    runs: list[dict[str, Any]] = []
+    for rep in range(reps):
+        for case in cases:
+            pair = [SYNC, NATSPY] if rep % 2 == 0 else [NATSPY, SYNC]
+            order = pair + [RAW] * (RAW in case.clients)
+            for client in order:
+                try:
+                    if responder.restart_if_dead():
+                        print("  (the echo responder had died: restarted it)", flush=True)
+                    result = run_worker(client, case, {**case.args(quick), "url": url})
+                except RuntimeError as error:  # the responder could not be restarted
+                    result = {"ok": False, "error": str(error), "case": case.key,
+                              "client": client, "process_s": 0.0}
+                result["rep"] = rep
+                result["load1"] = os.getloadavg()[0]
+                runs.append(result)
+                done += 1
+                print(f"[{done:>3}/{total}] rep {rep + 1}/{reps} {case.title:<26} "
+                      f"{client:<9} {describe(result, case)}", flush=True)
+    return runs
+
+
+def run_spark(quick: bool, reps: int, url: str) -> dict[str, Any]:
+    """The Spark comparison in its own process; returns its runs or an error."""
+    args = {**(SPARK_QUICK if quick else SPARK_FULL), "url": url}
+    if not quick:
+        args["reps"] = reps
+    print(f"Spark: request_udf on {args['vector_rows']:,} rows vs row UDF on "
+          f"{args['row_rows']:,} rows, {args['reps']} repetition(s)", flush=True)
+
+    def echo(line: str) -> None:
+        if not line.startswith("RESULT "):
+            print(line, flush=True)
+
+    outcome = run_streaming(python_command("benchmarks.spark_bench", json.dumps(args)),
+                            SPARK_TIMEOUT, echo)
+    for line in outcome.lines:
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[len("RESULT "):])
+            return result
+    reason = f"timed out after {SPARK_TIMEOUT:.0f}s" if outcome.timed_out else (
+        f"exit code {outcome.returncode}")
+    print(f"Spark FAILED: {reason}\n{outcome.stderr[-1500:]}", flush=True)
+    return {"runs": [], "args": args, "error": f"spark run {reason}: {outcome.stderr[-300:]}"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the suite and writes the report; returns the exit code."""
+    options = parse_args(argv)
+    started = time.perf_counter()
+    reps = options.reps or (1 if options.quick else 3)
+    wanted = {key for key in options.only.split(",") if key}
+    cases = [case for case in CASES if not wanted or case.key in wanted]
+    command = "make bench" + (f" BENCH_ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")
+    print(f"{command}: {len(cases)} cases x {reps} repetition(s)"
+          f"{'' if options.no_spark else ' + Spark'}", flush=True)
+    with NatsServer() as server:
+        machine = machine_info(server.binary)
+        print(f"nats-server {server.url} ({machine['nats-server']}); CPU {machine['CPU']}, "
+              f"{machine['cores']} cores", flush=True)
+        responder = Responder(server.url)
+        try:
+            runs = run_clients(cases, reps, options.quick, server.url, responder)
+            spark = None if options.no_spark else run_spark(options.quick, reps, server.url)
+        finally:
+            responder.stop()
+    machine["load average at end (1/5/15 min)"] = " / ".join(
+        f"{x:.2f}" for x in os.getloadavg())
+    machine["peak 1-min load average between runs"] = (
+        f"{max((run['load1'] for run in runs), default=0.0):.2f} (the suite itself keeps "
+        "about 1-2 busy; more means something else was running)")
+    results: dict[str, Any] = {
+        "command": command,
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "duration_s": time.perf_counter() - started,
+        "reps": reps,
+        "quick": options.quick,
+        "machine": machine,
+        "args_by_case": {case.key: case.args(options.quick) for case in cases},
+        "runs": runs,
+        "spark": spark,
+    }
+    (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    chart.draw(results, HERE / "ratios.png")
+    out = options.out / "BENCHMARKS.md"
+    out.write_text(report.markdown(results))
+    print(f"\nwrote {out}, {HERE / 'results.json'}, {HERE / 'ratios.png'} "
+          f"in {results['duration_s'] / 60:.1f} min\n", flush=True)
+    verdicts = verdicts_of(results)
+    for verdict in verdicts:
+        ratio = f"{verdict.ratio:.2f}x" if verdict.ratio is not None else "-"
+        print(f"  {verdict.target.label:<38} {ratio:>8}  {verdict.target.text:<36} "
+              f"{verdict.status}", flush=True)
+    return 0

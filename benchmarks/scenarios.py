@@ -1,0 +1,105 @@
+"""What is measured (cases), at which sizes, and the targets the ratios are held to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SYNC = "nats_sync"
+NATSPY = "nats-py"
+RAW = "raw"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One scenario at one size, run for each of ``clients`` in its own process."""
+
+    key: str
+    title: str
+    scenario: str
+    full: dict[str, Any]
+    quick: dict[str, Any]
+    clients: tuple[str, ...] = (SYNC, NATSPY)
+    # (metric key, label, unit) rows shown for this case; the first is the headline.
+    metrics: tuple[tuple[str, str, str], ...] = ()
+
+    def args(self, quick: bool) -> dict[str, Any]:
+        return dict(self.quick if quick else self.full)
+
+
+@dataclass(frozen=True)
+class Target:
+    """``ratio = median(numerator) / median(denominator)`` of one metric must be >= minimum.
+
+    Throughputs put nats_sync on top; latencies put it below, so higher is better for
+    every ratio. ``zero`` lists metrics that must be 0 in every run of nats_sync.
+    """
+
+    label: str
+    case: str
+    metric: str
+    numerator: str
+    denominator: str
+    minimum: float
+    text: str
+    zero: tuple[str, ...] = field(default=())
+
+
+_PUB_METRICS = (("msgs_per_s", "throughput", "msgs/s"), ("cpu_us_per_msg", "CPU per msg", "µs"))
+_REQ_METRICS = (("reqs_per_s", "throughput", "req/s"), ("cpu_us_per_req", "CPU per request", "µs"))
+_WARMUP = 200
+
+CASES: tuple[Case, ...] = (
+    Case("publish_16", "publish 16 B", "publish",
+         {"size": 16, "count": 800_000}, {"size": 16, "count": 50_000},
+         (SYNC, NATSPY, RAW), _PUB_METRICS),
+    Case("publish_128", "publish 128 B", "publish",
+         {"size": 128, "count": 600_000}, {"size": 128, "count": 50_000},
+         (SYNC, NATSPY, RAW), _PUB_METRICS),
+    Case("publish_4k", "publish 4 KiB", "publish",
+         {"size": 4096, "count": 200_000}, {"size": 4096, "count": 20_000},
+         (SYNC, NATSPY, RAW), _PUB_METRICS),
+    Case("pubsub", "pub → sub, 16 B", "pubsub",
+         {"size": 16, "count": 100_000}, {"size": 16, "count": 20_000},
+         metrics=(("msgs_per_s", "received", "msgs/s"),
+                  ("lost", "lost", "msgs"), ("duplicates", "duplicates", "msgs"),
+                  ("out_of_order", "out of order", "msgs"),
+                  ("dropped", "slow-consumer drops", "msgs"),
+                  ("cpu_us_per_msg", "CPU per msg (both ends)", "µs"))),
+    Case("request_seq", "sequential request 64 B", "request_seq",
+         {"size": 64, "count": 5_000, "warmup": _WARMUP},
+         {"size": 64, "count": 500, "warmup": 50},
+         (SYNC, NATSPY, RAW),
+         (("p50_us", "latency p50", "µs"), ("p90_us", "latency p90", "µs"),
+          ("p99_us", "latency p99", "µs"), ("cpu_us_per_req", "CPU per request", "µs"))),
+    Case("request_8", "8 concurrent requesters", "request_concurrent",
+         {"size": 64, "workers": 8, "per_worker": 2_000, "warmup": _WARMUP},
+         {"size": 64, "workers": 8, "per_worker": 100, "warmup": 50},
+         metrics=_REQ_METRICS),
+    Case("request_pipelined", "pipelined requests", "request_pipelined",
+         {"size": 64, "count": 10_000, "warmup": _WARMUP},
+         {"size": 64, "count": 2_000, "warmup": 50},
+         metrics=_REQ_METRICS),
+)
+
+SPARK_KEY = "spark"
+SPARK_VECTOR = "request_udf"
+SPARK_ROW = "row_udf"
+
+TARGETS: tuple[Target, ...] = (
+    Target("publish 16 B msgs/s", "publish_16", "msgs_per_s", SYNC, NATSPY, 2.0, "≥ 2.0x"),
+    Target("publish 4 KiB msgs/s", "publish_4k", "msgs_per_s", SYNC, NATSPY, 1.5, "≥ 1.5x"),
+    Target("pub → sub received msgs/s", "pubsub", "msgs_per_s", SYNC, NATSPY, 2.0,
+           "≥ 2.0x, 0 lost", zero=("lost", "duplicates", "out_of_order")),
+    Target("request p50 vs nats-py", "request_seq", "p50_us", NATSPY, SYNC, 1 / 0.75,
+           "p50 ≤ 0.75x nats-py (ratio ≥ 1.33x)"),
+    Target("request p50 vs raw socket", "request_seq", "p50_us", RAW, SYNC, 1 / 1.3,
+           "p50 ≤ 1.3x raw (ratio ≥ 0.77x)"),
+    Target("8 requesters req/s", "request_8", "reqs_per_s", SYNC, NATSPY, 2.0, "≥ 2.0x"),
+    Target("pipelined req/s", "request_pipelined", "reqs_per_s", SYNC, NATSPY, 1.5, "≥ 1.5x"),
+    Target("Spark request_udf vs row UDF rows/s", SPARK_KEY, "rows_per_s", SPARK_VECTOR,
+           SPARK_ROW, 20.0, "≥ 20x"),
+)
+
+SPARK_FULL = {"vector_rows": 200_000, "row_rows": 200_000, "reps": 3}
+SPARK_QUICK = {"vector_rows": 20_000, "row_rows": 5_000, "reps": 1}

@@ -1,0 +1,42 @@
+"""One measurement in a fresh process: ``python -m benchmarks.worker CLIENT SCENARIO JSON``.
+
+CLIENT is ``nats_sync``, ``nats-py`` or ``raw``; JSON holds the scenario's keyword
+arguments. Prints one JSON line: ``{"ok": true, "metrics": {...}}`` or
+``{"ok": false, "error": "..."}``. Only the chosen client's module is imported, so the
+other client's import cost and threads never touch the measurement.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import traceback
+from typing import Any
+
+MODULES = {
+    "nats_sync": "benchmarks.worker_sync",
+    "nats-py": "benchmarks.worker_natspy",
+    "raw": "benchmarks.worker_raw",
+}
+
+
+def run(client: str, scenario: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Runs one scenario and returns the JSON-able outcome."""
+    try:
+        module = importlib.import_module(MODULES[client])
+        metrics = module.SCENARIOS[scenario](**args)
+    except Exception as error:  # reported to the parent, which records it and goes on
+        return {"ok": False, "error": f"{type(error).__name__}: {error}",
+                "traceback": traceback.format_exc()}
+    return {"ok": True, "metrics": metrics}
+
+
+def main() -> None:
+    """Entry point."""
+    client, scenario, raw_args = sys.argv[1:4]
+    print(json.dumps(run(client, scenario, json.loads(raw_args))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

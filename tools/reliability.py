@@ -1,0 +1,959 @@
+#!/usr/bin/env python3
+"""Fault injection against real nats-servers; writes docs/RELIABILITY.md (``make reliability``).
+
+How it works: for each fault a fresh publisher client publishes a continuous numbered
+stream (16-byte payloads: sequence number and publish time, ~2,000 msgs/s from one
+thread) while a subscriber client on a server that is not faulted records every
+sequence number that arrives. The faults are injected on real ``nats-server`` processes
+started with ``nats_sync.testing`` (SIGKILL and restart, lame duck mode, SIGSTOP, the
+client's own ``force_reconnect()``). For every accepted publish the publisher notes
+whether the client was reconnecting both just before and just after the call: those
+messages went into the disconnect buffer ("buffered"), and the client promises to
+deliver them. Lost messages that were not buffered and were published in the second
+before a fault or before the reconnect are "lost in flight": the kernel had them, the
+server died or the socket was abandoned, as with every core NATS client. Any other loss
+is unexplained. Recovery is the time from the fault to the publisher's
+``reconnected_cb``.
+
+Every wait is bounded; a watchdog ends the whole run (dumping every thread's stack)
+if it ever takes longer than ``--deadline`` seconds.
+
+Exit status: 0 when nothing buffered was lost, nothing was lost unexplained and every
+fault was recovered from; 1 otherwise; 3 when the watchdog fired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import faulthandler
+import logging
+import os
+import platform
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats_sync
+from nats_sync.testing import NatsCluster, NatsServer, find_server_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUTPUT = ROOT / "docs" / "RELIABILITY.md"
+
+#: Payload: sequence number and publish time (time.monotonic()), 16 bytes.
+PAYLOAD = struct.Struct(">Qd")
+LDM_CONFIG = 'lame_duck_grace_period: "500ms"\n'
+
+RECONNECT_TIMEOUT = 15.0  # fault -> publisher's reconnected_cb
+FLUSH_TIMEOUT = 5.0
+SERVER_EXIT_TIMEOUT = 15.0  # lame duck server -> process gone
+MESH_TIMEOUT = 20.0
+INTEREST_TIMEOUT = 10.0
+DRAIN_QUIET = 1.5  # end of a row: the subscriber saw nothing new for this long
+DRAIN_MAX = 10.0
+WARMUP = 1.0  # stream runs this long before the first fault
+SETTLE = 1.0  # and this long after each recovery
+KILL_DOWNTIME = 1.0  # single server: SIGKILL, then restart after this long
+#: A lost, not buffered message published this long before a fault (or later, up to the
+#: reconnect) counts as lost in flight.
+IN_FLIGHT_BEFORE = 1.0
+
+log = logging.getLogger("reliability")
+#: Every server and cluster started, so the watchdog can kill them before it exits.
+STARTED: list[NatsServer | NatsCluster] = []
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+# --- recording ---------------------------------------------------------------------------
+
+
+class ClientEvents:
+    """Records a client's reconnects, disconnects and errors (callback thread)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._cond = threading.Condition()
+        self.reconnected_at: list[float] = []
+        self.disconnected_at: list[float] = []
+        self.errors: list[str] = []
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "reconnected_cb": self._on_reconnected,
+            "disconnected_cb": self._on_disconnected,
+            "error_cb": self._on_error,
+        }
+
+    def _on_reconnected(self) -> None:
+        with self._cond:
+            self.reconnected_at.append(now())
+            self._cond.notify_all()
+
+    def _on_disconnected(self) -> None:
+        with self._cond:
+            self.disconnected_at.append(now())
+
+    def _on_error(self, error: BaseException) -> None:
+        with self._cond:
+            self.errors.append(f"{type(error).__name__}: {error}")
+
+    def wait_reconnected_after(self, start: float, timeout: float) -> float | None:
+        """The first reconnect at or after ``start``; None if none within ``timeout``."""
+
+        def found() -> float | None:
+            return next((t for t in self.reconnected_at if t >= start), None)
+
+        with self._cond:
+            self._cond.wait_for(lambda: found() is not None, timeout)
+            return found()
+
+
+class Receiver:
+    """The subscriber's side: which sequence numbers arrived, in what order."""
+
+    def __init__(self) -> None:
+        self.counts = bytearray(1 << 16)  # arrivals per sequence number (capped at 255)
+        self.received = 0
+        self.unique = 0
+        self.duplicates = 0
+        self.out_of_order = 0
+        self.highest = -1
+        self.last_arrival = now()
+        self.probes: set[bytes] = set()
+        self.late: list[int] = []  # sequence numbers that arrived out of order
+
+    def on_msg(self, msg: nats_sync.Msg) -> None:
+        """Delivery thread of the subscription (one thread: no lock needed)."""
+        self.last_arrival = now()
+        if msg.subject.endswith(".probe"):
+            self.probes.add(msg.data)
+            return
+        seq = PAYLOAD.unpack(msg.data)[0]
+        counts = self.counts
+        if seq >= len(counts):
+            counts.extend(bytes(max(seq + 1 - len(counts), len(counts))))
+        self.received += 1
+        if counts[seq]:
+            self.duplicates += 1
+        else:
+            self.unique += 1
+        counts[seq] = min(counts[seq] + 1, 255)
+        if seq < self.highest:
+            self.out_of_order += 1
+            self.late.append(seq)
+        else:
+            self.highest = seq
+
+
+class Publisher:
+    """One thread publishing the numbered stream at ``rate`` msgs/s."""
+
+    def __init__(self, nc: nats_sync.Client, subject: str, rate: int) -> None:
+        self.nc = nc
+        self.subject = subject
+        self.rate = rate
+        self.times = array("d")  # publish time of each accepted sequence number
+        self.buffered = bytearray()  # 1: published while the client was reconnecting
+        self.refused = 0  # OutboundBufferLimitError
+        self.failed: list[str] = []  # any other error from publish()
+        self._stop = threading.Event()
+        self._gate = threading.Event()
+        self._gate.set()
+        self._idle = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reliability-pub", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._gate.set()
+        self._thread.join(10.0)
+        if self._thread.is_alive():
+            raise RuntimeError("the publisher thread did not stop within 10 s (publish hangs?)")
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Holds the stream (between batches) for the duration of the block."""
+        self._idle.clear()
+        self._gate.clear()
+        if not self._idle.wait(10.0):
+            raise RuntimeError("the publisher thread did not pause within 10 s")
+        try:
+            yield
+        finally:
+            self._gate.set()
+
+    def _run(self) -> None:
+        nc, subject = self.nc, self.subject
+        batch = max(1, self.rate // 100)
+        interval = batch / self.rate
+        deadline = now()
+        while not self._stop.is_set():
+            if not self._gate.is_set():
+                self._idle.set()
+                self._gate.wait(0.1)
+                deadline = now()
+                continue
+            for _ in range(batch):
+                seq = len(self.times)
+                before = nc.is_reconnecting
+                at = now()
+                try:
+                    nc.publish(subject, PAYLOAD.pack(seq, at))
+                except nats_sync.OutboundBufferLimitError:
+                    self.refused += 1
+                    continue
+                except nats_sync.Error as err:
+                    self.failed.append(f"{type(err).__name__}: {err}")
+                    continue
+                after = nc.is_reconnecting
+                self.times.append(at)
+                self.buffered.append(1 if before and after else 0)
+            deadline += interval
+            delay = deadline - now()
+            if delay > 0:
+                self._stop.wait(delay)
+            elif delay < -1.0:
+                deadline = now()  # after a stall, carry on at the rate instead of bursting
+
+
+@dataclass
+class Injection:
+    at: float
+    recovered: float | None = None
+
+    @property
+    def recovery(self) -> float | None:
+        return None if self.recovered is None else self.recovered - self.at
+
+
+@dataclass
+class RowResult:
+    key: str
+    fault: str
+    injections: list[Injection] = field(default_factory=list)
+    published: int = 0
+    received: int = 0
+    unique: int = 0
+    lost: int = 0
+    lost_in_flight: int = 0
+    lost_from_buffer: int = 0
+    lost_unexplained: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    buffered: int = 0
+    refused: int = 0
+    dropped: int = 0
+    publish_errors: int = 0
+    moves: int = 0  # preparatory force_reconnect() moves off the subscriber's node
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def recoveries(self) -> list[float]:
+        return [r for inj in self.injections if (r := inj.recovery) is not None]
+
+    @property
+    def missed_recoveries(self) -> int:
+        return sum(1 for inj in self.injections if inj.recovered is None)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.error is None
+            and self.lost_from_buffer == 0
+            and self.lost_unexplained == 0
+            and self.missed_recoveries == 0
+        )
+
+
+# --- one row: clients, stream, faults ------------------------------------------------------
+
+
+class Row:
+    """A publisher and a subscriber client for one fault, and the stream between them."""
+
+    def __init__(self, result: RowResult, rate: int) -> None:
+        self.result = result
+        self.rate = rate
+        self.subject = f"reliability.{result.key}"
+        self.pub_events = ClientEvents("publisher")
+        self.sub_events = ClientEvents("subscriber")
+        self.receiver = Receiver()
+        self.pub_nc: nats_sync.Client | None = None
+        self.sub_nc: nats_sync.Client | None = None
+        self.sub: nats_sync.Subscription | None = None
+        self.publisher: Publisher | None = None
+
+    # set-up
+
+    def connect_publisher(self, servers: list[str], **options: Any) -> nats_sync.Client:
+        options.setdefault("reconnect_delay_cb", lambda attempt: 0.1)
+        self.pub_nc = nats_sync.connect(
+            servers, name=f"reliability-pub-{self.result.key}", max_reconnect_attempts=-1,
+            connect_timeout=2.0, **self.pub_events.options(), **options,
+        )
+        return self.pub_nc
+
+    def connect_subscriber(self, server: str, **options: Any) -> None:
+        options.setdefault("reconnect_delay_cb", lambda attempt: 0.05)
+        self.sub_nc = nats_sync.connect(
+            server, name=f"reliability-sub-{self.result.key}", max_reconnect_attempts=-1,
+            ignore_discovered_servers=True, connect_timeout=2.0,
+            **self.sub_events.options(), **options,
+        )
+        self.sub = self.sub_nc.subscribe(
+            f"{self.subject}.*", cb=self.receiver.on_msg,
+            pending_msgs_limit=4_000_000, pending_bytes_limit=512 * 1024 * 1024,
+        )
+        self.sub_nc.flush(FLUSH_TIMEOUT)
+
+    def wait_interest(self, urls: list[str]) -> None:
+        """Publishes probes from each server until the subscriber sees one from each.
+
+        Route interest propagates asynchronously: this makes sure every server the
+        publisher may move to routes the stream to the subscriber.
+        """
+        for url in urls:
+            probe = nats_sync.connect(url, allow_reconnect=False, connect_timeout=2.0)
+            try:
+                deadline = now() + INTEREST_TIMEOUT
+                token = f"{url} {now()}".encode()
+                while token not in self.receiver.probes:
+                    if now() > deadline:
+                        raise RuntimeError(f"no route interest for {self.subject} via {url}")
+                    probe.publish(f"{self.subject}.probe", token)
+                    probe.flush(FLUSH_TIMEOUT)
+                    time.sleep(0.02)
+            finally:
+                probe.close()
+
+    def start_stream(self) -> Publisher:
+        assert self.pub_nc is not None
+        self.publisher = Publisher(self.pub_nc, f"{self.subject}.data", self.rate)
+        self.publisher.start()
+        time.sleep(WARMUP)
+        return self.publisher
+
+    # faults
+
+    def inject(self, fault: Callable[[], None]) -> Injection:
+        """Runs ``fault`` and waits for the publisher's reconnect."""
+        injection = Injection(at=now())
+        fault()
+        injection.recovered = self.pub_events.wait_reconnected_after(
+            injection.at, RECONNECT_TIMEOUT
+        )
+        self.result.injections.append(injection)
+        number = len(self.result.injections)
+        if injection.recovered is None:
+            print(f"  [{self.result.key}] fault {number}: NO RECONNECT within "
+                  f"{RECONNECT_TIMEOUT:.0f}s (publisher {self.pub_state()})", flush=True)
+        else:
+            print(f"  [{self.result.key}] fault {number}: publisher reconnected after "
+                  f"{1000 * (injection.recovered - injection.at):.0f} ms to "
+                  f"{self.pub_nc.connected_url if self.pub_nc else '?'}", flush=True)
+        return injection
+
+    def pub_state(self) -> str:
+        nc = self.pub_nc
+        if nc is None:
+            return "absent"
+        return (f"connected={nc.is_connected} reconnecting={nc.is_reconnecting} "
+                f"closed={nc.is_closed} last_error={nc.last_error!r}")
+
+    # end
+
+    def finish(self) -> None:
+        """Stops the stream, waits for the tail to arrive, computes the row."""
+        result, receiver = self.result, self.receiver
+        if self.publisher is not None:
+            self.publisher.stop()
+        if self.pub_nc is not None and self.pub_nc.is_connected:
+            try:
+                self.pub_nc.flush(FLUSH_TIMEOUT)
+            except nats_sync.Error as err:
+                result.notes.append(f"final publisher flush failed: {err}")
+        published = len(self.publisher.times) if self.publisher else 0
+        deadline = now() + DRAIN_MAX
+        while receiver.unique < published and now() < deadline:
+            if now() - receiver.last_arrival > DRAIN_QUIET:
+                break
+            time.sleep(0.05)
+        if self.sub_nc is not None and self.sub_nc.is_connected:
+            with contextlib.suppress(nats_sync.Error):
+                self.sub_nc.flush(FLUSH_TIMEOUT)
+        time.sleep(0.2)
+        if self.publisher is not None:
+            analyse(result, self.publisher, receiver)
+        if self.sub is not None:
+            result.dropped = self.sub.dropped
+        sub_reconnects = len(self.sub_events.reconnected_at)
+        if sub_reconnects and result.key != "restart":
+            result.notes.append(f"the subscriber reconnected {sub_reconnects} times")
+        for label, events in (("publisher", self.pub_events), ("subscriber", self.sub_events)):
+            if events.errors:
+                kinds = sorted({e.split(":", 1)[0] for e in events.errors})
+                log.info("%s %s errors: %s", result.key, label, events.errors)
+                result.notes.append(f"{label} error_cb: {len(events.errors)} "
+                                    f"({', '.join(kinds)})")
+
+    def close(self) -> None:
+        for nc in (self.pub_nc, self.sub_nc):
+            if nc is not None:
+                with contextlib.suppress(Exception):
+                    nc.close()
+
+
+def analyse(result: RowResult, publisher: Publisher, receiver: Receiver) -> None:
+    times, buffered, counts = publisher.times, publisher.buffered, receiver.counts
+    published = len(times)
+    result.published = published
+    result.received = receiver.received
+    result.unique = receiver.unique
+    result.duplicates = receiver.duplicates
+    result.out_of_order = receiver.out_of_order
+    result.buffered = sum(buffered)
+    result.refused = publisher.refused
+    result.publish_errors = len(publisher.failed)
+    if publisher.failed:
+        result.notes.append(f"publish() raised {len(publisher.failed)} times: "
+                            f"{publisher.failed[0]}")
+    windows = [
+        (inj.at - IN_FLIGHT_BEFORE,
+         inj.recovered if inj.recovered is not None else inj.at + RECONNECT_TIMEOUT)
+        for inj in result.injections
+    ]
+    unexplained: list[int] = []
+    from_buffer: list[int] = []
+    offsets: list[float] = []  # lost in flight: publish time relative to the nearest fault
+    for seq in range(published):
+        if seq < len(counts) and counts[seq]:
+            continue
+        result.lost += 1
+        if buffered[seq]:
+            result.lost_from_buffer += 1
+            from_buffer.append(seq)
+        elif any(start <= times[seq] <= end for start, end in windows):
+            result.lost_in_flight += 1
+            nearest = min(result.injections, key=lambda inj: abs(times[seq] - inj.at))
+            offsets.append(times[seq] - nearest.at)
+        else:
+            result.lost_unexplained += 1
+            unexplained.append(seq)
+    if offsets:
+        result.notes.append(
+            f"the {len(offsets)} messages lost in flight were published between "
+            f"{1000 * min(offsets):+.1f} ms and {1000 * max(offsets):+.1f} ms of a fault "
+            "(written to the socket of a server that was dying or already dead)"
+        )
+    if receiver.late:
+        during = sum(
+            1 for seq in receiver.late
+            if any(start <= times[seq] <= end for start, end in windows)
+        )
+        result.notes.append(
+            f"{during} of the {len(receiver.late)} out-of-order arrivals were published from "
+            f"{IN_FLIGHT_BEFORE:.0f} s before a fault to the publisher's reconnect (held by the "
+            "faulted server and delivered after the newer ones)"
+        )
+    for label, seqs in (("lost from the buffer", from_buffer), ("lost unexplained", unexplained)):
+        if seqs:
+            first = times[0]
+            sample = ", ".join(f"#{s} (t={times[s] - first:.3f}s)" for s in seqs[:10])
+            faults = ", ".join(f"{inj.at - first:.3f}s" for inj in result.injections)
+            print(f"  [{result.key}] {label}: {len(seqs)}: {sample}; faults at {faults}",
+                  flush=True)
+
+
+# --- the faults ------------------------------------------------------------------------------
+
+
+class LameDuckCluster(NatsCluster):
+    """A cluster whose servers run with a short lame duck grace period."""
+
+    def _new_server(self, index: int, routes: str | None) -> NatsServer:
+        server = super()._new_server(index, routes)
+        server.config = LDM_CONFIG
+        return server
+
+
+def node_of(cluster: NatsCluster, nc: nats_sync.Client) -> NatsServer | None:
+    url = nc.connected_url
+    return next((s for s in cluster.servers if s.url == url), None)
+
+
+def cluster_row(cluster: NatsCluster, result: RowResult, rate: int,
+                **pub_options: Any) -> tuple[Row, NatsServer]:
+    """Publisher on the cluster's URLs; subscriber on a node the publisher is not on."""
+    row = Row(result, rate)
+    pub_nc = row.connect_publisher(cluster.urls, **pub_options)
+    pub_node = node_of(cluster, pub_nc)
+    sub_node = next(s for s in cluster.servers if s is not pub_node)
+    row.connect_subscriber(sub_node.url)
+    row.wait_interest(cluster.urls)
+    return row, sub_node
+
+
+def move_off(row: Row, cluster: NatsCluster, avoid: NatsServer) -> None:
+    """Moves the publisher off ``avoid`` (the subscriber's node) with the stream held."""
+    nc, publisher = row.pub_nc, row.publisher
+    assert nc is not None and publisher is not None
+    moves = 0
+    while node_of(cluster, nc) in (avoid, None) and moves < 5:
+        with publisher.paused():
+            nc.flush(FLUSH_TIMEOUT)
+            start = now()
+            nc.force_reconnect()
+            if row.pub_events.wait_reconnected_after(start, RECONNECT_TIMEOUT) is None:
+                raise RuntimeError("a preparatory force_reconnect() never reconnected")
+            nc.flush(FLUSH_TIMEOUT)
+        moves += 1
+    if node_of(cluster, nc) in (avoid, None):
+        raise RuntimeError("could not move the publisher off the subscriber's node")
+    row.result.moves += moves
+
+
+def fault_cluster_kill(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
+    row, sub_node = cluster_row(cluster, result, rate)
+    row.start_stream()
+    for _ in range(times):
+        move_off(row, cluster, sub_node)
+        assert row.pub_nc is not None
+        target = node_of(cluster, row.pub_nc)
+        assert target is not None
+        injection = row.inject(target.kill)
+        if injection.recovered is None:
+            break
+        target.start()
+        cluster.wait_for_mesh(MESH_TIMEOUT)
+        row.wait_interest([target.url])
+        time.sleep(SETTLE)
+    return row
+
+
+def fault_single_restart(result: RowResult, rate: int, times: int) -> Row:
+    server = NatsServer()
+    STARTED.append(server)
+    server.start()
+    row = Row(result, rate)
+    try:
+        sub_ready = threading.Event()
+        sub_ready.set()
+
+        def hold_until_subscriber_ready(attempt: int) -> float:
+            sub_ready.wait(RECONNECT_TIMEOUT)
+            return 0.0
+
+        row.connect_subscriber(server.url)
+        row.connect_publisher([server.url], reconnect_delay_cb=hold_until_subscriber_ready)
+        row.wait_interest([server.url])
+        row.start_stream()
+
+        def kill_and_restart() -> None:
+            sub_ready.clear()
+            start = now()
+            server.kill()
+            time.sleep(KILL_DOWNTIME)
+            server.start()
+            assert row.sub_nc is not None
+            try:
+                if row.sub_events.wait_reconnected_after(start, RECONNECT_TIMEOUT) is None:
+                    raise RuntimeError("the subscriber did not reconnect")
+                row.sub_nc.flush(FLUSH_TIMEOUT)
+            finally:
+                sub_ready.set()
+
+        for _ in range(times):
+            if row.inject(kill_and_restart).recovered is None:
+                break
+            time.sleep(SETTLE)
+        row.finish()
+    finally:
+        row.close()
+        server.cleanup()
+    return row
+
+
+def fault_lame_duck(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
+    row, sub_node = cluster_row(cluster, result, rate)
+    row.start_stream()
+    for _ in range(times):
+        move_off(row, cluster, sub_node)
+        assert row.pub_nc is not None
+        target = node_of(cluster, row.pub_nc)
+        assert target is not None
+        injection = row.inject(target.signal_lame_duck)
+        deadline = now() + SERVER_EXIT_TIMEOUT
+        while target.is_running and now() < deadline:
+            time.sleep(0.05)
+        if target.is_running:
+            result.notes.append("a lame duck server did not exit in time and was killed")
+            target.kill()
+        if injection.recovered is None:
+            break
+        target.start()
+        cluster.wait_for_mesh(MESH_TIMEOUT)
+        row.wait_interest([target.url])
+        time.sleep(SETTLE)
+    return row
+
+
+def fault_stale(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
+    row, sub_node = cluster_row(cluster, result, rate, ping_interval=0.2,
+                                max_outstanding_pings=2)
+    row.start_stream()
+    for _ in range(times):
+        move_off(row, cluster, sub_node)
+        assert row.pub_nc is not None
+        target = node_of(cluster, row.pub_nc)
+        assert target is not None
+        try:
+            injection = row.inject(target.pause)
+        finally:
+            target.resume()
+        if injection.recovered is None:
+            break
+        cluster.wait_for_mesh(MESH_TIMEOUT)
+        time.sleep(SETTLE)
+    return row
+
+
+def fault_force_reconnect(cluster: NatsCluster, result: RowResult, rate: int,
+                          times: int) -> Row:
+    row, _ = cluster_row(cluster, result, rate)
+    row.start_stream()
+    for _ in range(times):
+        assert row.pub_nc is not None
+        if row.inject(row.pub_nc.force_reconnect).recovered is None:
+            break
+        time.sleep(SETTLE / 2)
+    return row
+
+
+@dataclass(frozen=True)
+class Fault:
+    key: str
+    title: str
+    times: int
+
+
+FAULTS = [
+    Fault("kill", "kill -9 of the publisher's node of a 3-node cluster, then restart", 3),
+    Fault("restart", "kill -9 of a single server, restart on the same port after 1 s", 3),
+    Fault("lameduck", "lame duck mode of the publisher's node (grace 500 ms), then restart", 2),
+    Fault("stale", "SIGSTOP of the publisher's node (ping 0.2 s, 2 outstanding), SIGCONT", 3),
+    Fault("force", "force_reconnect() on a 3-node cluster", 10),
+]
+
+
+def run_fault(fault: Fault, cluster: NatsCluster | None, rate: int) -> RowResult:
+    result = RowResult(fault.key, fault.title)
+    print(f"{fault.key}: {fault.title} (x{fault.times})", flush=True)
+    started = now()
+    row: Row | None = None
+    try:
+        if fault.key == "restart":
+            row = fault_single_restart(result, rate, fault.times)
+        else:
+            assert cluster is not None
+            for server in cluster.servers:
+                if not server.is_running:
+                    server.start()
+            cluster.wait_for_mesh(MESH_TIMEOUT)
+            runner = {
+                "kill": fault_cluster_kill,
+                "lameduck": fault_lame_duck,
+                "stale": fault_stale,
+                "force": fault_force_reconnect,
+            }[fault.key]
+            row = runner(cluster, result, rate, fault.times)
+            row.finish()
+    except Exception as err:  # a broken row is reported, the others still run
+        log.exception("row %s failed", fault.key)
+        result.error = f"{type(err).__name__}: {err}"
+        if row is not None and row.publisher is not None and not result.published:
+            with contextlib.suppress(Exception):
+                row.finish()
+    finally:
+        if row is not None:
+            row.close()
+    print(f"  [{fault.key}] published {result.published}, received {result.unique} unique, "
+          f"lost {result.lost} (in flight {result.lost_in_flight}, from buffer "
+          f"{result.lost_from_buffer}, unexplained {result.lost_unexplained}), buffered "
+          f"{result.buffered}, dup {result.duplicates}, ooo {result.out_of_order} "
+          f"[{now() - started:.1f}s]" + (f" ERROR {result.error}" if result.error else ""),
+          flush=True)
+    return result
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def machine(load: tuple[float, float, float]) -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        server = subprocess.run([find_server_binary(), "--version"], capture_output=True,
+                                text=True, timeout=10, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        server = f"unknown ({err})"
+    return {
+        "CPU": cpu,
+        "Cores": str(os.cpu_count()),
+        "OS": platform.platform(),
+        "Python": f"{platform.python_implementation()} {platform.python_version()}",
+        "nats-server": server.removeprefix("nats-server: "),
+        "nats_sync": nats_sync.__version__,
+        "Load average at start (1/5/15 min)": " / ".join(f"{x:.2f}" for x in load),
+    }
+
+
+def fmt_ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
+
+
+def table(results: list[RowResult]) -> list[str]:
+    lines = [
+        "| fault | injected | published | received (unique) | lost | lost in flight "
+        "| buffered | lost from buffer | duplicates | out of order | refused "
+        "| recovery median | recovery max |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in results:
+        recoveries = r.recoveries
+        median = statistics.median(recoveries) if recoveries else None
+        worst = max(recoveries) if recoveries else None
+        missed = f" ({r.missed_recoveries} never)" if r.missed_recoveries else ""
+        lost = f"{r.lost:,}" + (f" ({r.lost_unexplained:,} unexplained)"
+                                if r.lost_unexplained else "")
+        lines.append(
+            f"| {r.fault} | {len(r.injections)} | {r.published:,} | {r.unique:,} | {lost} "
+            f"| {r.lost_in_flight:,} | {r.buffered:,} | **{r.lost_from_buffer:,}** "
+            f"| {r.duplicates:,} | {r.out_of_order:,} | {r.refused:,} | {fmt_ms(median)} "
+            f"| {fmt_ms(worst)}{missed} |"
+        )
+    return lines
+
+
+def notes(results: list[RowResult]) -> list[str]:
+    lines: list[str] = []
+    for r in results:
+        items = []
+        if r.moves:
+            items.append(f"{r.moves} preparatory force_reconnect() move{'s' * (r.moves > 1)} "
+                         "(stream held, not counted as a fault) took the publisher off the "
+                         "subscriber's node")
+        items += r.notes
+        if r.dropped:
+            items.append(f"the subscriber dropped {r.dropped} as a slow consumer")
+        if r.error:
+            items.append(f"**row failed**: {r.error}")
+        if items:
+            lines.append(f"- {r.fault}: " + "; ".join(items) + ".")
+    return lines
+
+
+def markdown(results: list[RowResult], rate: int, elapsed: float, info: dict[str, str],
+             when: str, command: str) -> str:
+    ok = all(r.ok for r in results)
+    out = [
+        "# Reliability under faults",
+        "",
+        "What the client promises, and what this page checks against real `nats-server`s:",
+        "",
+        "- **Nothing published while disconnected is lost**, as long as it fits in",
+        "  `pending_size` (2 MiB by default): `publish()` buffers it during the reconnect and",
+        "  the client sends it, after re-subscribing, on the new connection. When the buffer is",
+        "  full `publish()` raises `OutboundBufferLimitError` instead of dropping silently.",
+        "- **Messages in flight at a crash can be lost**, as with every core NATS client: what",
+        "  was already handed to the kernel when a server is killed (or what a frozen server",
+        "  never read) is gone with that socket. Core NATS is at-most-once; use JetStream",
+        "  for at-least-once.",
+        "- The client finds a new server after each fault and reports it through",
+        "  `reconnected_cb`.",
+        "",
+        f"Result of the last run: **{'all guarantees held' if ok else 'FAILED'}**.",
+        "",
+        "## Method",
+        "",
+        "For each fault, a publisher client publishes a numbered stream from one thread (16-byte",
+        f"payloads: sequence number and publish time, ~{rate:,} msgs/s), and a subscriber client",
+        "on a server that is not faulted (a callback subscription) records every sequence",
+        "number that arrives. Faults are injected with `nats_sync.testing` (`NatsServer`,",
+        "`NatsCluster`); the stream runs 1 s before the first fault and ~1 s after each",
+        "recovery. Each row uses fresh clients with `max_reconnect_attempts=-1` and a short",
+        "delay between passes over the pool (`reconnect_delay_cb`: 0.1 s for the publisher,",
+        "0.05 s for the subscriber; the first pass starts at once).",
+        "",
+        "- **published**: messages `publish()` accepted. **buffered**: of those, published",
+        "  while the publisher was reconnecting (`is_reconnecting` before and after the call),",
+        "  i.e. held in the disconnect buffer. **refused**: `OutboundBufferLimitError`s.",
+        "- **lost** = published - received unique, split into **lost from buffer** (buffered",
+        "  messages: must be 0) and **lost in flight** (not buffered, published from 1 s",
+        "  before a fault until the publisher reconnected: written to a socket that died).",
+        "  In practice these are the last write the kernel accepted before the server died, or",
+        "  after it died but before the client's reader saw the connection end (TCP accepts",
+        "  one write after the peer is gone). Their number depends on scheduling: when the",
+        "  machine is busy, the client's threads notice a crash later and the publisher's",
+        "  catch-up burst goes out in that one write.",
+        "  Any other loss is counted as unexplained, and fails the run like a loss from the",
+        "  buffer.",
+        "- **out of order**: arrivals with a lower sequence number than one already received.",
+        "- **recovery**: from the fault injection to the publisher's `reconnected_cb`.",
+        "",
+        "The faults:",
+        "",
+        "1. **kill -9 in a cluster**: the publisher connects to the URLs of a 3-node cluster;",
+        "   the subscriber is pinned to a node the publisher is not on. The publisher's node",
+        "   gets SIGKILL; once the publisher has reconnected, the node is restarted on the",
+        "   same ports and the mesh re-forms. Should the publisher have landed on the",
+        "   subscriber's node, a `force_reconnect()` with the stream held moves it first.",
+        "2. **kill -9 of a single server**: publisher and subscriber on the same server, which",
+        "   gets SIGKILL and is restarted on the same port 1 s later. Both clients lose their",
+        "   connection; to measure the publisher's buffer guarantee (and not the race between",
+        "   two clients' reconnects), the publisher's `reconnect_delay_cb` holds its reconnect",
+        "   until the subscriber has reconnected and flushed, so the SUB is in place before the",
+        "   buffered messages arrive. Recovery therefore includes the 1 s downtime and the",
+        "   subscriber's reconnect.",
+        "3. **lame duck mode**: the publisher's node gets SIGUSR2 (`lame_duck_grace_period:",
+        "   \"500ms\"`). The client leaves on the server's lame duck INFO; the node exits and",
+        "   is restarted once the publisher has moved.",
+        "4. **SIGSTOP** of the publisher's node, with `ping_interval=0.2` and",
+        "   `max_outstanding_pings=2`: the client declares the connection stale and moves; the",
+        "   node gets SIGCONT once the publisher has reconnected elsewhere. Messages written to",
+        "   the frozen server's socket before the client gave up are delivered late (out of",
+        "   order) or lost in flight, depending on what the server does with them on waking.",
+        "5. **force_reconnect()** on the cluster: the client drops its connection and",
+        "   reconnects (to another node, the one left is tried last).",
+        "",
+        "## Results",
+        "",
+        *table(results),
+        "",
+    ]
+    row_notes = notes(results)
+    if row_notes:
+        out += ["Notes:", "", *row_notes, ""]
+    out += [
+        "## Machine",
+        "",
+        *[f"- {k}: {v}" for k, v in info.items()],
+        f"- Date: {when}",
+        f"- Run time: {elapsed:.0f} s",
+        "",
+        "The numbers vary from run to run (timing of the faults against the stream); the",
+        "guarantee columns (lost from buffer, recovery) must not. Reproduce with:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "(`tools/reliability.py`; `RELIABILITY_ARGS` passes options such as `--only kill,force`",
+        "or `--rate 1000`; the run exits non-zero when a buffered message is lost, a loss is",
+        "unexplained, or a fault was not recovered from.)",
+        "",
+    ]
+    return "\n".join(out)
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def start_watchdog(seconds: float, cleanup: Callable[[], None]) -> threading.Event:
+    """Ends the process (exit 3, every thread's stack on stderr) after ``seconds``."""
+    done = threading.Event()
+
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        print(f"\nreliability: still running after {seconds:.0f}s: giving up; thread stacks:",
+              file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        with contextlib.suppress(Exception):
+            cleanup()
+        os._exit(3)
+
+    threading.Thread(target=watch, name="reliability-watchdog", daemon=True).start()
+    return done
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+                        help="markdown file to write (default: docs/RELIABILITY.md)")
+    parser.add_argument("--rate", type=int, default=2000, help="messages per second")
+    parser.add_argument("--only", default="",
+                        help="comma-separated faults to run: " + ",".join(f.key for f in FAULTS))
+    parser.add_argument("--deadline", type=float, default=480.0,
+                        help="seconds after which the whole run is abandoned (exit 3)")
+    parser.add_argument("--verbose", action="store_true", help="log nats_sync at INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(threadName)s %(name)s %(message)s")
+    faults = FAULTS
+    if args.only:
+        wanted = {key.strip() for key in args.only.split(",") if key.strip()}
+        unknown = wanted - {f.key for f in FAULTS}
+        if unknown:
+            print(f"unknown fault(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
+        faults = [f for f in FAULTS if f.key in wanted]
+    started = now()
+    load = os.getloadavg()
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    cluster: NatsCluster | None = None
+
+    def cleanup() -> None:
+        for started in STARTED:
+            started.cleanup()
+
+    watchdog = start_watchdog(args.deadline, cleanup)
+    results: list[RowResult] = []
+    try:
+        if any(f.key != "restart" for f in faults):
+            cluster = LameDuckCluster(3, name="reliability")
+            STARTED.append(cluster)
+            cluster.start()
+        results = [run_fault(fault, cluster, args.rate) for fault in faults]
+    finally:
+        cleanup()
+    elapsed = now() - started
+    command = "make reliability" + (f' RELIABILITY_ARGS="{" ".join(argv or sys.argv[1:])}"'
+                                    if (argv or sys.argv[1:]) else "")
+    text = markdown(results, args.rate, elapsed, machine(load), when, command)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    watchdog.set()
+    print("\n".join(table(results)))
+    print(f"wrote {args.output} in {elapsed:.0f}s")
+    failed = [r.key for r in results if not r.ok]
+    if failed:
+        print(f"reliability: FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
