@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from benchmarks.analysis import (
@@ -19,6 +20,10 @@ from benchmarks.analysis import (
 from benchmarks.scenarios import CASES, NATSPY, RAW, SPARK_KEY, SPARK_ROW, SPARK_VECTOR, SYNC, Case
 
 DASH = "\u2013"  # en dash between min and max
+
+
+#: Hand-written notes (profiles, what was tried) appended to the generated page.
+ANALYSIS_PATH = Path(__file__).with_name("ANALYSIS.md")
 
 
 def fmt_value(value: float, unit: str) -> str:
@@ -117,6 +122,8 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["", *spark_section(results.get("spark"), verdicts), ""]
     lines += method_section(results)
     lines += observations(stats, verdicts)
+    if ANALYSIS_PATH.exists():  # the hand-written profile notes
+        lines += ["", ANALYSIS_PATH.read_text().rstrip(), ""]
     failed = errors_of(all_runs(results))
     if (results.get("spark") or {}).get("error"):
         failed.append({"case": SPARK_KEY, "client": "-", "rep": "-",
