@@ -1,4 +1,4 @@
-"""Opening one connection: INFO -> CONNECT -> PING -> PONG on a fresh transport.
+"""Opening one connection: [TLS] INFO [TLS] -> CONNECT -> PING -> PONG on a fresh transport.
 
 How it works: runs on the thread that connects (the caller of ``connect()``; later the
 reconnect thread), before any reader or writer thread exists for this transport, so it
@@ -9,6 +9,7 @@ that followed the PONG) and the latest INFO, or raises.
 
 from __future__ import annotations
 
+import ssl
 import time
 from typing import Any
 
@@ -44,11 +45,14 @@ def handshake(
     transport = Transport.open_tcp(server.host, server.port, options.connect_timeout)
     parser = proto.Parser()
     try:
+        if options.tls_handshake_first:
+            _start_tls(transport, server, options, deadline)
         op = _read_op(transport, parser, deadline, server)
         if not isinstance(op, proto.InfoOp):
             raise ProtocolError(f"expected INFO from {server}, got {op!r}")
         info = op.info
-        _check_info(info, server)
+        if not transport.is_tls and _wants_tls(server, options, info):
+            _start_tls(transport, server, options, deadline)
         parser.set_max_payload(int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD)))
         transport.send_all(proto.encode_connect(connect_fields(server, options)) + proto.PING)
         while True:
@@ -84,11 +88,31 @@ def _read_op(
     return op
 
 
-def _check_info(info: dict[str, Any], server: ServerAddress) -> None:
-    if info.get("tls_required") and not info.get("tls_available"):
+def _wants_tls(server: ServerAddress, options: Options, info: dict[str, Any]) -> bool:
+    """Whether to upgrade after INFO: the server requires it, or the client asked for it.
+
+    Raises:
+        SecureConnRequiredError: the client asked for TLS and the server offers none.
+    """
+    client_wants = options.tls is not None or server.tls_required
+    if info.get("tls_required"):
+        return True
+    if client_wants and not info.get("tls_available"):
         raise SecureConnRequiredError(
-            f"{server} requires TLS, which this version of nats_sync does not support yet"
+            f"this client requires TLS ({'tls://' if server.tls_required else 'tls='}), "
+            f"but {server} does not offer it"
         )
+    return client_wants
+
+
+def _start_tls(
+    transport: Transport, server: ServerAddress, options: Options, deadline: float
+) -> None:
+    """TLS with the user's context, or a verifying default one; SNI and checks use
+    ``tls_hostname``, else the host the server was learned through, else its own."""
+    context = options.tls if options.tls is not None else ssl.create_default_context()
+    hostname = options.tls_hostname or server.tls_name or server.host
+    transport.start_tls(context, hostname, deadline)
 
 
 def connect_fields(server: ServerAddress, options: Options) -> dict[str, Any]:

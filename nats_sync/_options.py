@@ -137,7 +137,5 @@ def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Optio
 
 def _refuse_unsupported(options: Options) -> None:
     """Options whose issues have not landed yet fail clearly rather than being ignored."""
-    if options.tls is not None or options.tls_handshake_first or options.tls_hostname:
-        raise NotSupportedError("TLS options are not supported yet")
     if options.user_credentials or options.nkeys_seed:
         raise NotSupportedError("nkey and .creds authentication are not supported yet")

@@ -1,20 +1,33 @@
-"""The byte stream under a connection: TCP today; TLS and WebSocket plug in here.
+"""The byte stream under a connection: TCP, optionally with TLS on top.
 
 How it works: a :class:`Transport` wraps one connected socket. The reader thread is the
-only caller of :meth:`Transport.recv_into`, the writer thread the only caller of
-:meth:`Transport.send`; :meth:`Transport.close` may come from any thread and wakes both
-(``shutdown`` first, so a thread blocked in a syscall returns). ``OSError`` and timeouts
-are turned into package errors here and nowhere else.
+only caller of :meth:`Transport.recv_into`, the writer thread (or a caller holding the
+outbox's ``sending`` flag) the only caller of :meth:`Transport.send`;
+:meth:`Transport.close` may come from any thread and wakes both (``shutdown`` first, so
+a thread blocked in a syscall returns). ``OSError``, ``ssl`` errors and timeouts are
+turned into package errors here and nowhere else.
+
+TLS runs on an ``ssl.SSLObject`` over memory BIOs, with our own socket I/O, rather than
+an ``SSLSocket``: an OpenSSL connection object must not be used by two threads at
+once, and here one thread reads while another writes. ``_tls_lock`` guards the
+SSLObject and its BIOs (held only for memory work, never across a syscall);
+``_send_lock`` keeps the encrypted records of the writer and of the reader (TLS may
+need to answer while reading) from interleaving on the socket.
 """
 
 from __future__ import annotations
 
 import builtins
 import socket
+import ssl
+import threading
+import time
 from collections.abc import Sequence
 
 from nats_sync._defaults import MAX_IOVECS_PER_SEND
-from nats_sync.errors import NatsConnectionError, TimeoutError
+from nats_sync.errors import NatsConnectionError, SecureConnFailedError, TimeoutError
+
+_TLS_READ_SIZE = 256 * 1024
 
 Buffer = bytes | memoryview
 
@@ -26,11 +39,89 @@ class Transport:
         sock: a connected, blocking socket.
     """
 
-    __slots__ = ("_closed", "_sock")
+    __slots__ = ("_closed", "_incoming", "_outgoing", "_send_lock", "_sock", "_tls", "_tls_lock")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._closed = False
+        self._tls: ssl.SSLObject | None = None
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+
+    @property
+    def is_tls(self) -> bool:
+        """Whether the stream is encrypted."""
+        return self._tls is not None
+
+    def start_tls(self, context: ssl.SSLContext, server_hostname: str, deadline: float) -> None:
+        """Runs the TLS handshake on this socket before the connection threads start.
+
+        Raises:
+            SecureConnFailedError: the handshake failed (the ssl reason is in the
+                message), e.g. an untrusted or expired certificate or a wrong host name.
+            TimeoutError: the handshake did not finish by ``deadline``.
+            NatsConnectionError: the socket failed.
+        """
+        try:
+            tls = context.wrap_bio(
+                self._incoming, self._outgoing, server_side=False,
+                server_hostname=server_hostname,
+            )
+        except (ValueError, ssl.SSLError) as err:
+            raise SecureConnFailedError(f"cannot start TLS with {server_hostname}: {err}") from err
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush_tls_output()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"TLS handshake with {server_hostname} took too long"
+                                       ) from None
+                self._sock.settimeout(remaining)
+                data = self._raw_recv(_TLS_READ_SIZE)
+                if not data:
+                    raise SecureConnFailedError(
+                        f"{server_hostname} closed the connection during the TLS handshake"
+                    ) from None
+                self._incoming.write(data)
+            except ssl.SSLCertVerificationError as err:
+                raise SecureConnFailedError(
+                    f"TLS certificate of {server_hostname} rejected: {err.verify_message}"
+                ) from None
+            except ssl.SSLError as err:
+                raise SecureConnFailedError(
+                    f"TLS handshake with {server_hostname} failed: {err.reason or err}"
+                ) from None
+        self._flush_tls_output()
+        self._tls = tls
+
+    def _raw_recv(self, size: int) -> bytes:
+        try:
+            return self._sock.recv(size)
+        except builtins.TimeoutError:
+            raise TimeoutError("no data from the server in time") from None
+        except OSError as err:
+            raise NatsConnectionError(f"read failed: {err}") from err
+
+    def _flush_tls_output(self) -> None:
+        """Sends whatever TLS has written to the outgoing BIO."""
+        with self._send_lock:
+            with self._tls_lock:
+                data = self._outgoing.read()
+            if data:
+                self._raw_send_all(data)
+
+    def _raw_send_all(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except builtins.TimeoutError:
+            raise TimeoutError("the server did not take our data in time") from None
+        except OSError as err:
+            raise NatsConnectionError(f"write failed: {err}") from err
 
     @classmethod
     def open_tcp(cls, host: str, port: int, timeout: float) -> Transport:
@@ -60,6 +151,8 @@ class Transport:
             TimeoutError: nothing arrived within the socket timeout.
             NatsConnectionError: the socket failed.
         """
+        if self._tls is not None:
+            return self._tls_recv_into(self._tls, buffer)
         try:
             return self._sock.recv_into(buffer)
         except builtins.TimeoutError:
@@ -67,12 +160,38 @@ class Transport:
         except OSError as err:
             raise NatsConnectionError(f"read failed: {err}") from err
 
+    def _tls_recv_into(self, tls: ssl.SSLObject, buffer: bytearray | memoryview) -> int:
+        while True:
+            try:
+                with self._tls_lock:
+                    # With a buffer, SSLObject.read fills it and returns the count.
+                    count: int = tls.read(len(buffer), buffer)  # type: ignore[assignment]
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLZeroReturnError:
+                return 0  # the server closed TLS cleanly
+            except ssl.SSLError as err:
+                raise NatsConnectionError(f"TLS read failed: {err.reason or err}") from None
+            else:
+                if self._outgoing.pending:
+                    self._flush_tls_output()
+                return count
+            if self._outgoing.pending:
+                self._flush_tls_output()
+            data = self._raw_recv(_TLS_READ_SIZE)
+            if not data:
+                return 0
+            with self._tls_lock:
+                self._incoming.write(data)
+
     def send(self, buffers: Sequence[Buffer]) -> int:
         """Sends from the front of ``buffers`` with one syscall; returns bytes sent.
 
         Raises:
             NatsConnectionError: the socket failed or was closed.
         """
+        if self._tls is not None:
+            return self._tls_send(self._tls, buffers)
         try:
             if len(buffers) == 1:
                 return self._sock.send(buffers[0])
@@ -80,8 +199,26 @@ class Transport:
         except OSError as err:
             raise NatsConnectionError(f"write failed: {err}") from err
 
+    def _tls_send(self, tls: ssl.SSLObject, buffers: Sequence[Buffer]) -> int:
+        """Encrypts the buffers and sends every resulting record; returns bytes taken."""
+        data = buffers[0] if len(buffers) == 1 else b"".join(buffers[:MAX_IOVECS_PER_SEND])
+        with self._send_lock:
+            try:
+                with self._tls_lock:
+                    count = tls.write(data)
+                    records = self._outgoing.read()
+            except ssl.SSLError as err:
+                raise NatsConnectionError(f"TLS write failed: {err.reason or err}") from None
+            self._raw_send_all(records)
+        return count
+
     def send_all(self, data: bytes) -> None:
         """Sends all of ``data`` (used by the handshake, before the threads run)."""
+        if self._tls is not None:
+            view = memoryview(data)
+            while view:
+                view = view[self._tls_send(self._tls, [view]):]
+            return
         try:
             self._sock.sendall(data)
         except builtins.TimeoutError:

@@ -151,7 +151,7 @@ def connect(
         ignore_auth_error_abort=ignore_auth_error_abort,
     )
     for url in options.servers:
-        if parse_server_url(url).scheme != "nats":
+        if parse_server_url(url).is_websocket:
             raise NotSupportedError(
                 f"{parse_server_url(url).scheme}:// servers are not supported yet"
             )

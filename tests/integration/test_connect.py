@@ -6,7 +6,6 @@ import json
 import os
 import pickle
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -361,9 +360,6 @@ def test_unknown_keyword_is_a_type_error(nats_server: NatsServer) -> None:
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ({"tls": ssl.create_default_context()}, "TLS"),
-        ({"tls_hostname": "example.com"}, "TLS"),
-        ({"tls_handshake_first": True}, "TLS"),
         ({"nkeys_seed": "/nonexistent/seed.nk"}, "nkey"),
         ({"user_credentials": "/nonexistent/user.creds"}, ".creds"),
     ],
@@ -378,7 +374,7 @@ def test_unsupported_options_raise_not_supported(
     assert isinstance(caught.value, NotImplementedError)
 
 
-@pytest.mark.parametrize("scheme", ["tls", "ws", "wss"])
+@pytest.mark.parametrize("scheme", ["ws", "wss"])
 def test_unsupported_schemes_raise_not_supported(nats_server: NatsServer, scheme: str) -> None:
     with pytest.raises(nats_sync.NotSupportedError, match=scheme):
         nats_sync.connect(f"{scheme}://127.0.0.1:{nats_server.port}")
