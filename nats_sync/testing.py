@@ -294,6 +294,15 @@ class NatsServer:
         self._signal(signal.SIGCONT)
         self._paused = False
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """``with server.paused():`` freezes the server for the block, then resumes it."""
+        self.pause()
+        try:
+            yield
+        finally:
+            self.resume()
+
     def reload(self, config: str | None = None) -> None:
         """Rewrites the configuration (when given) and asks the server to reload it."""
         if config is not None:

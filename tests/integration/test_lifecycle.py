@@ -6,8 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,14 +47,6 @@ def in_thread(fn: Callable[[], Any]) -> Outcome:
     return outcome
 
 
-@contextmanager
-def paused(server: NatsServer) -> Iterator[None]:
-    """Freezes the server (SIGSTOP) for the block, resuming it whatever happens."""
-    server.pause()
-    try:
-        yield
-    finally:
-        server.resume()
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -105,7 +96,7 @@ def test_rtt_is_a_positive_float(client: nats_sync.Client) -> None:
 def test_flush_times_out_against_a_paused_server(
     client: nats_sync.Client, nats_server: NatsServer
 ) -> None:
-    with paused(nats_server), pytest.raises(nats_sync.FlushTimeoutError) as info:
+    with nats_server.paused(), pytest.raises(nats_sync.FlushTimeoutError) as info:
         client.flush(timeout=0.3)
     assert isinstance(info.value, TimeoutError)
     # Once the server runs again, flush works: the late PONG went to the expired flush.
@@ -261,7 +252,7 @@ def test_drain_against_a_paused_server_times_out_and_closes(
     nc.subscribe("paused.in")
     nc.flush(5)
 
-    with paused(nats_server), pytest.raises(nats_sync.DrainTimeoutError):
+    with nats_server.paused(), pytest.raises(nats_sync.DrainTimeoutError):
         nc.drain(timeout=0.3)
 
     assert nc.is_closed
@@ -326,7 +317,7 @@ def test_close_unblocks_a_waiting_request(
 def test_close_unblocks_a_flush_against_a_paused_server(
     client: nats_sync.Client, nats_server: NatsServer
 ) -> None:
-    with paused(nats_server):
+    with nats_server.paused():
         waiting = in_thread(lambda: client.flush(timeout=30))
         time.sleep(0.2)
         assert waiting.thread is not None and waiting.thread.is_alive()
@@ -352,7 +343,7 @@ def test_close_unblocks_a_publish_waiting_for_buffer_room(
             nc.publish("room.wait", b"x" * 1024)
             sent[0] += 1
 
-    with paused(nats_server):
+    with nats_server.paused():
         waiting = in_thread(publish_until_refused)
         last = -1
         while sent[0] != last:  # blocked once the count stops moving
@@ -503,7 +494,7 @@ def test_unanswered_pings_report_stale_connection_and_close_without_reconnect(
     time.sleep(0.5)
     assert nc.is_connected, "keepalive PINGs answered in time must not close the client"
 
-    with paused(nats_server):
+    with nats_server.paused():
         assert closed.wait(10), "the client never noticed the server stopped answering"
 
     assert any(isinstance(err, nats_sync.StaleConnectionError) for err in errors), errors

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,13 +63,6 @@ def receive(sub: nats_sync.Subscription, count: int) -> list[bytes]:
     return payloads
 
 
-@contextmanager
-def paused(server: NatsServer) -> Iterator[None]:
-    server.pause()
-    try:
-        yield
-    finally:
-        server.resume()
 
 
 # --- restart on the same port ----------------------------------------------------------
@@ -348,7 +340,7 @@ def test_a_paused_server_is_detected_stale_and_left_for_another_node(
     events = Events()
     nc = connect(servers=first.url, ping_interval=0.2, max_outstanding_pings=2,
                  reconnect_delay_cb=fast_delay, **events.options())
-    with paused(first):
+    with first.paused():
         assert events.reconnected.wait(10), "a stale connection was not replaced"
         assert nc.connected_url != first.url
         assert any(isinstance(e, nats_sync.StaleConnectionError) for e in events.errors)
