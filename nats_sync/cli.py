@@ -1,0 +1,296 @@
+"""The ``nats-sync`` command line (also ``python -m nats_sync``).
+
+How it works: argparse picks a sub-command; each one connects one client on the main
+thread and uses only the public API. Callback threads (``reply``) belong to that
+client. Errors print one line on stderr and exit with 1; Ctrl-C drains the client and
+exits with 0 (``sub``/``reply``/``server`` are meant to be stopped that way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+import nats_sync
+from nats_sync._version import __version__
+from nats_sync.errors import Error
+from nats_sync.msg import Msg
+from nats_sync.testing import NatsServer
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+_PROGRESS_WIDTH = 30
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nats-sync", description="Publish, subscribe, request and benchmark with NATS."
+    )
+    parser.add_argument("--version", action="version", version=f"nats-sync {__version__}")
+    parser.add_argument("-s", "--server", default=os.environ.get("NATS_URL", DEFAULT_URL),
+                        help="server URL(s), commas between (default: $NATS_URL or %(default)s)")
+    parser.add_argument("--creds", help=".creds file (JWT and nkey seed)")
+    parser.add_argument("--user", help="user name")
+    parser.add_argument("--password", help="password")
+    parser.add_argument("--token", help="authentication token")
+    parser.add_argument("--tls-ca", help="CA file to verify the server's certificate")
+    parser.add_argument("--timeout", type=float, default=2.0,
+                        help="seconds for connect and requests (default %(default)s)")
+    commands = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    pub = commands.add_parser("pub", help="publish a message (or --count of them)")
+    pub.add_argument("subject")
+    pub.add_argument("data", nargs="?", default="", help="payload ({n} becomes the count)")
+    pub.add_argument("--count", type=int, default=1)
+    pub.add_argument("--header", action="append", default=[], metavar="K:V")
+    pub.add_argument("--reply", default="", help="reply subject")
+
+    sub = commands.add_parser("sub", help="print messages as they arrive")
+    sub.add_argument("subject")
+    sub.add_argument("--queue", default="")
+    sub.add_argument("--count", type=int, default=0, help="stop after N messages")
+
+    req = commands.add_parser("req", help="send a request and print the reply")
+    req.add_argument("subject")
+    req.add_argument("data", nargs="?", default="")
+    req.add_argument("--header", action="append", default=[], metavar="K:V")
+
+    reply = commands.add_parser("reply", help="answer requests")
+    reply.add_argument("subject")
+    mode = reply.add_mutually_exclusive_group()
+    mode.add_argument("--echo", action="store_true", help="answer with the request (default)")
+    mode.add_argument("--command", help="run CMD with the request on stdin, answer its stdout")
+    reply.add_argument("--queue", default="", help="queue group (default: none)")
+    reply.add_argument("--count", type=int, default=0, help="stop after N requests")
+
+    bench = commands.add_parser("bench", help="publish, pub->sub and request figures")
+    bench.add_argument("--msgs", type=int, default=100_000, help="messages (default %(default)s)")
+    bench.add_argument("--size", type=int, default=128, help="payload bytes (default %(default)s)")
+    bench.add_argument("--requests", type=int, default=5_000,
+                       help="sequential requests (default %(default)s)")
+
+    server = commands.add_parser("server", help="run the embedded nats-server for local work")
+    server.add_argument("--port", type=int, default=None, help="client port (default: free)")
+    server.add_argument("--config", help="nats-server configuration file")
+    return parser
+
+
+def _headers(pairs: Sequence[str]) -> dict[str, list[str]] | None:
+    headers: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition(":")
+        if not sep or not key.strip():
+            raise Error(f"--header takes KEY:VALUE, got {pair!r}")
+        headers.setdefault(key.strip(), []).append(value.strip())
+    return headers or None
+
+
+def _connect(args: argparse.Namespace) -> nats_sync.Client:
+    options: dict[str, Any] = {"connect_timeout": args.timeout, "name": "nats-sync cli"}
+    if args.creds:
+        options["user_credentials"] = args.creds
+    if args.user:
+        options["user"] = args.user
+        options["password"] = args.password
+    if args.token:
+        options["token"] = args.token
+    if args.tls_ca:
+        options["tls"] = ssl.create_default_context(cafile=args.tls_ca)
+    return nats_sync.connect(args.server, **options)
+
+
+def _show(msg: Msg, out: TextIO) -> None:
+    reply = f" (reply to {msg.reply})" if msg.reply else ""
+    out.write(f"[{msg.subject}]{reply}\n")
+    for key, value in (msg.headers or {}).items():
+        for item in value if isinstance(value, list) else [value]:
+            out.write(f"  {key}: {item}\n")
+    out.write(msg.data.decode(errors="replace") + "\n")
+    out.flush()
+
+
+def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
+    headers = _headers(args.header)
+    with _connect(args) as nc:
+        for n in range(1, args.count + 1):
+            data = args.data.replace("{n}", str(n)).encode()
+            nc.publish(args.subject, data, reply=args.reply, headers=headers)
+        nc.flush(timeout=max(args.timeout, 10.0))
+    out.write(f"published {args.count} message(s) to {args.subject!r}\n")
+
+
+def _until_interrupted(nc: nats_sync.Client, done: threading.Event) -> None:
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if not nc.is_closed:
+            nc.drain(timeout=5.0)
+
+
+def _cmd_sub(args: argparse.Namespace, out: TextIO) -> None:
+    nc = _connect(args)
+    sub = nc.subscribe(args.subject, queue=args.queue, max_msgs=args.count)
+    nc.flush()
+    out.write(f"listening on {args.subject!r}\n")
+    out.flush()
+    try:
+        for msg in sub:
+            _show(msg, out)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        nc.close()
+
+
+def _cmd_req(args: argparse.Namespace, out: TextIO) -> None:
+    with _connect(args) as nc:
+        started = time.perf_counter()
+        msg = nc.request(args.subject, args.data.encode(), timeout=args.timeout,
+                         headers=_headers(args.header))
+        elapsed = time.perf_counter() - started
+        _show(msg, out)
+        out.write(f"(reply in {elapsed * 1000:.2f} ms)\n")
+
+
+def _run_command(command: str, data: bytes) -> bytes:
+    done = subprocess.run(command, shell=True, input=data, capture_output=True, timeout=30,
+                          check=False)
+    if done.returncode != 0:
+        raise Error(f"--command exited with {done.returncode}: "
+                    f"{done.stderr.decode(errors='replace').strip()[:200]}")
+    return done.stdout
+
+
+def _cmd_reply(args: argparse.Namespace, out: TextIO) -> None:
+    nc = _connect(args)
+    done = threading.Event()
+    answered = [0]
+
+    def answer(msg: Msg) -> None:
+        try:
+            data = _run_command(args.command, msg.data) if args.command else msg.data
+        except (Error, subprocess.SubprocessError) as err:
+            out.write(f"nats-sync: {err}\n")
+            msg.respond(b"", headers={"Nats-Service-Error": str(err)[:200]})
+        else:
+            msg.respond(data)
+        answered[0] += 1
+        if args.count and answered[0] >= args.count:
+            done.set()
+
+    nc.subscribe(args.subject, queue=args.queue, cb=answer)
+    nc.flush()
+    out.write(f"answering requests on {args.subject!r}\n")
+    out.flush()
+    _until_interrupted(nc, done)
+
+
+def _progress(label: str, done: int, total: int, out: TextIO) -> None:
+    filled = _PROGRESS_WIDTH * done // max(total, 1)
+    out.write(f"\r{label:<10} [{'#' * filled}{'.' * (_PROGRESS_WIDTH - filled)}] "
+              f"{done:,}/{total:,}")
+    if done >= total:
+        out.write("\n")
+    out.flush()
+
+
+def _cmd_bench(args: argparse.Namespace, out: TextIO) -> None:
+    payload = b"x" * args.size
+    step = max(args.msgs // 20, 1)
+    rows: list[tuple[str, str]] = []
+    with _connect(args) as nc, _connect(args) as receiver:
+        started = time.perf_counter()
+        for n in range(1, args.msgs + 1):
+            nc.publish("nats-sync.bench.pub", payload)
+            if n % step == 0 or n == args.msgs:
+                _progress("publish", n, args.msgs, out)
+        nc.flush(timeout=60)
+        rate = args.msgs / (time.perf_counter() - started)
+        rows.append(("publish", f"{rate:,.0f} msgs/s"))
+
+        sub = receiver.subscribe("nats-sync.bench.sub", pending_msgs_limit=args.msgs + 1,
+                                 pending_bytes_limit=max(args.msgs * (args.size + 64), 1 << 20))
+        receiver.flush()
+        started = time.perf_counter()
+        for _ in range(args.msgs):
+            nc.publish("nats-sync.bench.sub", payload)
+        nc.flush(timeout=60)
+        for n in range(1, args.msgs + 1):
+            sub.next_msg(timeout=10)
+            if n % step == 0 or n == args.msgs:
+                _progress("pub->sub", n, args.msgs, out)
+        rate = args.msgs / (time.perf_counter() - started)
+        rows.append(("pub -> sub", f"{rate:,.0f} msgs/s received, {sub.dropped} dropped"))
+
+        receiver.subscribe("nats-sync.bench.echo", cb=lambda msg: msg.respond(msg.data))
+        receiver.flush()
+        latencies: list[float] = []
+        req_step = max(args.requests // 20, 1)
+        for n in range(1, args.requests + 1):
+            begun = time.perf_counter()
+            nc.request("nats-sync.bench.echo", payload, timeout=args.timeout)
+            latencies.append(time.perf_counter() - begun)
+            if n % req_step == 0 or n == args.requests:
+                _progress("request", n, args.requests, out)
+        cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else latencies * 99
+        rows.append(("request", f"p50 {cuts[49] * 1e6:,.0f} us, p99 {cuts[98] * 1e6:,.0f} us"))
+    out.write(f"\n{'scenario':<12} result ({args.size} B payloads)\n")
+    for name, result in rows:
+        out.write(f"{name:<12} {result}\n")
+
+
+def _cmd_server(args: argparse.Namespace, out: TextIO) -> None:
+    config = None
+    if args.config:
+        with open(args.config) as file:
+            config = file.read()
+    with NatsServer(port=args.port, config=config) as server:
+        out.write(f"nats-server running at {server.url} (Ctrl-C to stop)\n")
+        out.flush()
+        try:
+            while server.is_running:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        if not server.is_running:
+            raise Error("nats-server exited:\n" + server.log_tail())
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], None]] = {
+    "pub": _cmd_pub,
+    "sub": _cmd_sub,
+    "req": _cmd_req,
+    "reply": _cmd_reply,
+    "bench": _cmd_bench,
+    "server": _cmd_server,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+    """
+    args = _parser().parse_args(argv)
+    try:
+        _COMMANDS[args.cmd](args, sys.stdout)
+    except Error as err:
+        sys.stderr.write(f"nats-sync: {err}\n")
+        return 1
+    except OSError as err:  # e.g. no server binary, an unreadable file
+        sys.stderr.write(f"nats-sync: {err}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
