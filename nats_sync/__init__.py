@@ -12,6 +12,7 @@ and every call is safe from any thread::
         print(sub.next_msg(timeout=1.0).data)
 """
 
+from nats_sync._process import process_client
 from nats_sync._version import __version__
 from nats_sync.client import Client, connect
 from nats_sync.errors import (
@@ -73,4 +74,5 @@ __all__ = [
     "TimeoutError",
     "__version__",
     "connect",
+    "process_client",
 ]

@@ -8,6 +8,13 @@ Fixtures:
     nats_server: a running `NatsServer` for one test.
     nats_server_factory: ``factory(**kwargs)`` starts a `NatsServer` with those arguments.
     nats_cluster: a running three-server `NatsCluster` for one test.
+    nats_client: a `nats_sync.Client` connected to ``nats_server``, closed after the test.
+
+Example::
+
+    def test_my_service(nats_client):
+        nats_client.subscribe("greet", cb=lambda msg: msg.respond(b"hi"))
+        assert nats_client.request("greet", timeout=1).data == b"hi"
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from nats_sync.client import Client, connect
 from nats_sync.testing import NatsCluster, NatsServer
 
 ServerFactory = Callable[..., NatsServer]
@@ -51,3 +59,10 @@ def nats_cluster() -> Iterator[NatsCluster]:
     """A running three-server cluster with a full mesh, removed after the test."""
     with NatsCluster(3) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def nats_client(nats_server: NatsServer) -> Iterator[Client]:
+    """A client connected to the ``nats_server`` of this test, closed afterwards."""
+    with connect(nats_server.url) as client:
+        yield client

@@ -1,97 +1,36 @@
-"""One NATS client per Spark Python worker process, shared by every task it runs.
+"""The Spark side of the per-process client: string options become connect keywords.
 
-How it works: Spark forks its Python workers from ``pyspark.daemon`` and, with worker
-reuse on (the default), keeps them for many tasks, jobs and stages. A module-level cache
-keyed by (servers, options) lets every task in a worker reuse one connection. The cache
-remembers the pid that filled it: a forked child finds a foreign pid, forgets the
-parent's clients without touching their sockets, and connects afresh. Nothing here runs
-at import time except creating a lock; clients are made on first use, from the task's
-thread, and closed (flushing what they hold) when the worker exits.
+How it works: runs in Spark's Python workers (task threads) and in the driver's data
+source processes. A CA file travels from the driver as its path (stable to pickle and
+to key the client cache by) and becomes one SSL context per path and process here; the
+client itself comes from :func:`nats_sync.process_client`.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
+import functools
 import ssl
-import threading
 from collections.abc import Mapping
 from typing import Any
 
-from nats_sync.client import Client, connect
+from nats_sync._process import close_process_clients, process_client, process_client_count
+from nats_sync.client import Client
+
+__all__ = ["close_worker_clients", "worker_client", "worker_client_count"]
+
+worker_client_count = process_client_count
+close_worker_clients = close_process_clients
 
 
-class _Cache:
-    """The clients of this process, and the pid that made them."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.clients: dict[tuple[Any, ...], Client] = {}
-        self.owner_pid = os.getpid()
-        self.atexit_registered = False
-
-    def claim(self) -> None:
-        """Forgets clients inherited across fork: their sockets belong to the parent."""
-        if self.owner_pid != os.getpid():
-            self.clients.clear()
-            self.owner_pid = os.getpid()
-
-
-_cache = _Cache()
-
-
-def _cache_key(servers: str | list[str], options: Mapping[str, Any]) -> tuple[Any, ...]:
-    server_key = (servers,) if isinstance(servers, str) else tuple(servers)
-    return (server_key, tuple(sorted((key, repr(value)) for key, value in options.items())))
+@functools.lru_cache(maxsize=16)
+def _context_for(ca_file: str) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=ca_file)
 
 
 def worker_client(servers: str | list[str], options: Mapping[str, Any]) -> Client:
-    """The connected client of this process for ``servers`` and ``options``.
-
-    Args:
-        servers: what `nats_sync.connect` takes as ``servers``.
-        options: further `connect` keywords (values with a stable ``repr``); ``tls_ca``,
-            a CA file path, becomes the ``tls`` context.
-
-    Returns:
-        A live client, created on first use in this process and reused afterwards.
-    """
-    key = _cache_key(servers, options)
-    with _cache.lock:
-        _cache.claim()
-        client = _cache.clients.get(key)
-        if client is not None and not client.is_closed:
-            return client
-        client = connect(servers, **_connect_kwargs(options))
-        _cache.clients[key] = client
-        if not _cache.atexit_registered:
-            atexit.register(close_worker_clients)
-            _cache.atexit_registered = True
-        return client
-
-
-def _connect_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
+    """This process's client for ``servers`` and ``options`` (``tls_ca``: a CA file path)."""
     kwargs = dict(options)
-    # A CA file travels as its path (stable to pickle and to key the cache by) and
-    # becomes an SSL context only here, in the process that connects.
     ca_file = kwargs.pop("tls_ca", None)
     if ca_file is not None:
-        kwargs["tls"] = ssl.create_default_context(cafile=str(ca_file))
-    return kwargs
-
-
-def worker_client_count() -> int:
-    """How many clients this process holds (for tests and diagnostics)."""
-    with _cache.lock:
-        _cache.claim()
-        return len(_cache.clients)
-
-
-def close_worker_clients() -> None:
-    """Closes every client this process created (they flush pending data first)."""
-    with _cache.lock:
-        _cache.claim()
-        clients = list(_cache.clients.values())
-        _cache.clients.clear()
-    for client in clients:
-        client.close()
+        kwargs["tls"] = _context_for(str(ca_file))
+    return process_client(servers, **kwargs)
