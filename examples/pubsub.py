@@ -7,21 +7,9 @@ Run with an embedded one:  python examples/pubsub.py
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import Iterator
 
 import nats_sync
-from nats_sync.testing import NatsServer
-
-
-@contextlib.contextmanager
-def server_url(given: str | None) -> Iterator[str]:
-    """Yields the given URL, or starts an embedded nats-server for the example."""
-    if given:
-        yield given
-        return
-    with NatsServer() as server:
-        yield server.url
+from nats_sync.testing import server_url
 
 
 def main() -> None:

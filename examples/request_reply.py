@@ -7,22 +7,10 @@ Run with an embedded one:  python examples/request_reply.py
 from __future__ import annotations
 
 import argparse
-import contextlib
 import threading
-from collections.abc import Iterator
 
 import nats_sync
-from nats_sync.testing import NatsServer
-
-
-@contextlib.contextmanager
-def server_url(given: str | None) -> Iterator[str]:
-    """Yields the given URL, or starts an embedded nats-server for the example."""
-    if given:
-        yield given
-        return
-    with NatsServer() as server:
-        yield server.url
+from nats_sync.testing import server_url
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "NatsServer",
     "ServerBinaryNotFoundError",
     "find_server_binary",
+    "server_url",
 ]
 
 _BINARY_ENV = "NATS_SERVER_BIN"
@@ -515,6 +516,22 @@ class NatsCluster:
         tb: TracebackType | None,
     ) -> None:
         self.cleanup()
+
+
+@contextlib.contextmanager
+def server_url(given: str | None = None) -> Iterator[str]:
+    """Yields ``given``, or the URL of an embedded nats-server kept for the block.
+
+    For scripts and examples that take ``--server`` but should also run on their own::
+
+        with server_url(args.server) as url, nats_sync.connect(url) as nc:
+            ...
+    """
+    if given:
+        yield given
+        return
+    with NatsServer() as server:
+        yield server.url
 
 
 @atexit.register
