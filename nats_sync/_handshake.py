@@ -1,5 +1,8 @@
 """Opening one connection: [TLS] INFO [TLS] -> CONNECT -> PING -> PONG on a fresh transport.
 
+For ``ws://`` and ``wss://`` servers: [TLS] WebSocket upgrade, then INFO -> CONNECT ->
+PING -> PONG inside WebSocket messages; TLS, if any, always comes first there.
+
 How it works: runs on the thread that connects (the caller of ``connect()``; later the
 reconnect thread), before any reader or writer thread exists for this transport, so it
 reads and writes the socket directly with a deadline of ``connect_timeout``. It touches
@@ -45,13 +48,20 @@ def handshake(
     transport = Transport.open_tcp(server.host, server.port, options.connect_timeout)
     parser = proto.Parser()
     try:
-        if options.tls_handshake_first:
+        if server.is_websocket:
+            # TLS (wss://, or a ws:// URL given a TLS context, as nats.go does) comes
+            # before the HTTP upgrade; never again after INFO, whose tls_required only
+            # describes the WebSocket listener.
+            if server.tls_required or options.tls is not None:
+                _start_tls(transport, server, options, deadline)
+            transport.start_websocket(_websocket_host(server), deadline)
+        elif options.tls_handshake_first:
             _start_tls(transport, server, options, deadline)
         op = _read_op(transport, parser, deadline, server)
         if not isinstance(op, proto.InfoOp):
             raise ProtocolError(f"expected INFO from {server}, got {op!r}")
         info = op.info
-        if not transport.is_tls and _wants_tls(server, options, info):
+        if not (transport.is_tls or server.is_websocket) and _wants_tls(server, options, info):
             _start_tls(transport, server, options, deadline)
         parser.set_max_payload(int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD)))
         transport.send_all(proto.encode_connect(connect_fields(server, options)) + proto.PING)
@@ -70,6 +80,15 @@ def handshake(
         raise
     transport.set_timeout(None)
     return transport, parser, info
+
+
+def _websocket_host(server: ServerAddress) -> str:
+    """The ``Host`` header of the upgrade: the host, with the port unless it is the
+    scheme's default (80 for ``ws://``, 443 for ``wss://``)."""
+    default_port = 443 if server.tls_required else 80
+    if server.port == default_port:
+        return f"[{server.host}]" if ":" in server.host else server.host
+    return server.netloc
 
 
 def _read_op(

@@ -1,4 +1,4 @@
-"""The byte stream under a connection: TCP, optionally with TLS on top.
+"""The byte stream under a connection: TCP, optionally TLS, optionally WebSocket on top.
 
 How it works: a :class:`Transport` wraps one connected socket. The reader thread is the
 only caller of :meth:`Transport.recv_into`, the writer thread (or a caller holding the
@@ -13,6 +13,16 @@ once, and here one thread reads while another writes. ``_tls_lock`` guards the
 SSLObject and its BIOs (held only for memory work, never across a syscall);
 ``_send_lock`` keeps the encrypted records of the writer and of the reader (TLS may
 need to answer while reading) from interleaving on the socket.
+
+WebSocket (``ws://``, ``wss://``) is a layer over that stream (so over TLS for
+``wss://``): :meth:`Transport.start_websocket` runs the HTTP upgrade before the threads
+start; then each :meth:`Transport.send` is one binary message, and
+:meth:`Transport.recv_into` reads the stream, feeds the sans-IO
+:class:`~nats_sync._websocket.WebSocket` (which has a lock of its own, held only for
+memory work) and copies out the message data. ``_frame_lock`` keeps whole frames of the
+writer and of the reader (pongs, the close answer) from interleaving on the stream; the
+reader only takes it if it is free, and whoever releases it sends what was queued
+meanwhile, so the reader never waits on a blocked writer.
 """
 
 from __future__ import annotations
@@ -23,11 +33,16 @@ import ssl
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from nats_sync._defaults import MAX_IOVECS_PER_SEND
-from nats_sync.errors import NatsConnectionError, SecureConnFailedError, TimeoutError
+from nats_sync.errors import Error, NatsConnectionError, SecureConnFailedError, TimeoutError
+
+if TYPE_CHECKING:
+    from nats_sync._websocket import WebSocket
 
 _TLS_READ_SIZE = 256 * 1024
+_UPGRADE_READ_SIZE = 4096
 
 Buffer = bytes | memoryview
 
@@ -39,7 +54,10 @@ class Transport:
         sock: a connected, blocking socket.
     """
 
-    __slots__ = ("_closed", "_incoming", "_outgoing", "_send_lock", "_sock", "_tls", "_tls_lock")
+    __slots__ = (
+        "_closed", "_frame_lock", "_incoming", "_outgoing", "_send_lock", "_sock", "_tls",
+        "_tls_lock", "_ws",
+    )
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -49,11 +67,18 @@ class Transport:
         self._outgoing = ssl.MemoryBIO()
         self._tls_lock = threading.Lock()
         self._send_lock = threading.Lock()
+        self._ws: WebSocket | None = None
+        self._frame_lock = threading.Lock()
 
     @property
     def is_tls(self) -> bool:
         """Whether the stream is encrypted."""
         return self._tls is not None
+
+    @property
+    def is_websocket(self) -> bool:
+        """Whether NATS runs over WebSocket messages on this stream."""
+        return self._ws is not None
 
     def start_tls(self, context: ssl.SSLContext, server_hostname: str, deadline: float) -> None:
         """Runs the TLS handshake on this socket before the connection threads start.
@@ -98,6 +123,46 @@ class Transport:
                 ) from None
         self._flush_tls_output()
         self._tls = tls
+
+    def start_websocket(self, host: str, deadline: float, target: str = "/") -> None:
+        """Runs the WebSocket upgrade (after TLS, if any) before the connection threads.
+
+        Args:
+            host: the ``Host`` header (``host[:port]``).
+            deadline: ``time.monotonic()`` by which the server must have accepted.
+            target: the request path.
+
+        Raises:
+            NatsConnectionError: the server refused the upgrade (its HTTP status is in
+                the message), answered something that is not WebSocket, or closed.
+            TimeoutError: the server did not accept by ``deadline``.
+        """
+        # wsproto is an optional extra: imported only when a ws:// server is used.
+        from nats_sync._websocket import WebSocket  # noqa: PLC0415
+
+        ws = WebSocket(host, target)
+        self._stream_send_all(ws.upgrade_request())
+        buffer = bytearray(_UPGRADE_READ_SIZE)
+        head = b""  # the start of the answer, to show when it is not HTTP
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"WebSocket upgrade with {host} took too long")
+            self._sock.settimeout(remaining)
+            try:
+                count = self._stream_recv_into(buffer)
+            except TimeoutError:
+                raise TimeoutError(f"WebSocket upgrade with {host} took too long") from None
+            if count == 0:
+                sent = f" after sending {head!r}" if head else ""
+                raise NatsConnectionError(
+                    f"{host} closed the connection during the WebSocket upgrade{sent}"
+                )
+            data = bytes(buffer[:count])
+            head = head or data[:40]
+            if ws.receive_upgrade(data):
+                break
+        self._ws = ws
 
     def _raw_recv(self, size: int) -> bytes:
         try:
@@ -151,6 +216,24 @@ class Transport:
             TimeoutError: nothing arrived within the socket timeout.
             NatsConnectionError: the socket failed.
         """
+        if self._ws is not None:
+            return self._ws_recv_into(self._ws, buffer)
+        return self._stream_recv_into(buffer)
+
+    def _ws_recv_into(self, ws: WebSocket, buffer: bytearray | memoryview) -> int:
+        """Message data into ``buffer``; 0 once the server closed the WebSocket."""
+        while True:
+            count = ws.read_into(buffer)
+            if count or ws.closed:
+                return count
+            # Nothing is pending, so the buffer is free to take the raw bytes first.
+            received = self._stream_recv_into(buffer)
+            ws.receive(bytes(buffer[:received]) if received else None)
+            if ws.has_control:
+                self._send_ws_control(ws)
+
+    def _stream_recv_into(self, buffer: bytearray | memoryview) -> int:
+        """Reads the stream under any WebSocket layer: TCP, or TLS over it."""
         if self._tls is not None:
             return self._tls_recv_into(self._tls, buffer)
         try:
@@ -190,6 +273,10 @@ class Transport:
         Raises:
             NatsConnectionError: the socket failed or was closed.
         """
+        if self._ws is not None:
+            data = buffers[0] if len(buffers) == 1 else b"".join(buffers[:MAX_IOVECS_PER_SEND])
+            self._ws_send(self._ws, data)
+            return len(data)
         if self._tls is not None:
             return self._tls_send(self._tls, buffers)
         try:
@@ -213,7 +300,39 @@ class Transport:
         return count
 
     def send_all(self, data: bytes) -> None:
-        """Sends all of ``data`` (used by the handshake, before the threads run)."""
+        """Sends all of ``data`` (the handshake, and direct sends of one message)."""
+        if self._ws is not None:
+            self._ws_send(self._ws, data)
+            return
+        self._stream_send_all(data)
+
+    def _ws_send(self, ws: WebSocket, data: Buffer) -> None:
+        """Sends ``data`` as one binary message, then any control frames queued meanwhile."""
+        message = ws.message(data)
+        with self._frame_lock:
+            self._stream_send_all(message)
+        if ws.has_control:
+            try:
+                self._send_ws_control(ws)
+            except Error:
+                pass  # the message went out; the next read or write reports the failure
+
+    def _send_ws_control(self, ws: WebSocket) -> None:
+        """Sends queued pongs or the close answer unless another thread is sending.
+
+        The thread that holds ``_frame_lock`` checks the queue again after releasing
+        it, so nothing queued is left behind.
+        """
+        while ws.has_control and self._frame_lock.acquire(blocking=False):
+            try:
+                control = ws.take_control()
+                if control:
+                    self._stream_send_all(control)
+            finally:
+                self._frame_lock.release()
+
+    def _stream_send_all(self, data: Buffer) -> None:
+        """Sends all of ``data`` on the stream under any WebSocket layer."""
         if self._tls is not None:
             view = memoryview(data)
             while view:

@@ -8,6 +8,7 @@ from any thread.
 
 from __future__ import annotations
 
+import importlib.util
 import ssl
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -150,11 +151,12 @@ def connect(
         lame_duck_mode_cb=lame_duck_mode_cb,
         ignore_auth_error_abort=ignore_auth_error_abort,
     )
-    for url in options.servers:
-        if parse_server_url(url).is_websocket:
-            raise NotSupportedError(
-                f"{parse_server_url(url).scheme}:// servers are not supported yet"
-            )
+    if any(parse_server_url(url).is_websocket for url in options.servers) and (
+        importlib.util.find_spec("wsproto") is None
+    ):
+        raise NotSupportedError(
+            "ws:// and wss:// servers need wsproto: pip install 'nats-sync[websocket]'"
+        )
     handler = Handler(options)
     handler.connect()
     return Client(handler)

@@ -142,6 +142,7 @@ class NatsServer:
         self._port = port
         self._monitoring_port: int | None = None
         self._cluster_port: int | None = None
+        self._websocket_port: int | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="nats-sync-server-"))
         self._process: subprocess.Popen[bytes] | None = None
         self._paused = False
@@ -220,6 +221,7 @@ class NatsServer:
         self._port = _port_of(ports.get("nats")) or self._port
         self._monitoring_port = _port_of(ports.get("monitoring")) or self._monitoring_port
         self._cluster_port = _port_of(ports.get("cluster")) or self._cluster_port
+        self._websocket_port = _port_of(ports.get("websocket")) or self._websocket_port
         return ports
 
     def _accepts_clients(self) -> bool:
@@ -357,6 +359,21 @@ class NatsServer:
     def cluster_port(self) -> int | None:
         """The route port, when the server runs in a cluster."""
         return self._cluster_port
+
+    @property
+    def websocket_port(self) -> int:
+        """The port of the ``websocket { ... }`` block of the config.
+
+        The server takes it from the config at every start: with ``port: -1`` it picks a
+        new one each time, so give a literal port to keep it across restarts.
+        """
+        if not self._websocket_port:
+            raise RuntimeError("start the server with a websocket block in its config")
+        return self._websocket_port
+
+    def websocket_url(self, scheme: str = "ws") -> str:
+        """``ws://host:port`` of the WebSocket listener (``scheme="wss"`` when it has TLS)."""
+        return f"{scheme}://{self.host}:{self.websocket_port}"
 
     @property
     def monitoring_url(self) -> str:

@@ -374,12 +374,6 @@ def test_unsupported_options_raise_not_supported(
     assert isinstance(caught.value, NotImplementedError)
 
 
-@pytest.mark.parametrize("scheme", ["ws", "wss"])
-def test_unsupported_schemes_raise_not_supported(nats_server: NatsServer, scheme: str) -> None:
-    with pytest.raises(nats_sync.NotSupportedError, match=scheme):
-        nats_sync.connect(f"{scheme}://127.0.0.1:{nats_server.port}")
-
-
 # --- life cycle ------------------------------------------------------------------------
 
 
