@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import ssl
 import statistics
 import subprocess
@@ -249,11 +250,17 @@ def _cmd_bench(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{name:<12} {result}\n")
 
 
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _cmd_server(args: argparse.Namespace, out: TextIO) -> None:
     config = None
     if args.config:
         with open(args.config) as file:
             config = file.read()
+    # SIGTERM (a service manager, a test) must stop the child server too, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     with NatsServer(port=args.port, config=config) as server:
         out.write(f"nats-server running at {server.url} (Ctrl-C to stop)\n")
         out.flush()

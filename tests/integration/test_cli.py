@@ -126,6 +126,9 @@ def test_server_command_runs_an_embedded_server() -> None:
     finally:
         process.terminate()
         process.wait(10)
+    # SIGTERM stops the embedded server with the command: nothing listens any more.
+    with pytest.raises(nats_sync.NoServersError):
+        nats_sync.connect(url, connect_timeout=1.0)
     deadline = time.monotonic() + 5
     while process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
