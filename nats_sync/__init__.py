@@ -17,6 +17,7 @@ from nats_sync._version import __version__
 from nats_sync.client import Client, connect
 from nats_sync.errors import (
     AuthorizationError,
+    BadCredentialsError,
     BadHeaderError,
     BadSubjectError,
     BadSubscriptionError,
@@ -46,6 +47,7 @@ from nats_sync.subscription import Subscription
 
 __all__ = [
     "AuthorizationError",
+    "BadCredentialsError",
     "BadHeaderError",
     "BadSubjectError",
     "BadSubscriptionError",

@@ -18,6 +18,7 @@ from typing import Any
 
 from nats_sync import _defaults as d
 from nats_sync import _proto as proto
+from nats_sync._auth import connect_auth
 from nats_sync._options import Options
 from nats_sync._pool import ServerAddress
 from nats_sync._transport import Transport
@@ -64,7 +65,7 @@ def handshake(
         if not (transport.is_tls or server.is_websocket) and _wants_tls(server, options, info):
             _start_tls(transport, server, options, deadline)
         parser.set_max_payload(int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD)))
-        transport.send_all(proto.encode_connect(connect_fields(server, options)) + proto.PING)
+        transport.send_all(proto.encode_connect(connect_fields(server, options, info)) + proto.PING)
         while True:
             op = _read_op(transport, parser, deadline, server)
             if op is proto.PONG_OP:
@@ -134,9 +135,18 @@ def _start_tls(
     transport.start_tls(context, hostname, deadline)
 
 
-def connect_fields(server: ServerAddress, options: Options) -> dict[str, Any]:
-    """The CONNECT fields for ``server``: credentials in its URL win over the options."""
-    auth: dict[str, Any] = {}
+def connect_fields(
+    server: ServerAddress, options: Options, info: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The CONNECT fields for ``server``: credentials in its URL win over the options;
+    nkey and JWT credentials sign the nonce of ``info``."""
+    auth: dict[str, Any] = connect_auth(
+        info or {},
+        nkeys_seed=options.nkeys_seed,
+        user_credentials=options.user_credentials,
+        user_jwt_cb=options.user_jwt_cb,
+        signature_cb=options.signature_cb,
+    )
     user = server.user if server.user is not None else options.user
     password = server.password if server.password is not None else options.password
     token = server.token if server.token is not None else options.token

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from nats_sync import _defaults as d
+from nats_sync._auth import read_creds_file, read_seed_file
 from nats_sync._pool import parse_server_url
-from nats_sync.errors import Error, NotSupportedError
+from nats_sync.errors import Error
 
 ErrorCallback = Callable[[BaseException], None]
 EventCallback = Callable[[], None]
@@ -58,6 +59,8 @@ class Options:
     discovered_server_cb: EventCallback | None = None
     lame_duck_mode_cb: EventCallback | None = None
     ignore_auth_error_abort: bool = False
+    user_jwt_cb: Callable[[], str] | None = None
+    signature_cb: Callable[[bytes], bytes] | None = None
 
     def __repr__(self) -> str:
         shown = []
@@ -131,11 +134,17 @@ def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Optio
             raise Error(f"{name} must be callable, got {value!r}")
     if options.tls is not None and not isinstance(options.tls, ssl.SSLContext):
         raise Error(f"tls must be an ssl.SSLContext, got {type(options.tls).__name__}")
-    _refuse_unsupported(options)
+    _check_credentials(options)
     return options
 
 
-def _refuse_unsupported(options: Options) -> None:
-    """Options whose issues have not landed yet fail clearly rather than being ignored."""
-    if options.user_credentials or options.nkeys_seed:
-        raise NotSupportedError("nkey and .creds authentication are not supported yet")
+def _check_credentials(options: Options) -> None:
+    """Reads credential files once now, so a bad one fails connect() before any socket."""
+    if options.user_credentials is not None:
+        read_creds_file(options.user_credentials)
+    if options.nkeys_seed is not None:
+        read_seed_file(options.nkeys_seed)
+    for name in ("user_jwt_cb", "signature_cb"):
+        value = getattr(options, name)
+        if value is not None and not callable(value):
+            raise Error(f"{name} must be callable, got {type(value).__name__}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, NoReturn
@@ -63,6 +63,8 @@ def connect(
     discovered_server_cb: EventCallback | None = None,
     lame_duck_mode_cb: EventCallback | None = None,
     ignore_auth_error_abort: bool = False,
+    user_jwt_cb: Callable[[], str] | None = None,
+    signature_cb: Callable[[bytes], bytes] | None = None,
 ) -> Client:
     """Connects to a NATS server and returns a connected :class:`Client`.
 
@@ -104,6 +106,10 @@ def connect(
         lame_duck_mode_cb: called when the server announces lame duck mode.
         ignore_auth_error_abort: keep reconnecting even after every server refused the
             credentials twice in a row (by default the client then closes).
+        user_jwt_cb: returns the user JWT (replaces a ``.creds`` file, e.g. from a vault);
+            needs ``signature_cb``.
+        signature_cb: signs the server's nonce (bytes) with the user's nkey; returns the
+            raw signature.
 
     Callbacks run on one callback thread, in order; never on the reader thread.
 
@@ -113,6 +119,7 @@ def connect(
     Raises:
         NoServersError: no server could be reached (the last error as ``__cause__``).
         AuthorizationError: the server refused the credentials.
+        BadCredentialsError: a seed or .creds file cannot be used.
         Error: an option was invalid (the message names it).
     """
     options = build_options(
@@ -150,6 +157,8 @@ def connect(
         discovered_server_cb=discovered_server_cb,
         lame_duck_mode_cb=lame_duck_mode_cb,
         ignore_auth_error_abort=ignore_auth_error_abort,
+        user_jwt_cb=user_jwt_cb,
+        signature_cb=signature_cb,
     )
     if any(parse_server_url(url).is_websocket for url in options.servers) and (
         importlib.util.find_spec("wsproto") is None

@@ -11,7 +11,8 @@ The families group errors by what a caller can do about them:
 - :class:`ServerError`: the server answered ``-ERR``.
 
 Errors about bad arguments (:class:`BadSubjectError`, :class:`BadHeaderError`,
-:class:`MaxPayloadError`) also derive from the builtin ``ValueError``.
+:class:`BadCredentialsError`, :class:`MaxPayloadError`) also derive from the builtin
+``ValueError``.
 
 ``str(err)`` reads ``"nats: <what>: <detail>"``. The detail is kept as the single
 positional argument, and extra fields are keyword-only attributes, so every error
@@ -25,6 +26,7 @@ import re
 
 __all__ = [
     "AuthorizationError",
+    "BadCredentialsError",
     "BadHeaderError",
     "BadSubjectError",
     "BadSubscriptionError",
@@ -91,6 +93,15 @@ class BadHeaderError(Error, ValueError):
     """A header name or value cannot be written in the NATS/1.0 header block."""
 
     label = "invalid header"
+
+
+class BadCredentialsError(Error, ValueError):
+    """A seed or ``.creds`` file cannot be used (missing, garbage, the wrong kind of key).
+
+    The message names the file, never its secret content.
+    """
+
+    label = "bad credentials"
 
 
 class MaxPayloadError(Error, ValueError):

@@ -360,18 +360,17 @@ def test_unknown_keyword_is_a_type_error(nats_server: NatsServer) -> None:
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        ({"nkeys_seed": "/nonexistent/seed.nk"}, "nkey"),
-        ({"user_credentials": "/nonexistent/user.creds"}, ".creds"),
+        ({"nkeys_seed": "/nonexistent/seed.nk"}, "nkey seed file '/nonexistent/seed.nk'"),
+        ({"user_credentials": "/nonexistent/user.creds"}, ".creds file '/nonexistent/user.creds'"),
     ],
 )
-def test_unsupported_options_raise_not_supported(
+def test_missing_credential_files_fail_before_connecting(
     nats_server: NatsServer, options: dict[str, Any], words: str
 ) -> None:
-    with pytest.raises(nats_sync.NotSupportedError) as caught:
+    with pytest.raises(nats_sync.BadCredentialsError) as caught:
         nats_sync.connect(nats_server.url, **options)
     assert words in str(caught.value)
-    assert "not supported" in str(caught.value)
-    assert isinstance(caught.value, NotImplementedError)
+    assert isinstance(caught.value, ValueError)
 
 
 # --- life cycle ------------------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""Credentials for CONNECT: nkey seeds, ``.creds`` files (JWT + seed), user callbacks.
+
+How it works: pure functions, run on the thread that connects (the caller of
+``connect()`` or the reconnect thread) for each handshake, so rotated files are picked
+up on the next reconnect. They read credential files and sign the server's nonce with
+the ``nkeys`` package (the ``nkeys`` extra, imported only when needed); they touch no
+client state. Secrets never reach an error message or a log record: errors name the
+file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nats_sync.errors import BadCredentialsError
+
+_BLOCK = re.compile(
+    r"-{3,}[^\n]*BEGIN[^\n]*?-{3,}\s*\n\s*(?P<body>\S+?)\s*\n\s*-{3,}[^\n]*END[^\n]*?-{3,}",
+)
+#: nkeys' prefix byte of user keys, as the first character of a seed ("SU...").
+_USER_SEED_PREFIX = "SU"
+_SEED_KINDS = {"SA": "an account seed", "SO": "an operator seed", "SN": "a server seed",
+               "SC": "a cluster seed"}
+
+SignatureCallback = Callable[[bytes], bytes]
+JwtCallback = Callable[[], str]
+
+
+def _nkeys() -> Any:
+    try:
+        import nkeys  # noqa: PLC0415 - an optional extra, needed only for these credentials
+    except ImportError:
+        raise BadCredentialsError(
+            "nkey and .creds authentication need the nkeys package: "
+            "pip install 'nats-sync[nkeys]'"
+        ) from None
+    return nkeys
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadCredentialsError(f"cannot read {what} {path!r}: {err.__class__.__name__}"
+                                  ) from None
+
+
+def _check_user_seed(seed: str, source: str) -> bytes:
+    if not seed.startswith("S") or len(seed) < 50:
+        raise BadCredentialsError(f"{source} holds no nkey seed")
+    if not seed.startswith(_USER_SEED_PREFIX):
+        kind = _SEED_KINDS.get(seed[:2], "not a user seed")
+        raise BadCredentialsError(f"{source} holds {kind}; a user seed (SU...) is needed")
+    nkeys = _nkeys()
+    try:
+        raw = base64.b32decode(seed + "=" * (-len(seed) % 8))
+        valid = nkeys.crc16_checksum(raw[:-2]) == raw[-2:]  # nkeys does not check it
+        nkeys.from_seed(seed.encode())
+    except Exception:  # base32 and nkeys raise their own error types
+        valid = False
+    if not valid:
+        raise BadCredentialsError(f"{source} holds a malformed nkey seed")
+    return seed.encode()
+
+
+def read_seed_file(path: str) -> bytes:
+    """The user seed in an nkey seed file (the first ``SU...`` word; other lines ignored).
+
+    Raises:
+        BadCredentialsError: unreadable, no seed, or a seed of another kind.
+    """
+    text = _read(path, "nkey seed file")
+    words = re.findall(r"\bS[A-Z2-7]{20,}\b", text)
+    user = [word for word in words if word.startswith(_USER_SEED_PREFIX)]
+    return _check_user_seed((user or words or [""])[0], f"nkey seed file {path!r}")
+
+
+def read_creds_file(path: str) -> tuple[str, bytes]:
+    """The user JWT and seed of a standard ``.creds`` file.
+
+    Raises:
+        BadCredentialsError: unreadable, or not two BEGIN/END blocks (JWT, then seed).
+    """
+    text = _read(path, ".creds file")
+    blocks = [match.group("body") for match in _BLOCK.finditer(text)]
+    if len(blocks) < 2:
+        raise BadCredentialsError(
+            f".creds file {path!r} does not hold a JWT block and an nkey seed block"
+        )
+    jwt, seed = blocks[0], blocks[1]
+    if jwt.count(".") != 2:
+        raise BadCredentialsError(f".creds file {path!r}: its first block is not a JWT")
+    return jwt, _check_user_seed(seed, f".creds file {path!r}")
+
+
+def sign(seed: bytes, nonce: bytes) -> bytes:
+    """The raw ed25519 signature of ``nonce`` by the key of ``seed``."""
+    signature: bytes = _nkeys().from_seed(seed).sign(nonce)
+    return signature
+
+
+def _encode_signature(signature: bytes) -> str:
+    return base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+
+
+def connect_auth(
+    info: dict[str, Any],
+    *,
+    nkeys_seed: str | None,
+    user_credentials: str | None,
+    user_jwt_cb: JwtCallback | None,
+    signature_cb: SignatureCallback | None,
+) -> dict[str, Any]:
+    """The CONNECT fields for nkey or JWT authentication ({} when none is configured).
+
+    ``user_jwt_cb`` (with ``signature_cb``) replaces a ``.creds`` file for users who keep
+    credentials in a vault: the first returns the JWT, the second signs the nonce.
+    """
+    nonce = str(info.get("nonce", "")).encode()
+    if user_jwt_cb is not None:
+        if signature_cb is None:
+            raise BadCredentialsError("user_jwt_cb needs signature_cb to sign the nonce")
+        return {"jwt": user_jwt_cb(), "sig": _encode_signature(signature_cb(nonce))}
+    if user_credentials is not None:
+        jwt, seed = read_creds_file(user_credentials)
+        return {"jwt": jwt, "sig": _encode_signature(sign(seed, nonce))}
+    if nkeys_seed is not None:
+        seed = read_seed_file(nkeys_seed)
+        public_key = _nkeys().from_seed(seed).public_key.decode()
+        return {"nkey": public_key, "sig": _encode_signature(sign(seed, nonce))}
+    return {}
