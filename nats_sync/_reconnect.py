@@ -236,6 +236,11 @@ class ReconnectMixin:
 
     def force_reconnect(self) -> None:
         """Drops the live connection and runs the reconnect process."""
+        if not self.options.allow_reconnect or self.options.max_reconnect_attempts == 0:
+            raise Error(
+                "force_reconnect() needs reconnecting to be allowed "
+                "(allow_reconnect=True and max_reconnect_attempts != 0)"
+            )
         with self._lock:
             self._check_can_start()
             conn = self._conn

@@ -489,3 +489,12 @@ def test_ignore_auth_error_abort_keeps_trying_until_the_credentials_work_again(
     server.reload(config=auth.format("first"))
     assert events.reconnected.wait(20)
     nc.flush()
+
+
+def test_force_reconnect_is_refused_when_reconnecting_is_not_allowed(
+    connect: ClientFactory,
+) -> None:
+    nc = connect(allow_reconnect=False)
+    with pytest.raises(nats_sync.Error, match="allow_reconnect"):
+        nc.force_reconnect()
+    assert nc.is_connected
