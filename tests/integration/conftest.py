@@ -10,12 +10,14 @@ Fixtures:
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fake_servers import FakeServer, FakeServerFactory
 
 import nats_sync
 from nats_sync.testing import NatsServer
@@ -104,3 +106,18 @@ def connect(nats_server: NatsServer) -> Iterator[ClientFactory]:
     finally:
         for nc in made:
             nc.close()
+
+
+@pytest.fixture
+def fake_server_factory() -> Iterator[FakeServerFactory]:
+    """Starts fake servers running ``handle(conn)``; all are stopped after the test."""
+    servers: list[FakeServer] = []
+
+    def factory(handle: Callable[[socket.socket], None]) -> FakeServer:
+        server = FakeServer(handle)
+        servers.append(server)
+        return server
+
+    yield factory
+    for server in servers:
+        server.stop()

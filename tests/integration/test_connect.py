@@ -8,106 +8,19 @@ import pickle
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fake_servers import FakeServerFactory, _info_line, _read_until
 
 import nats_sync
 from nats_sync.testing import NatsServer
 
 ServerFactory = Callable[..., NatsServer]
 ClientFactory = Callable[..., nats_sync.Client]
-FakeServerFactory = Callable[[Callable[[socket.socket], None]], "FakeServer"]
 
 AUTH_CONFIG = "authorization { user: a, password: b }"
-
-
-# --- fake servers (misbehaving on purpose) ---------------------------------------------
-
-
-class FakeServer:
-    """A raw listening socket on loopback; ``handle(conn)`` runs for each client.
-
-    Every accepted socket is closed, and the accept thread joined, at :meth:`stop`.
-    """
-
-    def __init__(self, handle: Callable[[socket.socket], None]) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.05)
-        self.port: int = self._listener.getsockname()[1]
-        self._handle = handle
-        self._stop = threading.Event()
-        self._accepted: list[socket.socket] = []
-        self.connections = 0
-        self._thread = threading.Thread(target=self._serve, name="fake-nats-server", daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.settimeout(5.0)
-            self._accepted.append(conn)
-            self.connections += 1
-            try:
-                self._handle(conn)
-            except OSError:
-                pass
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-        self._listener.close()
-        for conn in self._accepted:
-            conn.close()
-
-
-@pytest.fixture
-def fake_server_factory() -> Iterator[FakeServerFactory]:
-    servers: list[FakeServer] = []
-
-    def factory(handle: Callable[[socket.socket], None]) -> FakeServer:
-        server = FakeServer(handle)
-        servers.append(server)
-        return server
-
-    yield factory
-    for server in servers:
-        server.stop()
-
-
-def _info_line(**extra: Any) -> bytes:
-    info = {
-        "server_id": "FAKE",
-        "version": "2.10.0",
-        "proto": 1,
-        "host": "127.0.0.1",
-        "port": 4222,
-        "headers": True,
-        "max_payload": 1048576,
-        "client_id": 1,
-        **extra,
-    }
-    return b"INFO " + json.dumps(info).encode() + b"\r\n"
-
-
-def _read_until(conn: socket.socket, marker: bytes) -> bytes:
-    data = b""
-    while marker not in data:
-        chunk = conn.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def _free_port() -> int:
