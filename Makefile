@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEV_STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test lint demo bench reliability clean
+.PHONY: test lint demo bench reliability fuzz soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,18 @@ bench: $(BENCH_STAMP)
 # fails if a buffered message is lost. RELIABILITY_ARGS: --only KEYS, --rate N, --verbose.
 reliability: $(DEV_STAMP)
 	$(PY) tools/reliability.py $(RELIABILITY_ARGS)
+
+# A long fuzzing run of the parser (default 5 min; FUZZ_ARGS="--seconds N"): only
+# ProtocolError may come out; crashing inputs land in fuzz-crashes/. Writes its section
+# of docs/RELIABILITY.md.
+fuzz: $(DEV_STAMP)
+	$(PY) tools/fuzz.py $(FUZZ_ARGS)
+
+# Steady traffic while the server restarts every 20 s (default 3 min; SOAK_ARGS): lost
+# messages, RSS growth, threads and file descriptors. Writes its section of
+# docs/RELIABILITY.md and fails if a bound breaks.
+soak: $(DEV_STAMP)
+	$(PY) tools/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -448,6 +448,8 @@ class Handler(RequestsMixin, ReconnectMixin):
 
     def _pub_prefix(self, subject: str) -> bytes:
         prefix = proto.pub_prefix(subject)
+        if subject.startswith(d.DEFAULT_INBOX_PREFIX + "."):
+            return prefix  # a reply inbox is used once: caching it only evicts the rest
         if len(self._pub_prefixes) >= d.SUBJECT_CACHE_SIZE:
             self._pub_prefixes.clear()
         self._pub_prefixes[subject] = prefix

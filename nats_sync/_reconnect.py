@@ -193,7 +193,9 @@ class ReconnectMixin:
         log.info("nats_sync: connection to %s lost: %s", self.current_server, error)
         if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
             self.report_error(error)
-        self.last_error = self._fatal_server_error or error
+        # Without its traceback: the reader's frame (and its 256 KiB buffer) would
+        # otherwise stay alive as long as last_error does.
+        self.last_error = (self._fatal_server_error or error).with_traceback(None)
         self._fatal_server_error = None
         self._callbacks.submit(self.options.disconnected_cb)
         if not retry:

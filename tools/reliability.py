@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _reliability_doc import write_section  # tools/ is on sys.path when run
+
 import nats_sync
 from nats_sync.testing import NatsCluster, NatsServer, find_server_binary
 
@@ -943,8 +945,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "make reliability" + (f' RELIABILITY_ARGS="{" ".join(argv or sys.argv[1:])}"'
                                     if (argv or sys.argv[1:]) else "")
     text = markdown(results, args.rate, elapsed, machine(load), when, command)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    write_section(args.output, "faults", text)
     watchdog.set()
     print("\n".join(table(results)))
     print(f"wrote {args.output} in {elapsed:.0f}s")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nats_sync._defaults import SUBJECT_CACHE_SIZE
+from nats_sync._defaults import DEFAULT_INBOX_PREFIX, SUBJECT_CACHE_SIZE
 from nats_sync._proto.headers import HeadersInput, encode_headers
 from nats_sync.errors import BadSubjectError
 
@@ -61,6 +61,8 @@ def publish_subject(subject: str) -> bytes:
     encoded = _publish_cache.get(subject)
     if encoded is None:
         encoded = _check_subject(subject, wildcards=False)
+        if subject.startswith(_INBOX_PREFIX):
+            return encoded  # a reply inbox is used once: caching it only evicts the rest
         if len(_publish_cache) >= SUBJECT_CACHE_SIZE:
             _publish_cache.clear()
         _publish_cache[subject] = encoded
@@ -154,6 +156,9 @@ def encode_pub_line(subject: bytes, reply: bytes, size: int) -> bytes:
         return b"PUB %b %b %d\r\n" % (subject, reply, size)
     return b"PUB %b %d\r\n" % (subject, size)
 
+
+#: Subjects under the conventional inbox prefix are answered once and never cached.
+_INBOX_PREFIX = DEFAULT_INBOX_PREFIX + "."
 
 #: ``PUB_FRAME % (pub_prefix(subject), len(payload), payload)`` is a whole PUB frame
 #: without reply, built in one allocation (the publish hot path).
