@@ -5,12 +5,15 @@ How it works: pure functions, run on the thread that connects (the caller of
 up on the next reconnect. They read credential files and sign the server's nonce with
 the ``nkeys`` package (the ``nkeys`` extra, imported only when needed); they touch no
 client state. Secrets never reach an error message or a log record: errors name the
-file and what is wrong with it.
+file and what is wrong with it (a secret passed where a path belongs is not echoed).
+Every failure, including an exception from the user's callbacks, is raised as
+:class:`BadCredentialsError`, so the reconnect loop treats it as one failed attempt.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +28,11 @@ _BLOCK = re.compile(
 _USER_SEED_PREFIX = "SU"
 _SEED_KINDS = {"SA": "an account seed", "SO": "an operator seed", "SN": "a server seed",
                "SC": "a cluster seed"}
+#: A seed, a JWT or a ``.creds`` block: what a secret given instead of a path looks like.
+_SECRET_LIKE = re.compile(r"S[A-Z2-7]{40,}|eyJ|-----BEGIN|[\r\n]")
+
+#: The size of a raw ed25519 signature, what ``signature_cb`` must return.
+_SIGNATURE_SIZE = 64
 
 SignatureCallback = Callable[[bytes], bytes]
 JwtCallback = Callable[[], str]
@@ -41,11 +49,25 @@ def _nkeys() -> Any:
     return nkeys
 
 
+def _shown(path: str) -> str:
+    """``path`` as error messages show it (only called once it proved to be a path)."""
+    return repr(os.fspath(path))
+
+
 def _read(path: str, what: str) -> str:
+    """The text of a credential file; its path, never its content, in any error."""
+    text = os.fspath(path)
+    if _SECRET_LIKE.search(text):
+        # The seed or the .creds content given where its file's path belongs: say so,
+        # without echoing it.
+        raise BadCredentialsError(
+            f"expected the path of a {what}, got a value that looks like the secret itself "
+            f"(not shown); write it to a file and pass the file's path"
+        )
     try:
-        return Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadCredentialsError(f"cannot read {what} {path!r}: {err.__class__.__name__}"
+        return Path(text).read_text()
+    except (OSError, ValueError) as err:  # ValueError: not UTF-8, or a NUL in the path
+        raise BadCredentialsError(f"cannot read {what} {text!r}: {err.__class__.__name__}"
                                   ) from None
 
 
@@ -76,7 +98,7 @@ def read_seed_file(path: str) -> bytes:
     text = _read(path, "nkey seed file")
     words = re.findall(r"\bS[A-Z2-7]{20,}\b", text)
     user = [word for word in words if word.startswith(_USER_SEED_PREFIX)]
-    return _check_user_seed((user or words or [""])[0], f"nkey seed file {path!r}")
+    return _check_user_seed((user or words or [""])[0], f"nkey seed file {_shown(path)}")
 
 
 def read_creds_file(path: str) -> tuple[str, bytes]:
@@ -89,12 +111,12 @@ def read_creds_file(path: str) -> tuple[str, bytes]:
     blocks = [match.group("body") for match in _BLOCK.finditer(text)]
     if len(blocks) < 2:
         raise BadCredentialsError(
-            f".creds file {path!r} does not hold a JWT block and an nkey seed block"
+            f".creds file {_shown(path)} does not hold a JWT block and an nkey seed block"
         )
     jwt, seed = blocks[0], blocks[1]
     if jwt.count(".") != 2:
-        raise BadCredentialsError(f".creds file {path!r}: its first block is not a JWT")
-    return jwt, _check_user_seed(seed, f".creds file {path!r}")
+        raise BadCredentialsError(f".creds file {_shown(path)}: its first block is not a JWT")
+    return jwt, _check_user_seed(seed, f".creds file {_shown(path)}")
 
 
 def sign(seed: bytes, nonce: bytes) -> bytes:
@@ -105,6 +127,46 @@ def sign(seed: bytes, nonce: bytes) -> bytes:
 
 def _encode_signature(signature: bytes) -> str:
     return base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+
+
+def _call_user_jwt_cb(user_jwt_cb: JwtCallback) -> str:
+    """The JWT from the user's callback (str, or ASCII bytes as nats-py's returns).
+
+    Whatever the callback raises becomes a BadCredentialsError (the original as
+    ``__cause__``), so a failing vault fails one handshake, not the reconnect thread.
+    """
+    try:
+        jwt: object = user_jwt_cb()
+    except Exception as err:
+        raise BadCredentialsError(f"user_jwt_cb raised {type(err).__name__}") from err
+    if isinstance(jwt, bytes | bytearray):
+        try:
+            jwt = bytes(jwt).decode("ascii")
+        except UnicodeDecodeError:
+            raise BadCredentialsError("user_jwt_cb returned bytes that are not ASCII") from None
+    if not isinstance(jwt, str):
+        raise BadCredentialsError(f"user_jwt_cb must return the JWT as str, got "
+                                  f"{type(jwt).__name__}")
+    jwt = jwt.strip()
+    if jwt.count(".") != 2:
+        raise BadCredentialsError("user_jwt_cb returned something that is not a JWT")
+    return jwt
+
+
+def _call_signature_cb(signature_cb: SignatureCallback, nonce: bytes) -> bytes:
+    """The raw signature from the user's callback; errors as in ``_call_user_jwt_cb``."""
+    try:
+        signature: object = signature_cb(nonce)
+    except Exception as err:
+        raise BadCredentialsError(f"signature_cb raised {type(err).__name__}") from err
+    if not isinstance(signature, bytes | bytearray) or len(signature) != _SIGNATURE_SIZE:
+        got = (f"{len(signature)} bytes" if isinstance(signature, bytes | bytearray)
+               else type(signature).__name__)
+        raise BadCredentialsError(
+            f"signature_cb must return the raw {_SIGNATURE_SIZE}-byte ed25519 signature "
+            f"(not base64), got {got}"
+        )
+    return bytes(signature)
 
 
 def connect_auth(
@@ -119,12 +181,18 @@ def connect_auth(
 
     ``user_jwt_cb`` (with ``signature_cb``) replaces a ``.creds`` file for users who keep
     credentials in a vault: the first returns the JWT, the second signs the nonce.
+    Precedence: the callbacks, then ``user_credentials``, then ``nkeys_seed``.
+
+    Raises:
+        BadCredentialsError: a file cannot be used, or a callback raised or returned
+            something unusable (its exception as ``__cause__``).
     """
     nonce = str(info.get("nonce", "")).encode()
     if user_jwt_cb is not None:
         if signature_cb is None:
             raise BadCredentialsError("user_jwt_cb needs signature_cb to sign the nonce")
-        return {"jwt": user_jwt_cb(), "sig": _encode_signature(signature_cb(nonce))}
+        return {"jwt": _call_user_jwt_cb(user_jwt_cb),
+                "sig": _encode_signature(_call_signature_cb(signature_cb, nonce))}
     if user_credentials is not None:
         jwt, seed = read_creds_file(user_credentials)
         return {"jwt": jwt, "sig": _encode_signature(sign(seed, nonce))}

@@ -6,6 +6,7 @@ by every thread. Defaults come from ``_defaults``. Secrets are kept out of ``rep
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -14,7 +15,7 @@ from typing import Any
 from nats_sync import _defaults as d
 from nats_sync._auth import read_creds_file, read_seed_file
 from nats_sync._pool import parse_server_url
-from nats_sync.errors import Error
+from nats_sync.errors import BadCredentialsError, Error
 
 ErrorCallback = Callable[[BaseException], None]
 EventCallback = Callable[[], None]
@@ -91,7 +92,7 @@ def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Optio
 
     Raises:
         Error: an unknown keyword or a value of the wrong kind, named in the message.
-        NotSupportedError: an option this version does not provide yet.
+        BadCredentialsError: a credential file or callback option that cannot be used.
     """
     known = {item.name for item in fields(Options)}
     unknown = sorted(set(keywords) - known)
@@ -139,12 +140,33 @@ def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Optio
 
 
 def _check_credentials(options: Options) -> None:
-    """Reads credential files once now, so a bad one fails connect() before any socket."""
-    if options.user_credentials is not None:
-        read_creds_file(options.user_credentials)
-    if options.nkeys_seed is not None:
-        read_seed_file(options.nkeys_seed)
+    """Reads credential files once now, so a bad one fails connect() before any socket
+    (the handshake reads them again each time, so rotated files are picked up).
+
+    Raises:
+        Error: a path or callback of the wrong type.
+        BadCredentialsError: an unusable file, half of the callback pair, or an nkey
+            combined with a JWT (a connection is one nkey user or one JWT user).
+    """
+    for name in ("user_credentials", "nkeys_seed"):
+        value = getattr(options, name)
+        if value is not None and not isinstance(value, str | os.PathLike):
+            raise Error(f"{name} must be a file path, got {type(value).__name__}")
     for name in ("user_jwt_cb", "signature_cb"):
         value = getattr(options, name)
         if value is not None and not callable(value):
             raise Error(f"{name} must be callable, got {type(value).__name__}")
+    callbacks = options.user_jwt_cb is not None
+    if callbacks != (options.signature_cb is not None):
+        raise BadCredentialsError(
+            "user_jwt_cb and signature_cb go together: one returns the JWT, the other "
+            "signs the server's nonce"
+        )
+    if options.nkeys_seed is not None and (callbacks or options.user_credentials is not None):
+        raise BadCredentialsError(
+            "nkeys_seed cannot be combined with user_credentials or user_jwt_cb"
+        )
+    if options.user_credentials is not None and not callbacks:  # the callbacks replace it
+        read_creds_file(options.user_credentials)
+    if options.nkeys_seed is not None:
+        read_seed_file(options.nkeys_seed)

@@ -94,7 +94,7 @@ def connect(
         password: password.
         token: authentication token (also from ``nats://token@host``).
         user_credentials: path to a ``.creds`` file (JWT and nkey seed).
-        nkeys_seed: path to an nkey seed file.
+        nkeys_seed: path to an nkey seed file (not with ``user_credentials``).
         tls: an ``ssl.SSLContext``; implied by ``tls://`` and ``wss://``.
         tls_hostname: the host name to verify in the server certificate.
         tls_handshake_first: do the TLS handshake before the server's INFO.
@@ -107,9 +107,10 @@ def connect(
         ignore_auth_error_abort: keep reconnecting even after every server refused the
             credentials twice in a row (by default the client then closes).
         user_jwt_cb: returns the user JWT (replaces a ``.creds`` file, e.g. from a vault);
-            needs ``signature_cb``.
+            needs ``signature_cb``. Called on each (re)connect.
         signature_cb: signs the server's nonce (bytes) with the user's nkey; returns the
-            raw signature.
+            raw 64-byte ed25519 signature (not base64). Exceptions from either callback
+            fail that attempt with ``BadCredentialsError``.
 
     Callbacks run on one callback thread, in order; never on the reader thread.
 
@@ -119,7 +120,8 @@ def connect(
     Raises:
         NoServersError: no server could be reached (the last error as ``__cause__``).
         AuthorizationError: the server refused the credentials.
-        BadCredentialsError: a seed or .creds file cannot be used.
+        BadCredentialsError: a seed or .creds file cannot be used, or the credential
+            options do not fit together.
         Error: an option was invalid (the message names it).
     """
     options = build_options(

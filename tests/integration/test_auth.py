@@ -181,3 +181,133 @@ def test_secrets_never_appear_in_reprs_errors_or_logs(
     for secret in (password, token, seed.decode()):
         assert secret not in text
     assert "app:***@" in text
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.02)
+
+
+def test_a_rotated_seed_file_is_read_again_on_reconnect(
+    tmp_path: Path, nats_server_factory: ServerFactory, connect: ClientFactory
+) -> None:
+    first, first_public = new_keys(nkeys.PREFIX_BYTE_USER)
+    second, second_public = new_keys(nkeys.PREFIX_BYTE_USER)
+    stranger, _ = new_keys(nkeys.PREFIX_BYTE_USER)
+    server = nats_server_factory(config=(
+        f'authorization {{ users = [ {{nkey: "{first_public}"}}, {{nkey: "{second_public}"}} ] }}'
+    ))
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_text(first.decode())
+    errors: list[BaseException] = []
+    reconnected: list[int] = []
+    nc = connect(servers=server.url, nkeys_seed=str(seed_file), error_cb=errors.append,
+                 reconnect_delay_cb=lambda n: 0.02, reconnected_cb=lambda: reconnected.append(1))
+
+    seed_file.write_text(second.decode())  # rotated: the next handshake signs with it
+    nc.force_reconnect()
+    wait_until(lambda: reconnected, "the client reconnected with the rotated seed")
+    nc.flush(5)
+
+    seed_file.write_text(stranger.decode())  # proves the file is read again each time
+    nc.force_reconnect()
+    wait_until(lambda: nc.is_closed, "the client gave up on the refused seed")
+    assert any(isinstance(e, nats_sync.AuthorizationError) for e in errors)
+    assert isinstance(nc.last_error, nats_sync.AuthorizationError)
+
+
+def test_a_failing_vault_callback_fails_attempts_not_the_reconnect_thread(
+    tmp_path: Path, operator_server: tuple[NatsServer, bytes, bytes], connect: ClientFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="nats_sync")
+    server, account_seed, _ = operator_server
+    _, jwt, user_seed = user_creds(tmp_path, account_seed, "vaulted")
+    vault = {"up": True, "calls": 0}
+
+    def fetch_jwt() -> str:
+        vault["calls"] += 1
+        if not vault["up"]:
+            raise ConnectionError("vault unreachable")
+        return jwt
+
+    reconnected: list[int] = []
+    nc = connect(servers=server.url, user_jwt_cb=fetch_jwt,
+                 signature_cb=lambda nonce: sign(user_seed, nonce),
+                 reconnect_delay_cb=lambda n: 0.02, reconnected_cb=lambda: reconnected.append(1))
+    sub = nc.subscribe("vault.x")
+    nc.flush(5)
+    vault["up"] = False
+    calls = vault["calls"]
+    nc.force_reconnect()
+    wait_until(lambda: vault["calls"] >= calls + 3, "the reconnect loop kept trying")
+    assert nc.is_reconnecting
+    vault["up"] = True
+    wait_until(lambda: reconnected, "the client reconnected once the vault was back")
+    nc.publish("vault.x", b"back")
+    assert sub.next_msg(5).data == b"back"
+    assert any("user_jwt_cb raised ConnectionError" in r.getMessage() for r in caplog.records)
+
+
+def test_token_creds_and_nkey_secrets_never_appear(
+    tmp_path: Path, nats_server_factory: ServerFactory, connect: ClientFactory,
+    operator_server: tuple[NatsServer, bytes, bytes], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The other half of the redaction scan: token, .creds (JWT and seed), vault
+    callbacks, a refused nkey and a refused user retried in the background."""
+    caplog.set_level(logging.DEBUG, logger="nats_sync")
+    token, password = "t0ken-very-secret", "pa55-retry-secret"
+    token_server = nats_server_factory(config=f'authorization {{ token: "{token}" }}')
+    jwt_server, account_seed, operator_seed = operator_server
+    creds, jwt, user_seed = user_creds(tmp_path, account_seed, "carol")
+    stranger_account, _ = new_keys(nkeys.PREFIX_BYTE_ACCOUNT)
+    stranger_creds, stranger_jwt, stranger_seed = user_creds(tmp_path, stranger_account, "eve")
+    nkey_seed, nkey_public = new_keys(nkeys.PREFIX_BYTE_USER)
+    wrong_seed, _ = new_keys(nkeys.PREFIX_BYTE_USER)
+    nkey_server = nats_server_factory(
+        config=f'authorization {{ users = [ {{nkey: "{nkey_public}"}} ] }}'
+    )
+    password_server = nats_server_factory(config="authorization { user: app, password: right }")
+    (tmp_path / "wrong.nk").write_text(wrong_seed.decode())
+    secrets = [token, password, jwt, user_seed.decode(), stranger_jwt, stranger_seed.decode(),
+               nkey_seed.decode(), wrong_seed.decode(), account_seed.decode(),
+               operator_seed.decode()]
+
+    clients = [
+        connect(servers=token_server.url, token=token),
+        connect(servers=f"nats://{token}@127.0.0.1:{token_server.port}"),
+        connect(servers=jwt_server.url, user_credentials=creds),
+        connect(servers=jwt_server.url, user_jwt_cb=lambda: jwt,
+                signature_cb=lambda nonce: sign(user_seed, nonce)),
+    ]
+    shown: list[str] = []
+    for nc in clients:
+        nc.flush(5)
+        shown += [repr(nc), str(nc), repr(nc._handler.options), str(nc.connected_url),
+                  repr(nc.servers)]
+    refused: list[tuple[str, dict[str, Any]]] = [
+        (token_server.url, {"token": token + "x"}),
+        (jwt_server.url, {"user_credentials": stranger_creds}),
+        (nkey_server.url, {"nkeys_seed": str(tmp_path / "wrong.nk")}),
+        (nkey_server.url, {"nkeys_seed": nkey_seed.decode()}),  # the seed, not its path
+        (jwt_server.url, {"user_credentials": Path(creds).read_text()}),  # content, not path
+    ]
+    for url, bad in refused:
+        with pytest.raises(nats_sync.Error) as caught:
+            nats_sync.connect(url, connect_timeout=3.0, **bad)
+        shown += [str(caught.value), repr(caught.value), str(caught.value.__cause__)]
+    errors: list[BaseException] = []
+    retrying = nats_sync.connect(password_server.url, user="app", password=password,
+                                 retry_on_failed_connect=True, reconnect_delay_cb=lambda n: 0.01,
+                                 error_cb=errors.append)
+    wait_until(lambda: retrying.is_closed, "the retrying client gave up")
+    shown += [repr(retrying), repr(retrying._handler.options), repr(retrying.last_error)]
+    shown += [f"{e} {e!r}" for e in errors]
+    shown += [record.getMessage() for record in caplog.records]
+    shown += [str(record.exc_info[1]) for record in caplog.records if record.exc_info]
+    text = "\n".join(shown)
+    assert len(errors) >= 2 and "***@127.0.0.1" in text
+    for secret in secrets:
+        assert secret not in text
