@@ -68,6 +68,7 @@ def reconnect(
     is_closed: Callable[[], bool],
     sleep: Callable[[float], Any],
     report_error: Callable[[BaseException], None],
+    on_open: Callable[[Transport], None] | None = None,
 ) -> Handshaken:
     """Tries the pool until one server completes the handshake.
 
@@ -80,6 +81,8 @@ def reconnect(
         is_closed: whether the client was closed meanwhile (stops the loop).
         sleep: waits between passes; must return early once the client closes.
         report_error: hands an error to ``error_cb`` (authorization failures).
+        on_open: gets each transport as soon as its socket is connected (see
+            ``handshake``), so ``close()`` can cut a handshake short.
 
     Returns:
         The server and its handshaken transport, parser and INFO.
@@ -99,8 +102,11 @@ def reconnect(
             if is_closed():
                 raise ConnectionClosedError("the client was closed while reconnecting")
             try:
-                transport, parser, info = handshake(server, options)
+                transport, parser, info = handshake(server, options, on_open)
             except Error as err:
+                if is_closed():
+                    raise ConnectionClosedError("the client was closed while reconnecting"
+                                                ) from err
                 last_error = err
                 with lock:
                     pool.record_failure(server)
@@ -153,6 +159,7 @@ class ReconnectMixin:
     _conn: Connection | None
     _conn_threads: list[threading.Thread]
     _reconnect_thread: threading.Thread | None
+    _handshaking: Transport | None
     _closing: threading.Event
     _pool: ServerPool
     _rng: random.Random
@@ -224,17 +231,33 @@ class ReconnectMixin:
                 is_closed=lambda: self.state is State.CLOSED,
                 sleep=self._closing.wait,
                 report_error=self.report_error,
+                on_open=self._track_handshake,
             )
         except ConnectionClosedError:
             return
         except Error as err:
+            if self.state is State.CLOSED:
+                return  # closed meanwhile: nothing to give up on
             log.warning("nats_sync: giving up reconnecting: %s", err)
             self.last_error = err
+            self.close()
+            return
+        except Exception as err:  # a bug, or a user callback's: never strand the client
+            log.error("nats_sync: the reconnect thread failed", exc_info=True)
+            self.last_error = err
+            self.report_error(err)
             self.close()
             return
         if self._activate(server, transport, parser, info):
             self.reconnects += 1
             self._callbacks.submit(self.options.reconnected_cb)
+
+    def _track_handshake(self, transport: Transport) -> None:
+        """Reconnect thread: remembers the transport being handshaken for ``close()``."""
+        with self._lock:
+            if self.state is State.CLOSED:
+                raise ConnectionClosedError("the client was closed while reconnecting")
+            self._handshaking = transport
 
     def force_reconnect(self) -> None:
         """Drops the live connection and runs the reconnect process."""

@@ -249,6 +249,14 @@ class Parser:
             raise ProtocolError(f"INFO JSON is nested too deeply: {_shown(body)}") from None
         if not isinstance(info, dict):
             raise ProtocolError(f"INFO JSON is not an object: {_shown(body)}")
+        if "max_payload" in info:
+            # Checked here so no layer above ever meets an unusable limit; a bool is
+            # an int to Python but not to the server.
+            limit = info["max_payload"]
+            if type(limit) is not int or limit < 0:
+                raise ProtocolError(
+                    f"INFO max_payload must be a non-negative integer, got {repr(limit)[:64]}"
+                )
         return info
 
     def _start_message(self, args: list[bytes], op: str) -> MsgOp | None:

@@ -66,6 +66,12 @@ BAD: list[tuple[str, bytes, str]] = [
     ("info-array", b"INFO [1, 2]\r\n", "INFO JSON is not an object"),
     ("info-string", b'INFO "server"\r\n', "INFO JSON is not an object"),
     ("info-null", b"INFO null\r\n", "INFO JSON is not an object"),
+    ("info-max-payload-string", b'INFO {"max_payload":"1"}\r\n', "INFO max_payload"),
+    ("info-max-payload-null", b'INFO {"max_payload":null}\r\n', "INFO max_payload"),
+    ("info-max-payload-float", b'INFO {"max_payload":1.5}\r\n', "INFO max_payload"),
+    ("info-max-payload-infinite", b'INFO {"max_payload":1e400}\r\n', "INFO max_payload"),
+    ("info-max-payload-negative", b'INFO {"max_payload":-1}\r\n', "INFO max_payload"),
+    ("info-max-payload-bool", b'INFO {"max_payload":true}\r\n', "INFO max_payload"),
     # Nesting deep enough to exhaust the JSON decoder's recursion (CPython 3.11 raises
     # RecursionError; a decoder that copes reports the unclosed arrays instead).
     ("info-nested-arrays", b"INFO " + b"[" * 4000 + b"\r\n", NESTED),
