@@ -119,6 +119,8 @@ class Handler(RequestsMixin, ReconnectMixin):
             ignore_discovered=options.ignore_discovered_servers,
         )
         self._reconnect_thread: threading.Thread | None = None
+        # The transport the reconnect thread is handshaking, which close() shuts down.
+        self._handshaking: Transport | None = None
         #: Set by close(): ends the reconnect thread's waits at once.
         self._closing = threading.Event()
         self.current_server: ServerAddress | None = None
@@ -220,6 +222,7 @@ class Handler(RequestsMixin, ReconnectMixin):
             if self.state is State.CLOSED:
                 transport.close()
                 return False
+            self._handshaking = None
             self._pool.record_success(server)
             self.current_server = server
             self.server_info = info
@@ -663,7 +666,10 @@ class Handler(RequestsMixin, ReconnectMixin):
             conn_threads = self._conn_threads
             subs = list(self.subs.values())
             self.subs.clear()
+            handshaking, self._handshaking = self._handshaking, None
         self._closing.set()
+        if handshaking is not None:
+            handshaking.shutdown()  # wakes a reconnect thread waiting on a silent server
         me = threading.current_thread()
         if first:
             log.info("nats_sync: closing connection to %s", self.current_server)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 
 from nats_sync import _defaults as d
@@ -35,9 +36,15 @@ _HANDSHAKE_READ_SIZE = 4096
 
 
 def handshake(
-    server: ServerAddress, options: Options
+    server: ServerAddress,
+    options: Options,
+    on_open: Callable[[Transport], None] | None = None,
 ) -> tuple[Transport, proto.Parser, dict[str, Any]]:
     """Connects to ``server`` and completes the handshake within ``connect_timeout``.
+
+    ``on_open`` gets the transport as soon as the socket is connected, so another
+    thread (``close()``) can shut it down to cut a handshake short; if it raises, the
+    transport is closed and the error propagates.
 
     Raises:
         NatsConnectionError: the socket could not be opened or was closed.
@@ -49,6 +56,8 @@ def handshake(
     transport = Transport.open_tcp(server.host, server.port, options.connect_timeout)
     parser = proto.Parser()
     try:
+        if on_open is not None:
+            on_open(transport)
         if server.is_websocket:
             # TLS (wss://, or a ws:// URL given a TLS context, as nats.go does) comes
             # before the HTTP upgrade; never again after INFO, whose tls_required only
