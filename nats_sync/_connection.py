@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 
 from nats_sync._defaults import READ_BUFFER_SIZE
-from nats_sync._outbox import Frame, Outbox, frame_size
+from nats_sync._outbox import Frame, Outbox, frame_size, remainder
 from nats_sync._proto import Parser, ServerOp
 from nats_sync._transport import Buffer, Transport
 from nats_sync.errors import Error, NatsConnectionError, ProtocolError
@@ -86,6 +86,9 @@ class Connection:
         self._on_lost = on_lost
         #: Set once the connection has failed or been shut down on purpose.
         self.finished = False
+        # Direct sends need a write that cannot block: a plain socket has one; TLS and
+        # WebSocket framing would have to split records, so they use the writer.
+        self._direct_allowed = not (transport.is_tls or transport.is_websocket)
         self._running = 2
         self._running_lock = threading.Lock()
 
@@ -119,22 +122,26 @@ class Connection:
     def send_direct(self, frame: bytes, payload_size: int) -> bool:
         """Caller's thread: writes one message now if the writer is idle.
 
+        Never blocks: what the socket does not take at once is handed to the writer
+        thread, ahead of everything queued (a server that stops reading makes the
+        writer wait, not the caller).
+
         Returns:
             False when the frame must go through the outbox instead; True when it was
-            sent, or, if the write failed, put back in the outbox for the next
-            connection (the loss is reported as usual).
+            sent or handed on, or, if the write failed, put back in the outbox for the
+            next connection (the loss is reported as usual).
         """
         outbox = self._outbox
-        if self.finished or not outbox.claim_direct(payload_size):
+        if self.finished or not self._direct_allowed or not outbox.claim_direct(payload_size):
             return False
         try:
-            self.transport.send_all(frame)
+            sent = self.transport.send_nowait(frame)
         except Error as err:
             outbox.requeue([frame])  # whole: the server drops a partial frame with the link
             outbox.release_direct()
             self._lost(err)
             return True
-        outbox.release_direct()
+        outbox.release_direct(remainder(frame[sent:], frame) if sent < len(frame) else None)
         return True
 
     def run_reader(self) -> None:

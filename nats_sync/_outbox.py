@@ -37,6 +37,23 @@ class ControlFrame(bytes):
     """A protocol frame that is not a message (PING, PONG, SUB, UNSUB)."""
 
 
+class Remainder(bytes):
+    """The unsent tail of a message a caller's thread wrote in part (a direct send).
+
+    It must go out next on the same connection; after a loss the whole message
+    (``whole``) is what gets re-sent, as for any partly written frame.
+    """
+
+    whole: bytes
+
+
+def remainder(tail: bytes, whole: bytes) -> Remainder:
+    """A :class:`Remainder` of ``whole`` holding its unsent ``tail``."""
+    frame = Remainder(tail)
+    frame.whole = whole
+    return frame
+
+
 _PING_FRAME = ControlFrame(PING)
 Frame = bytes | list[bytes]
 #: Called with None when the PONG arrives, or with an error when it never will.
@@ -109,9 +126,17 @@ class Outbox:
             self.out_bytes += payload_size
             return True
 
-    def release_direct(self) -> None:
-        """Ends a direct write; the writer takes over whatever was queued meanwhile."""
+    def release_direct(self, unsent: Remainder | None = None) -> None:
+        """Ends a direct write; the writer takes over whatever was queued meanwhile.
+
+        Args:
+            unsent: the tail of the message the socket did not take; the writer sends
+                it before anything else.
+        """
         with self.lock:
+            if unsent:
+                self.frames.insert(0, unsent)
+                self.size += len(unsent)
             self.sending = False
             if self.writer_waiting:
                 self._wakeup.notify()
@@ -216,7 +241,11 @@ class Outbox:
         PING after every buffered message, so its PONG still means "all sent before".
         """
         with self.lock:
-            messages = [frame for frame in self.frames if type(frame) is not ControlFrame]
+            messages = [
+                frame.whole if type(frame) is Remainder else frame
+                for frame in self.frames
+                if type(frame) is not ControlFrame
+            ]
             waiters = [waiter for waiter in self.pong_waiters if waiter is not None]
             self.frames = messages + [_PING_FRAME] * len(waiters)
             self.size = sum(frame_size(frame) for frame in self.frames)

@@ -299,6 +299,19 @@ class Transport:
             self._raw_send_all(records)
         return count
 
+    def send_nowait(self, data: bytes) -> int:
+        """Plain TCP only: sends what the socket takes without blocking; returns it.
+
+        Raises:
+            NatsConnectionError: the socket failed or was closed.
+        """
+        try:
+            return self._sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0  # the kernel buffer is full: the writer thread will wait instead
+        except OSError as err:
+            raise NatsConnectionError(f"write failed: {err}") from err
+
     def send_all(self, data: bytes) -> None:
         """Sends all of ``data`` (the handshake, and direct sends of one message)."""
         if self._ws is not None:
