@@ -46,8 +46,9 @@ reliability: $(DEV_STAMP)
 
 # A long fuzzing run of the parser (default 5 min; FUZZ_ARGS="--seconds N"): only
 # ProtocolError may come out; crashing inputs land in fuzz-crashes/. Writes its section
-# of docs/RELIABILITY.md.
+# of docs/RELIABILITY.md. Uses atheris (libFuzzer) when it installs, else hypothesis.
 fuzz: $(DEV_STAMP)
+	$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install --quiet --disable-pip-version-check atheris || echo "fuzz: atheris did not install: a long hypothesis run instead"
 	$(PY) tools/fuzz.py $(FUZZ_ARGS)
 
 # Steady traffic while the server restarts every 20 s (default 3 min; SOAK_ARGS): lost

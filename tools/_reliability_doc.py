@@ -1,34 +1,52 @@
-"""Shared by the reliability tools: each writes its own marked section of one page.
+"""docs/RELIABILITY.md is shared by three tools; each owns one marked section of it.
 
-``write_section(path, name, markdown)`` replaces the text between
-``<!-- section:NAME -->`` and ``<!-- /section:NAME -->`` (appending the section when it
-is missing) and leaves the other sections alone; a page without any marker is an old
-single-tool page and is replaced.
+``make reliability`` writes section ``faults``, ``make fuzz`` section ``fuzz`` and
+``make soak`` section ``soak``. A section is the text between ``<!-- section:NAME -->``
+and ``<!-- /section:NAME -->``; `write_section` replaces that text and leaves every other
+byte of the page alone, so one tool's run never touches another tool's figures.
 """
 
 from __future__ import annotations
 
-import re
+import os
 from pathlib import Path
 
-ORDER = ("faults", "fuzz", "soak")
+DEFAULT_PAGE = Path("docs/RELIABILITY.md")
 
 
-def write_section(path: Path, name: str, markdown: str) -> None:
-    """Writes ``markdown`` as section ``name`` of the page at ``path``."""
-    begin, end = f"<!-- section:{name} -->", f"<!-- /section:{name} -->"
-    block = f"{begin}\n{markdown.rstrip()}\n{end}\n"
+def markers(name: str) -> tuple[str, str]:
+    """The opening and closing comment lines of section ``name``."""
+    return f"<!-- section:{name} -->", f"<!-- /section:{name} -->"
+
+
+def write_section(name: str, markdown: str, path: Path = DEFAULT_PAGE) -> None:
+    """Makes ``markdown`` the content of section ``name`` of the page at ``path``.
+
+    The section is replaced where it is, appended at the end when the page does not
+    have it yet, and the page is created when it does not exist. Everything outside
+    the section's markers stays as it was. The file is replaced atomically.
+
+    Raises:
+        ValueError: the page has the section's opening marker but not its closing one
+            after it (a hand-edited page; nothing is written rather than guessing).
+    """
+    begin, end = markers(name)
+    block = f"{begin}\n{markdown.strip(chr(10))}\n{end}"
+    path = Path(path)
     text = path.read_text() if path.exists() else ""
-    if "<!-- section:" not in text:
-        text = ""
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _match: block, text)
+    start = text.find(begin)
+    if start >= 0:
+        stop = text.find(end, start + len(begin))
+        if stop < 0:
+            raise ValueError(f"{path}: {begin} has no {end} after it")
+        text = text[:start] + block + text[stop + len(end) :]
     else:
-        text = (text.rstrip() + "\n\n" if text.strip() else "") + block
-    sections = {match.group(1): match.group(0) for match in re.finditer(
-        r"<!-- section:(\w+) -->.*?<!-- /section:\1 -->\n?", text, re.S)}
-    ordered = [sections[key] for key in ORDER if key in sections]
-    ordered += [value for key, value in sections.items() if key not in ORDER]
+        if not text or text.endswith("\n\n"):
+            separator = ""
+        else:
+            separator = "\n" if text.endswith("\n") else "\n\n"
+        text = f"{text}{separator}{block}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(part.rstrip() + "\n" for part in ordered))
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    scratch.write_text(text)
+    os.replace(scratch, path)

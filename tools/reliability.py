@@ -945,7 +945,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "make reliability" + (f' RELIABILITY_ARGS="{" ".join(argv or sys.argv[1:])}"'
                                     if (argv or sys.argv[1:]) else "")
     text = markdown(results, args.rate, elapsed, machine(load), when, command)
-    write_section(args.output, "faults", text)
+    write_section("faults", text, args.output)
     watchdog.set()
     print("\n".join(table(results)))
     print(f"wrote {args.output} in {elapsed:.0f}s")

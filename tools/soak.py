@@ -1,20 +1,45 @@
-"""Soak run (``make soak``): steady publish/subscribe/request traffic between two clients
-while the server restarts every ``--restart-every`` seconds; writes its figures to
-docs/RELIABILITY.md (section ``soak``) and fails on lost buffered messages, RSS growth of
-10% or more, or threads/file descriptors left after close.
+#!/usr/bin/env python3
+"""Soak run (``make soak``): steady traffic while the server restarts; writes section
+``soak`` of docs/RELIABILITY.md.
+
+One real ``nats-server`` (``nats_sync.testing.NatsServer``) and two clients in this
+process. Client A publishes a numbered stream (16-byte payloads: sequence number and
+publish time) at ``--rate`` msgs/s from one thread and sends ``--request-rate``
+requests/s from another; client B subscribes to the stream (a callback recording each
+sequence number) and answers the requests. Every ``--restart-every`` seconds the server
+gets SIGKILL and is started again on the same port ``--downtime`` seconds later.
+
+Messages published while client A was reconnecting (``is_reconnecting`` before and after
+the call) are held in its disconnect buffer and must all arrive: so that they do not
+reach a server on which client B has not yet re-subscribed (the server would drop them:
+no interest), A's ``reconnect_delay_cb`` holds its reconnect until B is back and has
+flushed, as tools/reliability.py does. Other lost messages published from 1 s before a
+kill until A's reconnect were in flight on a socket that died (core NATS is
+at-most-once); any other loss is unexplained.
+
+Also measured: RSS (``VmRSS``) after a warm-up and at the end, threads and open file
+descriptors before connecting and after closing. Exit status 1 when a buffered message
+was lost, a loss is unexplained, ``publish()`` raised anything but
+``OutboundBufferLimitError``, a restart was not recovered from, RSS grew 10% or more, or
+threads or file descriptors were left after close; 3 when the watchdog fired.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import faulthandler
 import os
 import platform
 import struct
 import sys
 import threading
 import time
-import tracemalloc
+from array import array
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from _reliability_doc import write_section  # tools/ is on sys.path when run
@@ -22,129 +47,496 @@ from _reliability_doc import write_section  # tools/ is on sys.path when run
 import nats_sync
 from nats_sync.testing import NatsServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUTPUT = ROOT / "docs" / "RELIABILITY.md"
+PAYLOAD = struct.Struct(">Qd")  # sequence number, publish time (time.monotonic())
+SUBJECT = "soak.data"
+ECHO = "soak.echo"
+
+RECONNECT_TIMEOUT = 15.0  # restart -> a client's reconnected_cb
+FLUSH_TIMEOUT = 5.0
+REQUEST_TIMEOUT = 0.5
+JOIN_TIMEOUT = 10.0
+BASELINE_TIMEOUT = 5.0  # after close: threads and fds must be back within this long
+DRAIN_QUIET = 1.5  # end: the subscriber saw nothing new for this long
+DRAIN_MAX = 10.0
+IN_FLIGHT_BEFORE = 1.0  # a loss published this long before a kill may be in flight
+RSS_LIMIT = 10.0  # percent
+
+
+def now() -> float:
+    return time.monotonic()
 
 
 def rss_kib() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
-    return 0
+    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=180.0)
-    parser.add_argument("--restart-every", type=float, default=20.0)
-    parser.add_argument("--rate", type=int, default=1000, help="messages per second")
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "RELIABILITY.md")
-    parser.add_argument("--trace", action="store_true",
-                        help="print where Python memory grew (tracemalloc), for diagnosis")
-    args = parser.parse_args()
-    if args.trace:
-        tracemalloc.start(10)
-    warm_snapshot = None
+class Receiver:
+    """Client B's callback: which sequence numbers arrived (preallocated: no RSS noise)."""
 
-    threads_before, fds_before = threading.active_count(), open_fds()
-    # Preallocated so the tool's own bookkeeping does not show up as RSS growth.
-    capacity = int(args.seconds * args.rate * 1.5) + 10_000
-    received = bytearray(capacity)
-    buffered: set[int] = set()
-    published = answered = timed_out = refused = restarts = 0
-    with NatsServer() as server:
-        listener = nats_sync.connect(server.url, name="soak-subscriber",
-                                     max_reconnect_attempts=-1,
-                                     reconnect_delay_cb=lambda attempt: 0.02)
+    def __init__(self, capacity: int) -> None:
+        self.seen = bytearray(capacity)
+        self.unique = self.duplicates = self.out_of_order = self.highest = 0
+        self.last_arrival = now()
 
-        def mark(msg: nats_sync.Msg) -> None:
-            received[struct.unpack(">Q", msg.data[:8])[0]] = 1
+    def on_msg(self, msg: nats_sync.Msg) -> None:
+        seq, _ = PAYLOAD.unpack_from(msg.data)
+        self.last_arrival = now()
+        if self.seen[seq]:
+            self.duplicates += 1
+            return
+        self.seen[seq] = 1
+        self.unique += 1
+        if seq < self.highest:
+            self.out_of_order += 1
+        else:
+            self.highest = seq
 
-        sub = listener.subscribe("soak.data", cb=mark, pending_msgs_limit=1_000_000)
-        listener.subscribe("soak.echo", cb=lambda msg: msg.respond(msg.data))
-        listener.flush()
-        nc = nats_sync.connect(server.url, name="soak-publisher", max_reconnect_attempts=-1,
-                               reconnect_delay_cb=lambda attempt: 0.3)
-        started = time.monotonic()
-        warm_rss = 0
-        next_restart = started + args.restart_every
-        sequence = 0
-        while (now := time.monotonic()) - started < args.seconds:
-            if now >= next_restart:
-                server.kill()
-                time.sleep(0.5)
-                server.start()
-                restarts += 1
-                next_restart = now + args.restart_every
-            if not warm_rss and now - started > 10:
-                warm_rss = rss_kib()
-                if args.trace:
-                    warm_snapshot = tracemalloc.take_snapshot()
-            for _ in range(args.rate // 20):  # one 50 ms tick
-                sequence += 1
-                was_down = nc.is_reconnecting
-                try:
-                    nc.publish("soak.data", struct.pack(">Q", sequence) + b"x" * 8)
-                except nats_sync.OutboundBufferLimitError:
-                    refused += 1
-                    continue
-                published += 1
-                if was_down and nc.is_reconnecting:
-                    buffered.add(sequence)
+
+class Paced(threading.Thread):
+    """A thread calling ``step`` ``rate`` times a second until stopped (no catch-up burst
+    after a stall longer than a second)."""
+
+    def __init__(self, name: str, rate: int, batch: int) -> None:
+        super().__init__(name=name, daemon=True)
+        self.rate, self.batch = rate, batch
+        self.stopping = threading.Event()
+        self.failure: BaseException | None = None
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        interval = self.batch / self.rate
+        deadline = now()
+        try:
+            while not self.stopping.is_set():
+                for _ in range(self.batch):
+                    self.step()
+                deadline += interval
+                delay = deadline - now()
+                if delay > 0:
+                    self.stopping.wait(delay)
+                elif delay < -1.0:
+                    deadline = now()
+        except BaseException as error:  # reported by finish(), not lost on a thread
+            self.failure = error
+
+    def finish(self) -> None:
+        self.stopping.set()
+        self.join(JOIN_TIMEOUT)
+        if self.is_alive():
+            raise RuntimeError(f"{self.name} did not stop within {JOIN_TIMEOUT:.0f} s")
+        if self.failure is not None:
+            raise RuntimeError(f"{self.name} failed") from self.failure
+
+
+class Publisher(Paced):
+    def __init__(self, nc: nats_sync.Client, rate: int, capacity: int) -> None:
+        super().__init__("soak-publisher", rate, max(1, rate // 100))
+        self.nc = nc
+        self.capacity = capacity
+        self.times = array("d", bytes(8 * capacity))  # publish time of each sequence number
+        self.buffered = bytearray(capacity)  # 1: published while reconnecting
+        self.published = self.refused = 0
+        self.errors: Counter[str] = Counter()
+
+    def step(self) -> None:
+        seq = self.published
+        if seq >= self.capacity:
+            self.stopping.set()
+            return
+        nc = self.nc
+        before = nc.is_reconnecting
+        at = now()
+        try:
+            nc.publish(SUBJECT, PAYLOAD.pack(seq, at))
+        except nats_sync.OutboundBufferLimitError:
+            self.refused += 1
+            return
+        except nats_sync.Error as error:
+            self.errors[type(error).__name__] += 1
+            return
+        self.buffered[seq] = before and nc.is_reconnecting
+        self.times[seq] = at
+        self.published += 1
+
+
+class Requester(Paced):
+    def __init__(self, nc: nats_sync.Client, rate: int) -> None:
+        super().__init__("soak-requester", rate, 1)
+        self.nc = nc
+        self.sent = self.answered = self.wrong = self.timed_out = self.no_responders = 0
+        self.errors: Counter[str] = Counter()
+
+    def step(self) -> None:
+        self.sent += 1
+        payload = b"%d" % self.sent
+        try:
+            reply = self.nc.request(ECHO, payload, timeout=REQUEST_TIMEOUT)
+        except nats_sync.TimeoutError:
+            self.timed_out += 1
+        except nats_sync.NoRespondersError:
+            self.no_responders += 1
+        except nats_sync.Error as error:
+            self.errors[type(error).__name__] += 1
+        else:
+            if reply.data == payload:
+                self.answered += 1
+            else:
+                self.wrong += 1
+
+
+class Events:
+    """One client's callbacks: reconnect times and errors."""
+
+    def __init__(self) -> None:
+        self.reconnected = threading.Event()
+        self.reconnected_at: list[float] = []
+        self.errors: Counter[str] = Counter()
+
+    def on_reconnected(self) -> None:
+        self.reconnected_at.append(now())
+        self.reconnected.set()
+
+    def on_error(self, error: Exception) -> None:
+        self.errors[type(error).__name__] += 1
+
+
+@dataclass
+class Restart:
+    at: float
+    publisher_back: float | None = None
+    subscriber_back: float | None = None
+
+
+@dataclass
+class Figures:
+    seconds: float = 0.0
+    restarts: list[Restart] = field(default_factory=list)
+    published: int = 0
+    unique: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    buffered: int = 0
+    lost: int = 0
+    lost_in_flight: int = 0
+    lost_from_buffer: int = 0
+    lost_unexplained: int = 0
+    refused: int = 0
+    publish_errors: Counter[str] = field(default_factory=Counter)
+    requests: Requester | None = None
+    responder_errors: int = 0
+    reconnects_a: int = 0
+    reconnects_b: int = 0
+    client_errors: Counter[str] = field(default_factory=Counter)
+    rss_before: int = 0
+    rss_warm: int = 0
+    rss_end: int = 0
+    blocks_warm: int = 0
+    blocks_end: int = 0
+    warm_at: float = 0.0
+    threads_before: int = 0
+    threads_after: int = 0
+    fds_before: int = 0
+    fds_after: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def growth(self) -> float:
+        return (self.rss_end - self.rss_warm) / self.rss_warm * 100 if self.rss_warm else 0.0
+
+    @property
+    def unrecovered(self) -> int:
+        return sum(1 for r in self.restarts if r.publisher_back is None
+                   or r.subscriber_back is None)
+
+    def broken(self) -> list[str]:
+        checks = [
+            (self.lost_from_buffer > 0, f"{self.lost_from_buffer} buffered messages lost"),
+            (self.lost_unexplained > 0, f"{self.lost_unexplained} messages lost unexplained"),
+            (bool(self.publish_errors), f"publish() raised {dict(self.publish_errors)}"),
+            (self.unrecovered > 0, f"{self.unrecovered} restarts not recovered from"),
+            (self.growth >= RSS_LIMIT, f"RSS grew {self.growth:+.1f}%"),
+            (self.threads_after > self.threads_before,
+             f"threads {self.threads_before} -> {self.threads_after}"),
+            (self.fds_after > self.fds_before, f"fds {self.fds_before} -> {self.fds_after}"),
+        ]
+        return [text for failed, text in checks if failed]
+
+
+def start_watchdog(seconds: float, server: NatsServer) -> threading.Event:
+    done = threading.Event()
+
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        print(f"\nsoak: still running after {seconds:.0f} s: giving up; thread stacks:",
+              file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        with contextlib.suppress(Exception):
+            server.cleanup()
+        os._exit(3)
+
+    threading.Thread(target=watch, name="soak-watchdog", daemon=True).start()
+    return done
+
+
+def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = now() + timeout
+    while not condition():
+        if now() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
+    figures = Figures()
+    capacity = int(args.seconds * args.rate * 1.2) + 10_000
+    receiver = Receiver(capacity)
+    events_a, events_b = Events(), Events()
+    subscriber_ready = threading.Event()
+    subscriber_ready.set()
+
+    def hold_until_subscriber_ready(attempt: int) -> float:
+        subscriber_ready.wait(RECONNECT_TIMEOUT)
+        return 0.02
+
+    figures.threads_before, figures.fds_before = threading.active_count(), open_fds()
+    figures.rss_before = rss_kib()
+    client_b = nats_sync.connect(
+        server.url, name="soak-b", max_reconnect_attempts=-1,
+        reconnect_delay_cb=lambda attempt: 0.05, reconnected_cb=events_b.on_reconnected,
+        error_cb=events_b.on_error)
+    client_a = None
+    try:
+
+        def respond(msg: nats_sync.Msg) -> None:
             try:
-                nc.request("soak.echo", b"ping", timeout=0.5)
-                answered += 1
-            except (nats_sync.TimeoutError, nats_sync.NoRespondersError):
-                timed_out += 1
-            time.sleep(max(0.0, 0.05 - (time.monotonic() - now)))
-        nc.flush(timeout=10)
-        time.sleep(1.0)
-        end_rss = rss_kib()
-        if warm_snapshot is not None:
-            for stat in tracemalloc.take_snapshot().compare_to(warm_snapshot, "lineno")[:10]:
-                print(stat)
-        reconnects = nc.stats["reconnects"]
-        nc.close()
-        listener.close()
-        del sub
-    time.sleep(0.5)
-    threads_after, fds_after = threading.active_count(), open_fds()
-    unique = sum(received)
-    lost = published - unique
-    lost_buffered = sum(1 for number in buffered if not received[number])
-    growth = (end_rss - warm_rss) / warm_rss * 100 if warm_rss else 0.0
-    ok = lost_buffered == 0 and growth < 10 and threads_after <= threads_before and (
-        fds_after <= fds_before)
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    write_section(args.output, "soak", f"""## Soak (`make soak`)
+                msg.respond(msg.data)
+            except nats_sync.Error:
+                figures.responder_errors += 1
 
-{args.seconds:.0f} s of traffic between two clients ({args.rate:,} msgs/s published, a
-request every 50 ms) while the server was killed and restarted {restarts} times (every
-{args.restart_every:.0f} s, 0.5 s down). Run on {when}, Python {platform.python_version()}.
+        stream = client_b.subscribe(SUBJECT, cb=receiver.on_msg,
+                                    pending_msgs_limit=4_000_000,
+                                    pending_bytes_limit=512 * 1024 * 1024)
+        client_b.subscribe(ECHO, cb=respond)
+        client_b.flush(FLUSH_TIMEOUT)
+        client_a = nats_sync.connect(
+            server.url, name="soak-a", max_reconnect_attempts=-1,
+            reconnect_delay_cb=hold_until_subscriber_ready,
+            reconnected_cb=events_a.on_reconnected, error_cb=events_a.on_error)
+        publisher = Publisher(client_a, args.rate, capacity)
+        requester = Requester(client_a, args.request_rate)
+        started = now()
+        publisher.start()
+        requester.start()
+        warmup = args.warmup if args.warmup is not None else min(
+            args.restart_every + 5.0, args.seconds / 2)
+        next_restart = started + args.restart_every
+        try:
+            while (moment := now()) - started < args.seconds:
+                if not figures.rss_warm and moment - started >= warmup:
+                    figures.rss_warm, figures.warm_at = rss_kib(), moment - started
+                    figures.blocks_warm = sys.getallocatedblocks()
+                if moment >= next_restart and moment - started + args.downtime + 2 < (
+                        args.seconds):
+                    figures.restarts.append(restart(server, client_b, args.downtime,
+                                                    events_a, events_b, subscriber_ready))
+                    next_restart = moment + args.restart_every
+                time.sleep(0.05)
+        finally:
+            publisher.finish()
+            requester.finish()
+        if not figures.rss_warm:  # a run shorter than its warm-up
+            figures.rss_warm, figures.warm_at = rss_kib(), now() - started
+            figures.blocks_warm = sys.getallocatedblocks()
+        figures.seconds = now() - started
+        with contextlib.suppress(nats_sync.Error):
+            client_a.flush(FLUSH_TIMEOUT)
+        deadline = now() + DRAIN_MAX
+        while receiver.unique < publisher.published and now() < deadline:
+            if now() - receiver.last_arrival > DRAIN_QUIET:
+                break
+            time.sleep(0.05)
+        with contextlib.suppress(nats_sync.Error):
+            client_b.flush(FLUSH_TIMEOUT)
+        figures.rss_end = rss_kib()
+        figures.blocks_end = sys.getallocatedblocks()
+        analyse(figures, publisher, receiver)
+        figures.requests = requester
+        figures.reconnects_a = client_a.stats["reconnects"]
+        figures.reconnects_b = client_b.stats["reconnects"]
+        if stream.dropped:
+            figures.notes.append(f"the subscription dropped {stream.dropped} messages "
+                                 "(slow consumer)")
+    finally:
+        for client in (client_a, client_b):
+            if client is not None:
+                client.close()
+    figures.client_errors = events_a.errors + events_b.errors
+    # close() joins the client's threads; give the kernel and the last callbacks a moment
+    wait_for(lambda: threading.active_count() <= figures.threads_before
+             and open_fds() <= figures.fds_before, BASELINE_TIMEOUT)
+    figures.threads_after, figures.fds_after = threading.active_count(), open_fds()
+    return figures
+
+
+def restart(server: NatsServer, client_b: nats_sync.Client, downtime: float, events_a: Events,
+            events_b: Events, subscriber_ready: threading.Event) -> Restart:
+    """SIGKILL, ``downtime`` s, start on the same port; B back and flushed, then A."""
+    subscriber_ready.clear()
+    events_a.reconnected.clear()
+    events_b.reconnected.clear()
+    record = Restart(now())
+    try:
+        server.kill()
+        time.sleep(downtime)
+        server.start()
+        if events_b.reconnected.wait(RECONNECT_TIMEOUT):
+            record.subscriber_back = events_b.reconnected_at[-1]
+            client_b.flush(FLUSH_TIMEOUT)
+    finally:
+        subscriber_ready.set()
+    if events_a.reconnected.wait(RECONNECT_TIMEOUT):
+        record.publisher_back = events_a.reconnected_at[-1]
+    return record
+
+
+def analyse(figures: Figures, publisher: Publisher, receiver: Receiver) -> None:
+    figures.published = publisher.published
+    figures.unique, figures.duplicates = receiver.unique, receiver.duplicates
+    figures.out_of_order = receiver.out_of_order
+    figures.refused, figures.publish_errors = publisher.refused, publisher.errors
+    figures.buffered = sum(publisher.buffered)
+    windows = [(r.at - IN_FLIGHT_BEFORE, r.publisher_back or r.at + RECONNECT_TIMEOUT)
+               for r in figures.restarts]
+    for seq in range(publisher.published):
+        if receiver.seen[seq]:
+            continue
+        figures.lost += 1
+        if publisher.buffered[seq]:
+            figures.lost_from_buffer += 1
+        elif any(start <= publisher.times[seq] <= end for start, end in windows):
+            figures.lost_in_flight += 1
+        else:
+            figures.lost_unexplained += 1
+
+
+def section(f: Figures, args: argparse.Namespace, when: str, command: str) -> str:
+    requests = f.requests
+    assert requests is not None
+    broken = f.broken()
+    downs = [r.publisher_back - r.at for r in f.restarts if r.publisher_back is not None]
+    outage = f"{min(downs):.2f} to {max(downs):.2f} s" if downs else "n/a"
+    other_requests = sum(requests.errors.values()) + requests.wrong
+    answers = (f"{requests.answered:,} / {requests.timed_out:,} / "
+               f"{requests.no_responders:,} / {other_requests:,}")
+    errors = ", ".join(f"{name} {count}" for name, count in sorted(f.client_errors.items()))
+    notes = "".join(f"\n- {note}" for note in f.notes)
+    return f"""## Soak (`make soak`)
+
+{f.seconds:.0f} s of steady traffic on one `nats-server` that was killed (SIGKILL) and
+started again on the same port {len(f.restarts)} times: every {args.restart_every:.0f} s,
+down for {args.downtime:.1f} s. Client A publishes a numbered stream at
+{args.rate:,} msgs/s from one thread and sends {args.request_rate} requests/s (timeout
+{REQUEST_TIMEOUT} s) from another; client B records the stream with a callback
+subscription and answers the requests. A's reconnect waits until B is back and has
+flushed, so that what A held in its disconnect buffer meets B's re-made subscription
+(the server would drop it otherwise). Lost messages are split as in the fault table
+above: published while A was reconnecting (from its buffer: must be 0), published from
+1 s before a kill until A's reconnect (in flight on a socket that died: core NATS is
+at-most-once), and any other (unexplained: must be 0).
 
 | figure | value |
 |---|---:|
-| messages published | {published:,} |
-| received (unique) | {unique:,} |
-| lost (in flight at a kill: core NATS is at-most-once) | {lost:,} |
-| published while disconnected (buffered) | {len(buffered):,} |
-| **lost from the buffer** | **{lost_buffered}** |
-| refused (buffer full) | {refused:,} |
-| requests answered / timed out | {answered:,} / {timed_out:,} |
-| reconnects of the publisher | {reconnects} |
-| RSS after warm-up -> at the end | {warm_rss:,} KiB -> {end_rss:,} KiB ({growth:+.1f}%) |
-| threads before connect / after close | {threads_before} / {threads_after} |
-| open file descriptors before / after | {fds_before} / {fds_after} |
+| messages published | {f.published:,} |
+| received (unique) | {f.unique:,} |
+| duplicates / out of order | {f.duplicates:,} / {f.out_of_order:,} |
+| lost | {f.lost:,} |
+| lost in flight at a kill | {f.lost_in_flight:,} |
+| published while disconnected (buffered) | {f.buffered:,} |
+| **lost from the buffer** | **{f.lost_from_buffer}** |
+| **lost unexplained** | **{f.lost_unexplained}** |
+| refused (buffer full) | {f.refused:,} |
+| requests sent | {requests.sent:,} |
+| answered / timed out / no responders / other | {answers} |
+| restarts / reconnects of A / of B | {len(f.restarts)} / {f.reconnects_a} / {f.reconnects_b} |
+| A back after a kill (incl. downtime) | {outage} |
+| RSS before connect | {f.rss_before:,} KiB |
+| RSS after warm-up ({f.warm_at:.0f} s) -> at the end | {f.rss_warm:,} KiB -> {f.rss_end:,} KiB |
+| **RSS growth** (limit < {RSS_LIMIT:.0f}%) | **{f.growth:+.1f}%** |
+| Python memory blocks in use, same moments | {f.blocks_warm:,} -> {f.blocks_end:,} |
+| threads before connect / after close | {f.threads_before} / {f.threads_after} |
+| open file descriptors before connect / after close | {f.fds_before} / {f.fds_after} |
 
-Result: **{"all bounds held" if ok else "a bound was broken"}**.
-""")
-    print(f"published {published:,}, received {unique:,}, lost {lost:,} "
-          f"(buffered lost {lost_buffered}), RSS {growth:+.1f}%, threads "
-          f"{threads_before}->{threads_after}, fds {fds_before}->{fds_after}")
-    return 0 if ok else 1
+- Requests are sent one at a time, each waiting up to {REQUEST_TIMEOUT} s: those sent
+  while A or B was disconnected time out. error_cb: {errors or "nothing"}.
+- RSS is `VmRSS` from /proc/self/status (this process: both clients, the tool's
+  preallocated bookkeeping). The Python memory blocks (`sys.getallocatedblocks()`)
+  tell a leak of objects from the allocator keeping pages it has touched.{notes}
+- Run on {when}, Python {platform.python_version()}, `{command}`.
+
+Result: **{"all bounds held" if not broken else "a bound was broken: " + "; ".join(broken)}**.
+"""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--seconds", type=float, default=180.0, help="traffic time (180)")
+    parser.add_argument("--restart-every", type=float, default=20.0,
+                        help="seconds between server restarts (20)")
+    parser.add_argument("--downtime", type=float, default=1.0,
+                        help="seconds the server stays down at each restart (1)")
+    parser.add_argument("--rate", type=int, default=1000, help="messages per second (1000)")
+    parser.add_argument("--request-rate", type=int, default=50,
+                        help="requests per second (50)")
+    parser.add_argument("--warmup", type=float, default=None,
+                        help="seconds before the first RSS figure (default: the first "
+                             "restart + 5 s, at most half the run)")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+                        help="page whose `soak` section is written (docs/RELIABILITY.md)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    command = "make soak" + (f' SOAK_ARGS="{" ".join(given)}"' if given else "")
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    server = NatsServer()
+    watchdog = start_watchdog(args.seconds + 180.0, server)
+    try:
+        server.start()
+        figures = soak(args, server)
+    finally:
+        server.cleanup()
+    write_section("soak", section(figures, args, when, command), args.output)
+    watchdog.set()
+    requests = figures.requests
+    assert requests is not None
+    print(f"published {figures.published:,}, received {figures.unique:,}, lost "
+          f"{figures.lost:,} (in flight {figures.lost_in_flight}, from the buffer "
+          f"{figures.lost_from_buffer}, unexplained {figures.lost_unexplained}; buffered "
+          f"{figures.buffered:,}); requests {requests.answered:,}/{requests.sent:,} answered; "
+          f"restarts {len(figures.restarts)}; RSS {figures.rss_warm:,} -> "
+          f"{figures.rss_end:,} KiB ({figures.growth:+.1f}%); threads "
+          f"{figures.threads_before} -> {figures.threads_after}; fds {figures.fds_before} -> "
+          f"{figures.fds_after}; wrote section soak of {args.output}")
+    broken = figures.broken()
+    if broken:
+        print("soak: FAILED: " + "; ".join(broken), file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
