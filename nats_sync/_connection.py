@@ -3,9 +3,9 @@
 How it works:
 
 - Reader thread (:meth:`Connection.run_reader`): ``recv_into`` a large buffer, feed the
-  parser, hand each op to ``on_op`` (the handler). It touches only the parser, which it
-  owns, and never runs user code. It ends on end of stream, a socket error or a
-  protocol error, and reports that once through ``on_lost``.
+  parser, hand the ops of each read to ``on_ops`` (the handler) as one list. It touches
+  only the parser, which it owns, and never runs user code. It ends on end of stream,
+  a socket error or a protocol error, and reports that once through ``on_lost``.
 - A caller's thread may write one message itself (:meth:`Connection.send_direct`) when
   nothing is queued and the writer is idle; the outbox's ``sending`` flag keeps it and
   the writer from writing at the same time.
@@ -35,6 +35,10 @@ log = logging.getLogger("nats_sync")
 
 def _segments(frames: list[Frame]) -> list[Buffer]:
     """The buffers to send: runs of small frames joined, large payloads as they are."""
+    try:
+        return [b"".join(frames)]  # type: ignore[arg-type]  # all small: one C call
+    except TypeError:
+        pass  # a large frame (a list) among them: join around it
     segments: list[Buffer] = []
     run: list[bytes] = []
     for frame in frames:
@@ -67,7 +71,8 @@ class Connection:
         transport: the connected stream.
         parser: the parser, possibly holding bytes read during the handshake.
         outbox: the client's outbox.
-        on_op: handler callback for each server op (reader thread).
+        on_ops: handler callback for the server ops of each read, in order (reader
+            thread).
         on_lost: handler callback, called once, when the connection fails.
     """
 
@@ -76,13 +81,13 @@ class Connection:
         transport: Transport,
         parser: Parser,
         outbox: Outbox,
-        on_op: Callable[[ServerOp], None],
+        on_ops: Callable[[list[ServerOp]], None],
         on_lost: Callable[[Connection, Error], None],
     ) -> None:
         self.transport = transport
         self.parser = parser
         self._outbox = outbox
-        self._on_op = on_op
+        self._on_ops = on_ops
         self._on_lost = on_lost
         #: Set once the connection has failed or been shut down on purpose.
         self.finished = False
@@ -114,10 +119,10 @@ class Connection:
             self.transport.close()
 
     def dispatch_buffered(self) -> None:
-        """Hands any ops already in the parser (read during the handshake) to ``on_op``."""
-        on_op = self._on_op
-        while (op := self.parser.next_op()) is not None:
-            on_op(op)
+        """Hands any ops already in the parser (read during the handshake) to ``on_ops``."""
+        on_ops = self._on_ops
+        while ops := self.parser.next_ops():
+            on_ops(ops)
 
     def send_direct(self, frame: bytes, payload_size: int) -> bool:
         """Caller's thread: writes one message now if the writer is idle.
@@ -150,8 +155,8 @@ class Connection:
         view = memoryview(buffer)
         recv_into = self.transport.recv_into
         feed = self.parser.feed
-        next_op = self.parser.next_op
-        on_op = self._on_op
+        next_ops = self.parser.next_ops
+        on_ops = self._on_ops
         try:
             self.dispatch_buffered()
             while not self.finished:
@@ -159,8 +164,10 @@ class Connection:
                 if count == 0:
                     raise NatsConnectionError("the server closed the connection")
                 feed(view[:count])
-                while (op := next_op()) is not None:
-                    on_op(op)
+                # Twice when all is well (the second finds nothing): a protocol error
+                # comes out on the call after the ops before it were handed on.
+                while ops := next_ops():
+                    on_ops(ops)
         except Error as err:
             self._lost(err)
         except Exception as err:

@@ -103,13 +103,19 @@ class Outbox:
         """
         with self.lock:
             if self.size + size > self.limit and (self.size or not self.connected):
-                self._wait_for_room(size)
+                self.wait_for_room(size)
             self.frames.append(frame)
             self.size += size
             self.out_msgs += 1
             self.out_bytes += payload_size
             if self.writer_waiting:
-                self._wakeup.notify()
+                self.wake_writer()
+
+    def wake_writer(self) -> None:
+        """With ``lock`` held and the writer waiting: wakes it, once per wake-up (frames
+        queued before it runs ride along for free)."""
+        self.writer_waiting = False
+        self._wakeup.notify()
 
     def claim_direct(self, payload_size: int) -> bool:
         """Lets the calling thread write one message to the socket itself.
@@ -139,9 +145,15 @@ class Outbox:
                 self.size += len(unsent)
             self.sending = False
             if self.writer_waiting:
-                self._wakeup.notify()
+                self.wake_writer()
 
-    def _wait_for_room(self, size: int) -> None:
+    def wait_for_room(self, size: int) -> None:
+        """With ``lock`` held: waits until ``size`` more bytes fit, or raises.
+
+        Raises:
+            OutboundBufferLimitError: still no room after ``full_wait`` (at once when
+                disconnected).
+        """
         if not self.connected:
             raise OutboundBufferLimitError(
                 f"disconnected with {self.size} of {self.limit} bytes buffered; "
@@ -182,7 +194,7 @@ class Outbox:
             self.frames.append(ControlFrame(frame))
             self.size += len(frame)
             if self.writer_waiting:
-                self._wakeup.notify()
+                self.wake_writer()
 
     def put_ping(self, waiter: PongWaiter | None) -> None:
         """Queues a PING and, in the same order, the waiter for its PONG."""
@@ -191,7 +203,7 @@ class Outbox:
             self.size += len(_PING_FRAME)
             self.pong_waiters.append(waiter)
             if self.writer_waiting:
-                self._wakeup.notify()
+                self.wake_writer()
 
     def pop_pong_waiter(self) -> PongWaiter | None:
         """The waiter of the oldest unanswered PING (None for keepalive PINGs)."""
@@ -259,7 +271,7 @@ class Outbox:
             self.frames[:0] = [ControlFrame(frame) for frame in frames]
             self.size += sum(len(frame) for frame in frames)
             if self.writer_waiting:
-                self._wakeup.notify()
+                self.wake_writer()
 
     def set_connected(self, connected: bool) -> None:
         """Switches between sending (connected) and buffering (disconnected)."""
