@@ -1,9 +1,16 @@
-"""The :class:`Msg` a subscription or a request hands to user code."""
+"""The :class:`Msg` a subscription or a request hands to user code.
+
+How it works: a ``Msg`` is an immutable tuple laid out like the protocol core's
+``MsgOp`` (subject, sid, reply, payload, headers, status, description, size, context),
+so the reader thread's parser builds it in one allocation, with the receiving client's
+``publish`` as the context ``respond`` uses. No threads, no state.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 from nats_sync._defaults import STATUS_NO_RESPONDERS
 from nats_sync.errors import Error
@@ -14,9 +21,19 @@ if TYPE_CHECKING:
 #: ``publish(subject, payload, reply, headers)`` of the client that received a message.
 Publisher = Callable[[str, bytes, str, "Mapping[str, str | Sequence[str]] | None"], None]
 
+try:  # the C accessor namedtuple uses: as fast as reading an attribute
+    from collections import _tuplegetter  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - other Python implementations
 
-class Msg:
-    """A message received from NATS.
+    def _tuplegetter(index: int, doc: str) -> Any:
+        return property(itemgetter(index), doc=doc)
+
+
+_SUBJECT, _SID, _REPLY, _DATA, _HEADERS, _STATUS, _DESCRIPTION, _SIZE, _PUBLISH = range(9)
+
+
+class Msg(tuple):  # type: ignore[type-arg]  # fields are typed below
+    """A message received from NATS (read-only).
 
     Attributes:
         subject: the subject it was published to.
@@ -28,10 +45,29 @@ class Msg:
         description: the status description ("" when none).
     """
 
-    __slots__ = ("_publish", "data", "description", "headers", "reply", "sid", "status", "subject")
+    __slots__ = ()
 
-    def __init__(
-        self,
+    if TYPE_CHECKING:
+        subject: str
+        sid: int
+        reply: str
+        data: bytes
+        headers: Headers | None
+        status: int | None
+        description: str
+        _publish: Publisher | None
+    else:
+        subject = _tuplegetter(_SUBJECT, "the subject it was published to")
+        sid = _tuplegetter(_SID, "the id of the subscription that received it")
+        reply = _tuplegetter(_REPLY, 'the reply subject ("" when none)')
+        data = _tuplegetter(_DATA, "the payload")
+        headers = _tuplegetter(_HEADERS, "None, or name -> value (a list for a repeated name)")
+        status = _tuplegetter(_STATUS, "the status code of a status message, else None")
+        description = _tuplegetter(_DESCRIPTION, 'the status description ("" when none)')
+        _publish = _tuplegetter(_PUBLISH, "the receiving client's publish, for respond()")
+
+    def __new__(
+        cls,
         subject: str,
         reply: str = "",
         data: bytes = b"",
@@ -40,20 +76,27 @@ class Msg:
         status: int | None = None,
         description: str = "",
         publish: Publisher | None = None,
-    ) -> None:
-        self.subject = subject
-        self.reply = reply
-        self.data = data
-        self.headers = headers
-        self.sid = sid
-        self.status = status
-        self.description = description
-        self._publish = publish
+    ) -> Msg:
+        """Makes a message by hand (tests, fakes); clients build theirs in the parser."""
+        return tuple.__new__(
+            cls, (subject, sid, reply, data, headers, status, description, len(data), publish)
+        )
+
+    # Two messages are the same message only if they are the same object (as before
+    # this was a tuple); headers are a dict, so a value hash would fail anyway.
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The client's publish is not picklable; a pickled message cannot respond.
+        return (Msg, (self.subject, self.reply, self.data, self.headers, self.sid,
+                      self.status, self.description))
 
     @property
     def is_no_responders(self) -> bool:
-        """Whether this is the server's 503 answer to a request nobody listened to."""
-        return self.status == STATUS_NO_RESPONDERS and not self.data
+        """Whether this is the server's "no responders" status (503, no payload)."""
+        return self[_STATUS] == STATUS_NO_RESPONDERS and not self[_DATA]
 
     def respond(
         self, data: bytes = b"", headers: Mapping[str, str | Sequence[str]] | None = None
@@ -63,27 +106,16 @@ class Msg:
         Raises:
             Error: the message has no reply subject, or did not come from a client.
         """
-        if not self.reply:
-            raise Error(f"message on {self.subject!r} has no reply subject to respond to")
-        if self._publish is None:
+        if not self[_REPLY]:
+            raise Error(f"message on {self[_SUBJECT]!r} has no reply subject to respond to")
+        publish = self[_PUBLISH]
+        if publish is None:
             raise Error("message was not received by a client, so it cannot respond")
-        self._publish(self.reply, data, "", headers)
+        publish(self[_REPLY], data, "", headers)
 
     def __repr__(self) -> str:
-        size = len(self.data)
-        shown = self.data if size <= 32 else self.data[:32] + b"..."
-        extra = f" status={self.status}" if self.status is not None else ""
-        return f"<Msg subject={self.subject!r} reply={self.reply!r}{extra} data={shown!r}>"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Msg):
-            return NotImplemented
-        return (
-            self.subject == other.subject
-            and self.reply == other.reply
-            and self.data == other.data
-            and self.headers == other.headers
-            and self.status == other.status
-        )
-
-    __hash__ = None  # type: ignore[assignment]
+        data = self[_DATA]
+        shown = data if len(data) <= 32 else data[:32] + b"..."
+        status = self[_STATUS]
+        extra = f" status={status}" if status is not None else ""
+        return f"<Msg subject={self[_SUBJECT]!r} reply={self[_REPLY]!r}{extra} data={shown!r}>"

@@ -109,6 +109,11 @@ class _MessageQueue:
             queue.Empty: nothing arrived within ``timeout`` seconds.
         """
         with self._lock:
+            items = self._items
+            if items and type(items[0]) is not _End:  # the common case, inlined
+                msg: Msg = items.popleft()  # type: ignore[assignment]  # not _End: checked
+                self._bytes_out += len(msg.data)
+                return msg
             item = self._take()
             if item is not None:
                 return item
@@ -176,7 +181,6 @@ class Subscription:
             pending_msgs_limit if pending_msgs_limit > 0 else 0, pending_bytes_limit
         )
         self._received = 0
-        self._delivered = 0
         self._dropped = 0
         self._slow = False
         self._end_error: Error | None = None
@@ -223,7 +227,7 @@ class Subscription:
     @property
     def delivered(self) -> int:
         """Messages queued for the user (received minus dropped)."""
-        return self._delivered
+        return self._received - self._dropped
 
     @property
     def dropped(self) -> int:
@@ -241,11 +245,10 @@ class Subscription:
         """Reader thread: queues ``msg``; returns False when this was the last one."""
         self._received += 1
         refused = self._messages.put(msg)
-        if refused is None:
-            self._delivered += 1
-            self._slow = False
-        else:
+        if refused is not None:
             self._drop(msg, refused)
+        elif self._slow:
+            self._slow = False
         return not (self.max_msgs and self._received >= self.max_msgs)
 
     def _drop(self, msg: Msg, limit: str) -> None:
@@ -300,7 +303,7 @@ class Subscription:
             )
         self._handler.check_process()
         try:
-            item = self._messages.get(timeout=timeout)
+            item = self._messages.get(timeout)
         except queue.Empty:
             raise TimeoutError(
                 f"no message on {self._subject!r} within {timeout}s"

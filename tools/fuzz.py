@@ -133,6 +133,30 @@ def _check_buffered(parser: Parser, fed: int) -> None:
         raise PropertyViolationError(f"parser.buffered is {held} after {fed} bytes fed")
 
 
+def feed_batches(data: bytes, cuts: Sequence[int] = ()) -> Outcome:
+    """As :func:`feed`, but drains with ``next_ops`` (the reader thread's way), which
+    must return exactly what ``next_op`` returns, the error after the ops before it."""
+    parser = Parser()
+    outcome = Outcome()
+    fed = 0
+    for chunk in chunks(data, cuts):
+        parser.feed(chunk)
+        fed += len(chunk)
+        for _ in range(fed + 2):
+            try:
+                batch = parser.next_ops()
+            except ProtocolError as err:
+                outcome.error = err
+                return outcome
+            if not batch:
+                break
+            outcome.ops.extend(batch)
+        else:
+            raise PropertyViolationError(f"next_ops() kept returning ops ({fed} bytes fed)")
+        _check_buffered(parser, fed)
+    return outcome
+
+
 def check(data: bytes, cuts: Sequence[int]) -> Outcome:
     """Every property, on ``data`` fed whole and cut at ``cuts``; returns the whole run."""
     whole = feed(data)
@@ -142,6 +166,12 @@ def check(data: bytes, cuts: Sequence[int]) -> Outcome:
             f"cutting the input at {sorted(set(cuts))} changed the result: whole gave "
             f"{len(whole.ops)} ops and {whole.error!r}, cut gave {len(split.ops)} ops and "
             f"{split.error!r}")
+    for batched in (feed_batches(data), feed_batches(data, cuts)):
+        if batched.ops != whole.ops or (batched.error is None) != (whole.error is None):
+            raise PropertyViolationError(
+                f"next_ops() and next_op() disagree (cuts {sorted(set(cuts))}): "
+                f"{len(batched.ops)} ops and {batched.error!r} against {len(whole.ops)} ops "
+                f"and {whole.error!r}")
     return whole
 
 

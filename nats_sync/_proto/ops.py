@@ -31,6 +31,8 @@ class MsgOp(NamedTuple):
     description: str
     #: Bytes the message took on the wire after its control line (headers + payload).
     size: int
+    #: Whatever the parser's owner attached to every message (see ``Parser``); None here.
+    context: Any = None
 
 
 class ErrOp(NamedTuple):

@@ -1,4 +1,5 @@
-"""The sans-IO parser of server ops: ``feed(bytes)``, then ``next_op()`` until None.
+"""The sans-IO parser of server ops: ``feed(bytes)``, then ``next_op()`` until None
+(or ``next_ops()`` for every complete op at once).
 
 How it works: no threads, no I/O, no clock. The reader thread owns one ``Parser`` and is
 the only caller. Fed chunks wait in a list and are joined into ``_buf`` only when the op
@@ -9,11 +10,18 @@ once, not once per read. A ``MSG``/``HMSG`` whose body has not fully arrived is 
 Bounds: a control line may be at most ``max_control_line`` bytes; a message body at most
 ``max_message_size`` (raised as soon as the control line is read, before any payload is
 buffered); every step consumes input or returns None, so the parser cannot loop.
+
+Speed: messages are built as ``message_type`` (a tuple type laid out like ``MsgOp``),
+so a client gets its final message object in one allocation. ``next_ops`` splits a
+chunk on CRLF in C and takes message after message whose control line it has parsed
+before (the common case: a subscription's messages repeat their line) and whose
+payload length matches; anything else goes through ``next_op``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from nats_sync._defaults import (
@@ -36,8 +44,9 @@ from nats_sync.errors import ProtocolError
 _CRLF = b"\r\n"
 _MSG_PREFIX = b"MSG "
 _MSG_LINE_CACHE_SIZE = 1024
-#: Builds a MsgOp without NamedTuple's Python-level __new__ (half the cost per message).
-_new_tuple = tuple.__new__
+#: Builds a message without NamedTuple's Python-level __new__ (half the cost per message).
+#: Typed as MsgOp: whatever ``message_type`` is, it has MsgOp's layout.
+_new_tuple: Callable[..., MsgOp] = tuple.__new__
 
 
 def _shown(data: bytes, limit: int = 64) -> str:
@@ -68,13 +77,19 @@ class Parser:
         max_payload: the largest payload to accept; ``max_message_size`` becomes this
             plus room for a header block. Call :meth:`set_max_payload` when INFO arrives.
         max_control_line: the longest control line accepted without its CRLF.
+        message_type: the tuple type messages are built as (see
+            :meth:`set_message_type`).
+        context: the last field of every message built.
     """
 
     __slots__ = (
         "_buf",
         "_chunks",
         "_chunks_len",
+        "_context",
+        "_failed",
         "_max_control_line",
+        "_message_type",
         "_msg_lines",
         "_pending",
         "_pos",
@@ -82,8 +97,16 @@ class Parser:
     )
 
     def __init__(
-        self, max_payload: int = DEFAULT_MAX_PAYLOAD, max_control_line: int = MAX_CONTROL_LINE
+        self,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        max_control_line: int = MAX_CONTROL_LINE,
+        message_type: type[tuple[Any, ...]] = MsgOp,
+        context: Any = None,
     ) -> None:
+        self._message_type = message_type
+        self._context = context
+        #: An error found by next_ops after other ops, raised by the next call.
+        self._failed: ProtocolError | None = None
         self._buf = b""
         self._pos = 0
         self._chunks: list[bytes] = []
@@ -94,6 +117,15 @@ class Parser:
         self._msg_lines: dict[bytes, tuple[str, int, str, int]] = {}
         self._max_control_line = max_control_line
         self.max_message_size = max_payload + MAX_PAYLOAD_HEADROOM
+
+    def set_message_type(self, message_type: type[tuple[Any, ...]], context: Any) -> None:
+        """Builds messages as ``message_type`` from now on, with ``context`` last.
+
+        ``message_type`` must be a tuple type with ``MsgOp``'s layout: (subject, sid,
+        reply, payload, headers, status, description, size, context).
+        """
+        self._message_type = message_type
+        self._context = context
 
     def set_max_payload(self, max_payload: int) -> None:
         """Accepts messages up to ``max_payload`` (plus header room) from now on."""
@@ -112,6 +144,7 @@ class Parser:
         self._chunks.clear()
         self._chunks_len = 0
         self._pending = None
+        self._failed = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Adds bytes received from the server. The parser keeps its own copy."""
@@ -149,6 +182,8 @@ class Parser:
             ProtocolError: the stream is not valid NATS protocol; the connection
                 carrying it cannot be trusted any more.
         """
+        if self._failed is not None:
+            raise self._failed
         if self._pending is not None:
             return self._finish_message(*self._pending)
         buf = self._buf
@@ -187,8 +222,79 @@ class Parser:
         stop = start + total
         if buf[stop : stop + 2] == _CRLF:  # the whole body is here: the common case
             self._pos = stop + 2
-            return _new_tuple(MsgOp, (subject, sid, reply, buf[start:stop], None, None, "", total))
+            return _new_tuple(self._message_type, (subject, sid, reply, buf[start:stop], None,
+                                                   None, "", total, self._context))
         return self._finish_message(subject, sid, reply, 0, total)
+
+    def next_ops(self) -> list[ServerOp]:
+        """Every op complete in what was fed so far, in order (``next_op`` in a loop).
+
+        Raises:
+            ProtocolError: as :meth:`next_op`, but only once every op before the bad
+                one was returned (by this call, the error then comes on the next).
+        """
+        if self._failed is not None:
+            raise self._failed
+        ops: list[ServerOp] = []
+        try:
+            self._collect(ops)
+        except ProtocolError as err:
+            if not ops:
+                raise
+            self._failed = err
+        return ops
+
+    def _collect(self, ops: list[ServerOp]) -> None:
+        append = ops.append
+        next_op = self.next_op
+        while self._pending is not None:  # a body still arriving: only its size says
+            op = next_op()
+            if op is None:
+                return
+            append(op)
+        if not self._msg_lines:
+            while (op := next_op()) is not None:
+                append(op)
+            return
+        if self._chunks:
+            self._join()  # the unparsed tail of the last read, and this read
+        buf = self._buf
+        pos = self._pos
+        # Split once: parts alternate control line and payload while messages are plain;
+        # every op ends with CRLF, so after any op ``pos`` is again at a part's start.
+        parts = buf[pos:].split(_CRLF) if pos else buf.split(_CRLF)
+        last = len(parts) - 2  # parts[-1] is not terminated yet
+        lines = self._msg_lines
+        message_type = self._message_type
+        context = self._context
+        index = 0
+        while True:
+            while index < last:
+                line = parts[index]
+                parsed = lines.get(line)
+                if parsed is None:
+                    break
+                payload = parts[index + 1]
+                total = parsed[3]
+                if len(payload) != total:
+                    break  # CRLF inside the payload: next_op reads it by its size
+                append(_new_tuple(message_type, (parsed[0], parsed[1], parsed[2], payload,
+                                                 None, None, "", total, context)))
+                pos += len(line) + total + 4
+                index += 2
+            self._pos = pos
+            op = next_op()
+            if op is None:
+                return
+            append(op)
+            consumed = self._pos
+            while pos < consumed and index < len(parts):
+                pos += len(parts[index]) + 2
+                index += 1
+            if pos != consumed or self._buf is not buf:  # lost step: finish the slow way
+                while (op := next_op()) is not None:
+                    append(op)
+                return
 
     def _msg_line(self, line: bytes) -> tuple[str, int, str, int]:
         """Parses and checks a ``MSG`` control line, remembering it for next time."""
@@ -313,14 +419,8 @@ class Parser:
         self._pos = stop + 2
         if header_size:
             headers, status, description = decode_headers(buf[start : start + header_size])
-            return MsgOp(
-                subject,
-                sid,
-                reply,
-                buf[start + header_size : stop],
-                headers,
-                status,
-                description,
-                total,
-            )
-        return _new_tuple(MsgOp, (subject, sid, reply, buf[start:stop], None, None, "", total))
+            payload = buf[start + header_size : stop]
+            return _new_tuple(self._message_type, (subject, sid, reply, payload, headers,
+                                                   status, description, total, self._context))
+        return _new_tuple(self._message_type, (subject, sid, reply, buf[start:stop], None,
+                                               None, "", total, self._context))

@@ -118,6 +118,9 @@ def test_10000_subscribe_unsubscribe_cycles_leave_no_state(connect: ClientFactor
         nc.subscribe(f"stress.cb.{n}", cb=lambda msg: None).unsubscribe()
     nc.flush(timeout=10)
     assert nc._handler.subs == {}
-    alive = [t for t in nc._handler._delivery_threads.values() if t.is_alive()]
+    threads = list(nc._handler._delivery_threads.values())
+    for thread in threads:  # each ends on its own once it sees the end marker
+        thread.join(5)
+    alive = [t for t in threads if t.is_alive()]
     assert alive == []
     assert len(nc._handler._delivery_threads) <= 64 + 1  # pruned as it grows

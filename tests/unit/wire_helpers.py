@@ -8,7 +8,17 @@ from nats_sync._proto import Parser, ServerOp
 
 
 def drain(parser: Parser) -> list[ServerOp]:
-    """Every op the parser can return right now (stops at the first None)."""
+    """Every op the parser can return right now, as the reader takes them
+    (``next_ops`` until it returns nothing; test_parser_batch checks it against
+    ``next_op`` one at a time)."""
+    ops: list[ServerOp] = []
+    while batch := parser.next_ops():
+        ops.extend(batch)
+    return ops
+
+
+def drain_one_by_one(parser: Parser) -> list[ServerOp]:
+    """Every op the parser can return right now, by ``next_op`` until None."""
     ops: list[ServerOp] = []
     while (op := parser.next_op()) is not None:
         ops.append(op)
