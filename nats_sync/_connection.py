@@ -15,16 +15,27 @@ How it works:
   failed send it puts back every message not fully handed to the kernel, whole, ahead
   of newer ones, and reports through ``on_lost``.
 
+- A blocking request's thread may read its own reply (:meth:`Connection.lead`), on a
+  plain TCP connection, when the reader thread stepped aside: the reader parks once it
+  finds nothing to read, nothing pending and requests being made (``may_park``, the
+  handler's view), and then looks at the socket only every ``READER_PARK_POLL`` until
+  ``may_park`` turns false. The reply then costs one wake-up (the requester's, by the
+  kernel) instead of two (the reader's, then the requester's by the reader). Whoever
+  holds ``_token`` reads and dispatches; it is never two threads at once, so the
+  handler still sees one dispatcher at a time.
+
 Policy (reconnect, close) is not decided here: the handler's ``on_lost`` does that.
 """
 
 from __future__ import annotations
 
 import logging
+import select
 import threading
+import time
 from collections.abc import Callable
 
-from nats_sync._defaults import READ_BUFFER_SIZE
+from nats_sync._defaults import READ_BUFFER_SIZE, READER_PARK_POLL
 from nats_sync._outbox import Frame, Outbox, frame_size, remainder
 from nats_sync._proto import Parser, ServerOp
 from nats_sync._transport import Buffer, Transport
@@ -74,6 +85,8 @@ class Connection:
         on_ops: handler callback for the server ops of each read, in order (reader
             thread).
         on_lost: handler callback, called once, when the connection fails.
+        may_park: handler callback: whether the reader may step aside for requesters
+            now (nothing but blocking requests would need it). None: never.
     """
 
     def __init__(
@@ -83,6 +96,7 @@ class Connection:
         outbox: Outbox,
         on_ops: Callable[[list[ServerOp]], None],
         on_lost: Callable[[Connection, Error], None],
+        may_park: Callable[[], bool] | None = None,
     ) -> None:
         self.transport = transport
         self.parser = parser
@@ -94,6 +108,17 @@ class Connection:
         # Direct sends need a write that cannot block: a plain socket has one; TLS and
         # WebSocket framing would have to split records, so they use the writer.
         self._direct_allowed = not (transport.is_tls or transport.is_websocket)
+        #: Whether requesters may read their own replies (plain TCP: non-blocking reads).
+        self.can_lead = self._direct_allowed and may_park is not None
+        self._may_park = may_park or (lambda: False)
+        #: Held by whichever thread reads the socket and dispatches (see lead()).
+        self._token = threading.Lock()
+        self._buffer = memoryview(bytearray(READ_BUFFER_SIZE))  # used under _token only
+        self._poll = select.poll()
+        self._park = threading.Condition(threading.Lock())
+        self._parked = False
+        self._resume = False
+        # The reader, the writer and any leader: the last one out releases the socket.
         self._running = 2
         self._running_lock = threading.Lock()
 
@@ -101,16 +126,25 @@ class Connection:
         """Ends the stream on purpose: both threads return without reporting a loss."""
         self.finished = True
         self.transport.shutdown()
+        self.wake_reader()
 
     def _lost(self, error: Error) -> None:
         if self.finished:
             return
         self.finished = True
         self.transport.shutdown()
+        self.wake_reader()
         self._on_lost(self, error)
 
+    def wake_reader(self) -> None:
+        """Any thread: makes a parked reader read again now (something needs it)."""
+        if self._parked:
+            with self._park:
+                self._resume = True
+                self._park.notify()
+
     def _thread_done(self) -> None:
-        """The last of the two threads to finish releases the socket."""
+        """The last of the threads using the socket to finish releases it."""
         with self._running_lock:
             self._running -= 1
             last = self._running == 0
@@ -149,8 +183,140 @@ class Connection:
         outbox.release_direct(remainder(frame[sent:], frame) if sent < len(frame) else None)
         return True
 
+    def _read_available(self) -> bool:
+        """Under ``_token``: reads and dispatches what the socket has; False if nothing.
+
+        Raises:
+            Error: the connection failed or the server broke the protocol.
+        """
+        buffer = self._buffer
+        count = self.transport.recv_into_nowait(buffer)
+        if count is None:
+            return False
+        if count == 0:
+            raise NatsConnectionError("the server closed the connection")
+        self.parser.feed(buffer[:count])
+        next_ops = self.parser.next_ops
+        while ops := next_ops():
+            self._on_ops(ops)
+        return True
+
+    def lead(self, is_done: Callable[[], bool], deadline: float) -> None:
+        """A blocking requester's thread: reads the socket itself until ``is_done()``,
+        the connection ends or ``deadline`` (monotonic) passes.
+
+        Only when the reader thread has stepped aside; otherwise returns at once and the
+        reader delivers as usual. Failures are reported through ``on_lost`` as the
+        reader would; the caller then waits for its reply as usual.
+        """
+        if not self._parked or not self._token.acquire(blocking=False):
+            return
+        with self._running_lock:
+            entered = self._running > 0 and not self.finished
+            if entered:
+                self._running += 1
+        if not entered:
+            self._token.release()
+            return
+        try:
+            poll = self._poll.poll
+            while not is_done() and not self.finished:
+                if self._read_available():
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                poll(remaining * 1000.0 + 1.0)  # ms, rounded up: never spin on 0
+        except Error as err:
+            self._lost(err)
+        except Exception as err:
+            log.exception("nats_sync: reading a reply failed")
+            self._lost(ProtocolError(f"reading a reply failed: {err!r}"))
+        finally:
+            self._token.release()
+            if not self._may_park():
+                self.wake_reader()  # subscriptions, futures or flushes need it now
+            self._thread_done()
+
+    def _park_while_requesters_read(self) -> None:
+        """Reader thread, ``_token`` released: requesters read their replies meanwhile.
+
+        Returns once ``may_park`` turns false, someone calls :meth:`wake_reader`, or the
+        connection ends. Every ``READER_PARK_POLL`` it takes a look at the socket for
+        ops nobody waits for (PING, INFO, -ERR).
+        """
+        park = self._park
+        with park:
+            self._parked = True
+            self._resume = False
+        try:
+            while not self.finished:
+                with park:
+                    # Looked at again now that _parked is set: a requester that saw it
+                    # unset registered its request first, and will not lead.
+                    if not self._resume and self._may_park():
+                        park.wait(READER_PARK_POLL)
+                    if self._resume:
+                        return
+                if self._token.acquire(blocking=False):
+                    try:
+                        while self._read_available():
+                            pass
+                    finally:
+                        self._token.release()
+                if not self._may_park():
+                    return
+        finally:
+            with park:
+                self._parked = False
+
+    def _run_plain_reader(self) -> None:
+        """Reader thread body on a plain TCP connection (see :meth:`lead`)."""
+        token = self._token
+        self._poll.register(self.transport.fileno(), select.POLLIN)
+        buffer = self._buffer
+        recv_into = self.transport.recv_into
+        feed = self.parser.feed
+        next_ops = self.parser.next_ops
+        on_ops = self._on_ops
+        may_park = self._may_park
+        token.acquire()
+        held = True
+        try:
+            self.dispatch_buffered()
+            while not self.finished:
+                if may_park():
+                    if self._read_available():  # step aside only with nothing unread
+                        continue
+                    token.release()
+                    held = False
+                    self._park_while_requesters_read()  # raises with the token free
+                    token.acquire()
+                    held = True
+                    continue
+                count = recv_into(buffer)  # blocks, holding the token: as the TLS reader
+                if count == 0:
+                    raise NatsConnectionError("the server closed the connection")
+                feed(buffer[:count])
+                while ops := next_ops():
+                    on_ops(ops)
+        finally:
+            if held:
+                token.release()
+
     def run_reader(self) -> None:
         """Reader thread body."""
+        if self.can_lead:
+            try:
+                self._run_plain_reader()
+            except Error as err:
+                self._lost(err)
+            except Exception as err:
+                log.exception("nats_sync: reader thread failed")
+                self._lost(ProtocolError(f"reader failed: {err!r}"))
+            finally:
+                self._thread_done()
+            return
         buffer = bytearray(READ_BUFFER_SIZE)
         view = memoryview(buffer)
         recv_into = self.transport.recv_into

@@ -32,6 +32,11 @@ DEFAULT_SUB_PENDING_MSGS_LIMIT = 512 * 1024
 DEFAULT_SUB_PENDING_BYTES_LIMIT = 128 * 1024 * 1024
 #: Size of the reader thread's receive buffer.
 READ_BUFFER_SIZE = 256 * 1024
+#: A reader thread that stepped aside for requesters reading their own replies looks at
+#: the socket this often (for ops nobody waits for: PING, INFO) ...
+READER_PARK_POLL = 0.01
+#: ... and goes back to reading once no request was made for this long.
+READER_LEAD_IDLE = 0.05
 #: Payloads at least this large go to the socket as their own buffer (no copy).
 LARGE_PAYLOAD_THRESHOLD = 4096
 #: How many buffers one ``sendmsg`` call takes at most (IOV_MAX is 1024 on Linux).

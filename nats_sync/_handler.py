@@ -223,7 +223,8 @@ class Handler(RequestsMixin, ReconnectMixin):
         """
         # Messages are built as Msg by the parser itself, carrying our publish for respond().
         parser.set_message_type(Msg, self._publish_fn)
-        conn = Connection(transport, parser, self.outbox, self._on_ops, self._on_lost)
+        conn = Connection(transport, parser, self.outbox, self._on_ops, self._on_lost,
+                          self._reader_may_park)
         with self._lock:
             if self.state is State.CLOSED:
                 transport.close()
@@ -287,6 +288,26 @@ class Handler(RequestsMixin, ReconnectMixin):
             self.outbox.put_control(frame)
 
     # --- reader thread ---------------------------------------------------------------
+
+    def _reader_may_park(self) -> bool:
+        """Reader thread: whether requesters may read their own replies for a while.
+
+        Only while requests are being made and nothing else needs the reader: no
+        subscription, no request or flush waiting (their replies come unasked).
+        """
+        mux = self._mux
+        return (
+            mux is not None
+            and not mux
+            and not self.subs
+            and not self.outbox.pong_waiters
+            and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE
+        )
+
+    def _wake_reader(self) -> None:
+        conn = self._conn
+        if conn is not None:
+            conn.wake_reader()
 
     def _on_ops(self, ops: list[Any]) -> None:  # ServerOps, with messages as Msg
         """Reader thread: acts on the ops of one read, in order. Never runs user code.
@@ -511,6 +532,7 @@ class Handler(RequestsMixin, ReconnectMixin):
         with self._lock:
             self._check_can_start()
             self.subs[sub.sid] = sub
+            self._wake_reader()
             self._put_control(frame)
             if sub.max_msgs > 0:
                 self._put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
@@ -595,6 +617,7 @@ class Handler(RequestsMixin, ReconnectMixin):
             done.set()
 
         self.outbox.put_ping(on_pong)
+        self._wake_reader()
         if not done.wait(timeout):
             raise FlushTimeoutError(f"no PONG from the server within {timeout}s")
         if outcome[0] is not None:

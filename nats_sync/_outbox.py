@@ -144,7 +144,9 @@ class Outbox:
                 self.frames.insert(0, unsent)
                 self.size += len(unsent)
             self.sending = False
-            if self.writer_waiting:
+            # Only when there is something for it: waking the writer for nothing costs
+            # a thread switch on every request.
+            if self.writer_waiting and (self.frames or self.stopping):
                 self.wake_writer()
 
     def wait_for_room(self, size: int) -> None:

@@ -17,6 +17,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+if TYPE_CHECKING:
+    from nats_sync._connection import Connection
+
 from nats_sync import _proto as proto
 from nats_sync._nuid import Nuid
 from nats_sync._options import Options
@@ -38,6 +41,7 @@ class RequestsMixin:
     _lock: threading.Lock
     _mux: RequestMux | None
     _mux_sid: int
+    _conn: Connection | None
     _nuid: Nuid
     _timer: threading.Condition
     _deadlines: list[tuple[float, int, str]]
@@ -46,6 +50,7 @@ class RequestsMixin:
     if TYPE_CHECKING:
 
         def _check_can_start(self) -> None: ...
+        def _wake_reader(self) -> None: ...
         def next_sid(self) -> int: ...
         def _put_control(self, frame: bytes) -> None: ...
         def run_callback(self, fn: Callable[..., Any], *args: Any) -> None: ...
@@ -87,6 +92,10 @@ class RequestsMixin:
         except BaseException:
             mux.cancel(reply)
             raise
+        conn = self._conn
+        if conn is not None and conn.can_lead:
+            # Read the reply on this thread if the reader stepped aside (one wake-up).
+            conn.lead(waiter.is_done, time.monotonic() + timeout)
         return self._await_reply(mux, waiter, reply, subject, timeout)
 
     def _await_reply(
@@ -112,6 +121,7 @@ class RequestsMixin:
         mux = self._request_mux()
         future = ReplyFuture(subject, self.run_callback)
         reply = mux.register(future)
+        self._wake_reader()  # nobody waits on this thread: the reader must read it
         try:
             self.publish(subject, payload, reply.encode(), headers, direct=True)
         except BaseException:
@@ -159,6 +169,8 @@ class RequestsMixin:
                 next_to_wait += 1
             waiter = ReplyWaiter(subject)
             reply = mux.register(waiter)
+            if not results:
+                self._wake_reader()  # registered first: a parked reader now stays awake
             results.append(None)
             try:
                 self.publish(subject, payload, reply.encode(), headers)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
@@ -47,6 +48,10 @@ class ReplyWaiter:
         """Completes the request with an error."""
         self.error = error
         self._lock.release()
+
+    def is_done(self) -> bool:
+        """Whether :meth:`resolve` or :meth:`fail` was called."""
+        return self.msg is not None or self.error is not None
 
     def wait(self, timeout: float | None) -> bool:
         """Waits for :meth:`resolve` or :meth:`fail`; False on timeout."""
@@ -107,9 +112,12 @@ class RequestMux:
         self._waiters: dict[str, Waiter] = {}
         self._tokens = itertools.count(1)
         self.late_replies = 0
+        #: ``time.monotonic()`` of the last request registered.
+        self.last_request = 0.0
 
     def register(self, waiter: Waiter) -> str:
         """Adds a waiter; returns the reply subject to publish the request with."""
+        self.last_request = time.monotonic()
         token = format(next(self._tokens), "x")
         self._waiters[token] = waiter
         return self.prefix + token

@@ -220,6 +220,25 @@ class Transport:
             return self._ws_recv_into(self._ws, buffer)
         return self._stream_recv_into(buffer)
 
+    def fileno(self) -> int:
+        """The socket's file descriptor (to wait for it with ``poll``)."""
+        return self._sock.fileno()
+
+    def recv_into_nowait(self, buffer: bytearray | memoryview) -> int | None:
+        """Plain TCP only: what is available now into ``buffer``; None when nothing is.
+
+        Returns 0 at end of stream.
+
+        Raises:
+            NatsConnectionError: the socket failed.
+        """
+        try:
+            return self._sock.recv_into(buffer, 0, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except OSError as err:
+            raise NatsConnectionError(f"read failed: {err}") from err
+
     def _ws_recv_into(self, ws: WebSocket, buffer: bytearray | memoryview) -> int:
         """Message data into ``buffer``; 0 once the server closed the WebSocket."""
         while True:
