@@ -111,6 +111,19 @@ class Outbox:
             if self.writer_waiting:
                 self.wake_writer()
 
+    def put_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
+        """Queues several small PUB frames at once (``request_batch``); as
+        :meth:`put_message` for their total ``size`` and ``payload_size``."""
+        with self.lock:
+            if self.size + size > self.limit and (self.size or not self.connected):
+                self.wait_for_room(size)
+            self.frames.extend(frames)
+            self.size += size
+            self.out_msgs += len(frames)
+            self.out_bytes += payload_size
+            if self.writer_waiting:
+                self.wake_writer()
+
     def wake_writer(self) -> None:
         """With ``lock`` held and the writer waiting: wakes it, once per wake-up (frames
         queued before it runs ride along for free)."""

@@ -20,16 +20,27 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from nats_sync._connection import Connection
 
+from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync._nuid import Nuid
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
-from nats_sync._requests import ReplyFuture, ReplyWaiter, RequestMux, no_responders
+from nats_sync._requests import (
+    BatchSlot,
+    BatchWait,
+    ReplyFuture,
+    ReplyWaiter,
+    RequestMux,
+    no_responders,
+)
 from nats_sync._state import State
 from nats_sync.errors import Error, TimeoutError
 from nats_sync.msg import Msg
 
 HeadersArg = Mapping[str, "str | Sequence[str]"] | None
+#: Plain batch requests are queued this many at a time (one lock, one writer wake-up).
+_BATCH_CHUNK = 64
+_LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
 
 
 class RequestsMixin:
@@ -38,6 +49,7 @@ class RequestsMixin:
     options: Options
     state: State
     outbox: Outbox
+    max_payload: int
     _lock: threading.Lock
     _mux: RequestMux | None
     _mux_sid: int
@@ -50,6 +62,7 @@ class RequestsMixin:
     if TYPE_CHECKING:
 
         def _check_can_start(self) -> None: ...
+        def _check_can_publish(self) -> None: ...
         def _wake_reader(self) -> None: ...
         def next_sid(self) -> int: ...
         def _put_control(self, frame: bytes) -> None: ...
@@ -99,7 +112,12 @@ class RequestsMixin:
         return self._await_reply(mux, waiter, reply, subject, timeout)
 
     def _await_reply(
-        self, mux: RequestMux, waiter: ReplyWaiter, reply: str, subject: str, timeout: float
+        self,
+        mux: RequestMux,
+        waiter: ReplyWaiter | BatchSlot,
+        reply: str,
+        subject: str,
+        timeout: float,
     ) -> Msg:
         if not waiter.wait(timeout):
             if mux.cancel(reply) is not None:
@@ -141,37 +159,82 @@ class RequestsMixin:
         headers: HeadersArg,
         max_in_flight: int,
     ) -> list[Msg | BaseException]:
-        """Pipelines requests, at most ``max_in_flight`` unanswered at once."""
+        """Pipelines requests, at most ``max_in_flight`` unanswered at once.
+
+        Plain requests (bytes, no headers) are encoded here against the subject checked
+        once and queued up to ``_BATCH_CHUNK`` at a time; the rest go through
+        ``publish``. All share one :class:`BatchWait`.
+        """
         _check_timeout(timeout)
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ValueError(f"max_in_flight must be an int >= 1, got {max_in_flight!r}")
         mux = self._request_mux()
+        batch = BatchWait()
         results: list[Msg | BaseException | None] = []
-        in_flight: list[tuple[ReplyWaiter, str, float] | None] = []
+        in_flight: list[tuple[BatchSlot, str, float] | None] = []
         next_to_wait = 0
+        try:
+            prefix: bytes | None = b"PUB " + proto.publish_subject(subject) + b" "
+        except Error:
+            prefix = None  # each item gets publish's error
+        largest = min(self.max_payload, _LARGE_PAYLOAD - 1)
+        chunk: list[bytes] = []
+        chunk_items: list[int] = []
+        chunk_bytes = 0
+        chunk_payload = 0
+
+        def queue_chunk() -> None:
+            nonlocal chunk, chunk_items, chunk_bytes, chunk_payload
+            if not chunk:
+                return
+            try:
+                if self.state is not State.CONNECTED:
+                    self._check_can_publish()
+                self.outbox.put_messages(chunk, chunk_bytes, chunk_payload)
+            except Error as err:  # closed, draining, buffer full: those items' result
+                for index in chunk_items:
+                    entry = in_flight[index]
+                    assert entry is not None
+                    mux.cancel(entry[1])
+                    in_flight[index] = None
+                    results[index] = err
+            chunk, chunk_items, chunk_bytes, chunk_payload = [], [], 0, 0
 
         def settle(index: int) -> None:
             entry = in_flight[index]
             in_flight[index] = None
             if entry is None:
                 return
-            waiter, reply, deadline = entry
+            slot, reply, deadline = entry
             try:
                 results[index] = self._await_reply(
-                    mux, waiter, reply, subject, deadline - time.monotonic()
+                    mux, slot, reply, subject, deadline - time.monotonic()
                 )
             except Error as err:
                 results[index] = err
 
         for payload in payloads:
             if len(in_flight) - next_to_wait >= max_in_flight:
+                queue_chunk()
                 settle(next_to_wait)
                 next_to_wait += 1
-            waiter = ReplyWaiter(subject)
-            reply = mux.register(waiter)
+            slot = BatchSlot(subject, batch)
+            reply = mux.register(slot)
             if not results:
                 self._wake_reader()  # registered first: a parked reader now stays awake
             results.append(None)
+            if (prefix is not None and headers is None and type(payload) is bytes
+                    and len(payload) <= largest):
+                chunk.append(b"%b%b %d\r\n%b\r\n" % (prefix, reply.encode(), len(payload),
+                                                       payload))
+                chunk_items.append(len(in_flight))
+                chunk_bytes += len(chunk[-1])
+                chunk_payload += len(payload)
+                in_flight.append((slot, reply, time.monotonic() + timeout))
+                if len(chunk) >= _BATCH_CHUNK:
+                    queue_chunk()
+                continue
+            queue_chunk()  # keeps the order on the wire
             try:
                 self.publish(subject, payload, reply.encode(), headers)
             except (Error, TypeError, ValueError) as err:
@@ -180,7 +243,8 @@ class RequestsMixin:
                 results[-1] = err
                 in_flight.append(None)
                 continue
-            in_flight.append((waiter, reply, time.monotonic() + timeout))
+            in_flight.append((slot, reply, time.monotonic() + timeout))
+        queue_chunk()
         for index in range(next_to_wait, len(in_flight)):
             settle(index)
         return cast(list[Msg | BaseException], results)  # every slot was settled above

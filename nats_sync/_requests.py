@@ -60,6 +60,75 @@ class ReplyWaiter:
         return self._lock.acquire(timeout=max(timeout, 0.0))
 
 
+class BatchWait:
+    """The one place ``request_batch``'s thread sleeps, for whichever request it awaits.
+
+    A batch's requests share it instead of a lock each: the reader only signals when the
+    request being awaited completes, and the rest complete without any wake-up.
+    """
+
+    __slots__ = ("_cond", "waiting")
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        #: The slot the batch's thread sleeps on, if any.
+        self.waiting: BatchSlot | None = None
+
+    def wake(self, slot: BatchSlot) -> None:
+        """Reader thread: ``slot`` completed; wakes the batch's thread if it awaits it."""
+        # Read without the lock: the slot was completed first, and the waiter sets
+        # ``waiting`` before it looks at the slot, so one of the two sees the other.
+        if self.waiting is slot:
+            with self._cond:
+                self._cond.notify()
+
+    def wait(self, slot: BatchSlot, timeout: float | None) -> bool:
+        """Waits until ``slot`` completes; False on timeout."""
+        with self._cond:
+            self.waiting = slot
+            try:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while slot.msg is None and slot.error is None:
+                    if deadline is None:
+                        self._cond.wait()
+                        continue
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                return True
+            finally:
+                self.waiting = None
+
+
+class BatchSlot:
+    """One request of a ``request_batch``: completed like a :class:`ReplyWaiter`."""
+
+    __slots__ = ("_batch", "error", "msg", "subject")
+
+    def __init__(self, subject: str, batch: BatchWait) -> None:
+        self.subject = subject
+        self._batch = batch
+        self.msg: Msg | None = None
+        self.error: BaseException | None = None
+
+    def resolve(self, msg: Msg) -> None:
+        """Completes the request with its reply."""
+        self.msg = msg
+        self._batch.wake(self)
+
+    def fail(self, error: BaseException) -> None:
+        """Completes the request with an error."""
+        self.error = error
+        self._batch.wake(self)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Waits for :meth:`resolve` or :meth:`fail`; False on timeout."""
+        if self.msg is not None or self.error is not None:
+            return True
+        return self._batch.wait(self, timeout)
+
+
 class ReplyFuture(Future[Msg]):
     """The future of :meth:`nats_sync.Client.request_future`.
 
@@ -95,7 +164,7 @@ class ReplyFuture(Future[Msg]):
             pass  # the user cancelled it
 
 
-Waiter = ReplyWaiter | ReplyFuture
+Waiter = ReplyWaiter | ReplyFuture | BatchSlot
 
 
 class RequestMux:

@@ -273,7 +273,11 @@ class Parser:
                 line = parts[index]
                 parsed = lines.get(line)
                 if parsed is None:
-                    break
+                    # A MSG line seen for the first time (a reply to a request): parse
+                    # it here rather than leave the run; anything else goes to next_op.
+                    if line[:4] != _MSG_PREFIX or len(line) > self._max_control_line:
+                        break
+                    parsed = self._msg_line(line)
                 payload = parts[index + 1]
                 total = parsed[3]
                 if len(payload) != total:

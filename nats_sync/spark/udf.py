@@ -62,6 +62,14 @@ def request_values(
     a successful row has a null error.
     """
     client = worker_client(servers, connect_options)
+    if all(type(value) is bytes for value in payloads):  # a binary column without nulls
+        results = client.request_batch(
+            subject, payloads, timeout=timeout, max_in_flight=max_in_flight
+        )
+        data = [result.data if type(result) is Msg else None for result in results]
+        if None not in data:
+            return data, [None] * len(data)
+        return data, [None if type(r) is Msg else _describe(r) for r in results]  # type: ignore[arg-type]
     replies: list[bytes | None] = [None] * len(payloads)
     errors: list[str | None] = [None] * len(payloads)
     to_send: list[bytes] = []
