@@ -64,6 +64,7 @@ def latency_metrics(latencies_ns: list[int], watch: Stopwatch) -> dict[str, floa
         "p99_us": percentile(values, 0.99) / 1000,
         "reqs_per_s": count / watch.wall,
         "cpu_us_per_req": watch.cpu / count * 1e6,
+        "elapsed_s": watch.wall,
     }
 
 

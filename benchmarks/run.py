@@ -110,6 +110,33 @@ def run_worker(client: str, case: Case, args: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far; 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def add_peer_cpu(result: dict[str, Any], server_s: float, responder_s: float) -> None:
+    """Adds the server's and the responder's CPU per message/request during the run.
+
+    Counted over the worker's whole life (connect and warm-up included), divided by
+    the measured count: it shows what the other processes on the machine's two cores
+    spent for each unit of work the client did.
+    """
+    metrics = result.get("metrics")
+    if not result.get("ok") or not metrics or "elapsed_s" not in metrics:
+        return
+    rate = metrics.get("reqs_per_s") or metrics.get("msgs_per_s")
+    if not rate:
+        return
+    count = rate * metrics["elapsed_s"]
+    metrics["server_cpu_us"] = server_s / count * 1e6
+    metrics["responder_cpu_us"] = responder_s / count * 1e6
+
+
 def describe(result: dict[str, Any], case: Case) -> str:
     if not result.get("ok"):
         return "FAILED: " + str(result.get("error", ""))[:200]
@@ -126,7 +153,8 @@ def describe(result: dict[str, Any], case: Case) -> str:
 
 
 def run_clients(
-    cases: list[Case], reps: int, quick: bool, url: str, responder: Responder
+    cases: list[Case], reps: int, quick: bool, url: str, responder: Responder,
+    server_pid: int,
 ) -> list[dict[str, Any]]:
     """Every case, every client, ``reps`` times, interleaved."""
     total = sum(len(case.clients) for case in cases) * reps
@@ -140,7 +168,11 @@ def run_clients(
                 try:
                     if responder.restart_if_dead():
                         print("  (the echo responder had died: restarted it)", flush=True)
+                    server_before = cpu_seconds(server_pid)
+                    responder_before = cpu_seconds(responder.process.pid)
                     result = run_worker(client, case, {**case.args(quick), "url": url})
+                    add_peer_cpu(result, cpu_seconds(server_pid) - server_before,
+                                 cpu_seconds(responder.process.pid) - responder_before)
                 except RuntimeError as error:  # the responder could not be restarted
                     result = {"ok": False, "error": str(error), "case": case.key,
                               "client": client, "process_s": 0.0}
@@ -193,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{machine['cores']} cores", flush=True)
         responder = Responder(server.url)
         try:
-            runs = run_clients(cases, reps, options.quick, server.url, responder)
+            runs = run_clients(cases, reps, options.quick, server.url, responder, server.pid)
             spark = None if options.no_spark else run_spark(options.quick, reps, server.url)
         finally:
             responder.stop()

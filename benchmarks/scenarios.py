@@ -46,7 +46,11 @@ class Target:
 
 
 _PUB_METRICS = (("msgs_per_s", "throughput", "msgs/s"), ("cpu_us_per_msg", "CPU per msg", "µs"))
-_REQ_METRICS = (("reqs_per_s", "throughput", "req/s"), ("cpu_us_per_req", "CPU per request", "µs"))
+#: What the other processes on the two cores spent per request (see run.add_peer_cpu).
+_PEER_CPU = (("server_cpu_us", "nats-server CPU per request", "µs"),
+             ("responder_cpu_us", "responder CPU per request", "µs"))
+_REQ_METRICS = (("reqs_per_s", "throughput", "req/s"), ("cpu_us_per_req", "CPU per request", "µs"),
+                *_PEER_CPU)
 _WARMUP = 200
 
 CASES: tuple[Case, ...] = (
@@ -71,7 +75,8 @@ CASES: tuple[Case, ...] = (
          {"size": 64, "count": 500, "warmup": 50},
          (SYNC, NATSPY, RAW),
          (("p50_us", "latency p50", "µs"), ("p90_us", "latency p90", "µs"),
-          ("p99_us", "latency p99", "µs"), ("cpu_us_per_req", "CPU per request", "µs"))),
+          ("p99_us", "latency p99", "µs"), ("cpu_us_per_req", "CPU per request", "µs"),
+          *_PEER_CPU)),
     Case("request_8", "8 concurrent requesters", "request_concurrent",
          {"size": 64, "workers": 8, "per_worker": 2_000, "warmup": _WARMUP},
          {"size": 64, "workers": 8, "per_worker": 100, "warmup": 50},
