@@ -52,7 +52,8 @@ _END = _End()
 class _MessageQueue:
     """The bounded message queue of one subscription: one producer, any consumers.
 
-    The producer (the reader thread) appends to a deque without taking the lock, and
+    The producer (the reader thread, in ``Subscription._deliver``, which holds the
+    producer side to save a call per message) appends to a deque without the lock, and
     takes it only to wake a consumer that is actually waiting; consumers take the lock.
     ``_bytes_in`` is written by the producer only and ``_bytes_out`` under the lock
     only, so the byte count needs no lock on the hot path. A consumer announces itself
@@ -86,21 +87,6 @@ class _MessageQueue:
         if count and self._items[-1] is _END:
             count -= 1
         return count
-
-    def put(self, msg: Msg) -> str | None:
-        """Reader thread: queues ``msg``; returns the limit that refused it, or None."""
-        items = self._items
-        if self.max_msgs and len(items) >= self.max_msgs:
-            return "messages"
-        size = len(msg.data)
-        if self._bytes_in - self._bytes_out + size > self.max_bytes:
-            return "bytes"
-        self._bytes_in += size
-        items.append(msg)
-        if self._waiting:
-            with self._lock:
-                self._not_empty.notify()
-        return None
 
     def get(self, timeout: float | None) -> Msg | _End:
         """The next item; the end marker stays queued for every later caller.
@@ -244,11 +230,23 @@ class Subscription:
     def _deliver(self, msg: Msg) -> bool:
         """Reader thread: queues ``msg``; returns False when this was the last one."""
         self._received += 1
-        refused = self._messages.put(msg)
-        if refused is not None:
-            self._drop(msg, refused)
-        elif self._slow:
-            self._slow = False
+        # The queue's producer side, here to save a call per message: append without
+        # the lock (deque.append is atomic), wake a consumer only if one waits.
+        messages = self._messages
+        items = messages._items
+        size = len(msg.data)
+        if messages.max_msgs and len(items) >= messages.max_msgs:
+            self._drop(msg, "messages")
+        elif messages._bytes_in - messages._bytes_out + size > messages.max_bytes:
+            self._drop(msg, "bytes")
+        else:
+            messages._bytes_in += size
+            items.append(msg)
+            if messages._waiting:
+                with messages._lock:
+                    messages._not_empty.notify()
+            if self._slow:
+                self._slow = False
         return not (self.max_msgs and self._received >= self.max_msgs)
 
     def _drop(self, msg: Msg, limit: str) -> None:
@@ -302,8 +300,15 @@ class Subscription:
                 "next_msg works only without one"
             )
         self._handler.check_process()
+        messages = self._messages
+        with messages._lock:  # the common case, a message waiting, without more calls
+            items = messages._items
+            if items and type(items[0]) is not _End:
+                msg: Msg = items.popleft()  # type: ignore[assignment]  # not _End: checked
+                messages._bytes_out += len(msg.data)
+                return msg
         try:
-            item = self._messages.get(timeout)
+            item = messages.get(timeout)
         except queue.Empty:
             raise TimeoutError(
                 f"no message on {self._subject!r} within {timeout}s"
