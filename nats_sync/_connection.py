@@ -44,6 +44,10 @@ from nats_sync.errors import Error, NatsConnectionError, ProtocolError
 log = logging.getLogger("nats_sync")
 
 
+def _never() -> bool:
+    return False
+
+
 def _segments(frames: list[Frame]) -> list[Buffer]:
     """The buffers to send: runs of small frames joined, large payloads as they are."""
     try:
@@ -110,7 +114,7 @@ class Connection:
         self._direct_allowed = not (transport.is_tls or transport.is_websocket)
         #: Whether requesters may read their own replies (plain TCP: non-blocking reads).
         self.can_lead = self._direct_allowed and may_park is not None
-        self._may_park = may_park or (lambda: False)
+        self._may_park = may_park if may_park is not None and self.can_lead else _never
         #: Held by whichever thread reads the socket and dispatches (see lead()).
         self._token = threading.Lock()
         self._buffer = memoryview(bytearray(READ_BUFFER_SIZE))  # used under _token only
@@ -270,10 +274,12 @@ class Connection:
             with park:
                 self._parked = False
 
-    def _run_plain_reader(self) -> None:
-        """Reader thread body on a plain TCP connection (see :meth:`lead`)."""
+    def _read_until_finished(self) -> None:
+        """The reader loop: blocking reads, and on a plain TCP connection stepping aside
+        for requesters while ``may_park`` says so (see :meth:`lead`)."""
         token = self._token
-        self._poll.register(self.transport.fileno(), select.POLLIN)
+        if self.can_lead:
+            self._poll.register(self.transport.fileno(), select.POLLIN)
         buffer = self._buffer
         recv_into = self.transport.recv_into
         feed = self.parser.feed
@@ -294,10 +300,12 @@ class Connection:
                     token.acquire()
                     held = True
                     continue
-                count = recv_into(buffer)  # blocks, holding the token: as the TLS reader
+                count = recv_into(buffer)  # blocks, holding the token
                 if count == 0:
                     raise NatsConnectionError("the server closed the connection")
                 feed(buffer[:count])
+                # Twice when all is well (the second finds nothing): a protocol error
+                # comes out on the call after the ops before it were handed on.
                 while ops := next_ops():
                     on_ops(ops)
         finally:
@@ -306,34 +314,8 @@ class Connection:
 
     def run_reader(self) -> None:
         """Reader thread body."""
-        if self.can_lead:
-            try:
-                self._run_plain_reader()
-            except Error as err:
-                self._lost(err)
-            except Exception as err:
-                log.exception("nats_sync: reader thread failed")
-                self._lost(ProtocolError(f"reader failed: {err!r}"))
-            finally:
-                self._thread_done()
-            return
-        buffer = bytearray(READ_BUFFER_SIZE)
-        view = memoryview(buffer)
-        recv_into = self.transport.recv_into
-        feed = self.parser.feed
-        next_ops = self.parser.next_ops
-        on_ops = self._on_ops
         try:
-            self.dispatch_buffered()
-            while not self.finished:
-                count = recv_into(view)
-                if count == 0:
-                    raise NatsConnectionError("the server closed the connection")
-                feed(view[:count])
-                # Twice when all is well (the second finds nothing): a protocol error
-                # comes out on the call after the ops before it were handed on.
-                while ops := next_ops():
-                    on_ops(ops)
+            self._read_until_finished()
         except Error as err:
             self._lost(err)
         except Exception as err:
