@@ -28,36 +28,37 @@ def publish(url: str, size: int, count: int) -> Metrics:
 
 
 def pubsub(url: str, size: int, count: int) -> Metrics:
-    """Publisher and pull subscriber on two connections; sequence-number payloads."""
+    """Publisher and callback subscriber on two connections; sequence-number payloads.
+
+    A callback subscription, as nats-py's side of this scenario uses.
+    """
     frames = [c.seq_payload(n, size) for n in range(count)]
     received: list[bytes] = []
     last_at = [0.0]
+    done = threading.Event()
+
+    def on_msg(msg: nats_sync.Msg) -> None:
+        received.append(msg.data)
+        last_at[0] = time.perf_counter()
+        if len(received) >= count:
+            done.set()
+
     with nats_sync.connect(url) as sub_nc, nats_sync.connect(url) as pub_nc:
         sub = sub_nc.subscribe(
-            c.PUBSUB_SUBJECT, pending_msgs_limit=count * 2, pending_bytes_limit=1 << 30
+            c.PUBSUB_SUBJECT, cb=on_msg, pending_msgs_limit=count * 2,
+            pending_bytes_limit=1 << 30,
         )
         sub_nc.flush()
-
-        def consume() -> None:
-            append = received.append
-            next_msg = sub.next_msg
-            for _ in range(count):
-                try:
-                    msg = next_msg(timeout=c.IDLE_TIMEOUT)
-                except nats_sync.TimeoutError:
-                    return
-                append(msg.data)
-                last_at[0] = time.perf_counter()
-
-        consumer = threading.Thread(target=consume, daemon=True)
         watch = c.Stopwatch().start()
-        consumer.start()
         pub = pub_nc.publish
         subject = c.PUBSUB_SUBJECT
         for frame in frames:
             pub(subject, frame)
         pub_nc.flush(timeout=60)
-        consumer.join(timeout=120)
+        seen = -1
+        while not done.is_set() and len(received) != seen:  # stop once idle for a while
+            seen = len(received)
+            done.wait(c.IDLE_TIMEOUT)
         watch.stop(wall_end=last_at[0] or None)
         dropped = sub.dropped
     metrics = c.throughput_metrics(max(len(received), 1), watch, "msgs")

@@ -47,6 +47,8 @@ class _End:
 
 
 _END = _End()
+#: Messages a callback subscription's thread takes from its queue at once.
+_CALLBACK_BATCH = 256
 
 
 class _MessageQueue:
@@ -117,6 +119,34 @@ class _MessageQueue:
             finally:
                 self._waiting -= 1
             return item
+
+    def take_batch(self, limit: int) -> list[Msg | _End]:
+        """Delivery thread: waits for at least one item and takes up to ``limit``.
+
+        The end marker ends a batch and stays queued; it is returned alone.
+        """
+        with self._lock:
+            items = self._items
+            if not items:
+                self._waiting += 1
+                try:
+                    while not items:
+                        self._not_empty.wait()
+                finally:
+                    self._waiting -= 1
+            batch: list[Msg | _End] = []
+            taken_bytes = 0
+            while items and len(batch) < limit:
+                item = items[0]
+                if type(item) is _End:
+                    if not batch:
+                        batch.append(item)
+                    break
+                items.popleft()
+                batch.append(item)
+                taken_bytes += len(item.data)  # type: ignore[union-attr]  # not _End
+            self._bytes_out += taken_bytes
+            return batch
 
     def _take(self) -> Msg | _End | None:
         """Under the lock: pops the next item, or None when there is none."""
@@ -364,17 +394,18 @@ class Subscription:
         """Delivery thread of a callback subscription: runs ``cb`` for each message."""
         cb = self._cb
         assert cb is not None
-        get = self._messages.get
+        take_batch = self._messages.take_batch
         while True:
-            item = get(None)
-            if item is _END or self._stop_callbacks:
-                return
-            try:
-                cb(item)  # type: ignore[arg-type]
-            except Exception as err:
-                log.exception("nats_sync: callback of subscription %d on %r raised",
-                              self._sid, self._subject)
-                self._handler.report_error(err)
+            # Many at a time: one lock round per batch instead of per message.
+            for item in take_batch(_CALLBACK_BATCH):
+                if item is _END or self._stop_callbacks:
+                    return
+                try:
+                    cb(item)  # type: ignore[arg-type]
+                except Exception as err:
+                    log.exception("nats_sync: callback of subscription %d on %r raised",
+                                  self._sid, self._subject)
+                    self._handler.report_error(err)
 
     def __repr__(self) -> str:
         state = "closed" if self._ended else "active"
