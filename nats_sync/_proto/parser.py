@@ -235,6 +235,8 @@ class Parser:
         """
         if self._failed is not None:
             raise self._failed
+        if self._pos >= len(self._buf) and not self._chunks and self._pending is None:
+            return []  # everything fed was returned (the reader's second call, usually)
         ops: list[ServerOp] = []
         try:
             self._collect(ops)
