@@ -46,8 +46,9 @@ from nats_sync._nuid import Nuid
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
 from nats_sync._pool import ServerAddress, ServerPool
+from nats_sync._publishing import PublishMixin
 from nats_sync._reconnect import ReconnectMixin
-from nats_sync._requesting import HeadersArg, RequestsMixin
+from nats_sync._requesting import RequestsMixin
 from nats_sync._requests import RequestMux
 from nats_sync._state import DRAINING, State
 from nats_sync._transport import Transport
@@ -59,7 +60,6 @@ from nats_sync.errors import (
     DrainTimeoutError,
     Error,
     FlushTimeoutError,
-    MaxPayloadError,
     NoServersError,
     PermissionsViolationError,
     ProtocolError,
@@ -72,8 +72,6 @@ from nats_sync.subscription import Subscription
 log = logging.getLogger("nats_sync")
 #: A module global is read faster than an enum member (publish's hot path).
 _CONNECTED = State.CONNECTED
-_LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
-_PUB_FRAME = proto.PUB_FRAME
 
 
 
@@ -95,16 +93,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _payload_bytes(payload: Any) -> bytes:
-    if isinstance(payload, (bytearray, memoryview)):
-        return bytes(payload)
-    raise TypeError(
-        f"payload must be bytes, got {type(payload).__name__}"
-        + ("; encode the str first" if isinstance(payload, str) else "")
-    )
-
-
-class Handler(RequestsMixin, ReconnectMixin):
+class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
     """Protocol state and threads of one client. See the module docstring."""
 
     def __init__(self, options: Options) -> None:
@@ -151,7 +140,9 @@ class Handler(RequestsMixin, ReconnectMixin):
         #: A -ERR after which the server closes the connection: the reason for the loss.
         self._fatal_server_error: Error | None = None
         self._publish_fn = self.publish
-        self._pub_prefixes: dict[str, bytes] = {}
+        # subject -> (b"PUB <subject> ", size, b"PUB <subject> <size>\r\n") for the last
+        # size published there: replaced whole, so any thread reads a consistent entry.
+        self._pub_lines: dict[str, tuple[bytes, int, bytes]] = {}
         _live_handlers.add(self)
 
     # --- threads -------------------------------------------------------------------
@@ -433,92 +424,6 @@ class Handler(RequestsMixin, ReconnectMixin):
             raise ConnectionDrainingError("the client is draining; publishing has ended")
 
     # --- publish -------------------------------------------------------------------
-
-    def publish(
-        self,
-        subject: str,
-        payload: bytes = b"",
-        reply: str | bytes = "",
-        headers: HeadersArg = None,
-        direct: bool = False,
-    ) -> None:
-        """Encodes one message and queues it; see ``Client.publish``.
-
-        With ``direct`` (requests), a small message is written from this thread when the
-        writer is idle, saving a thread switch on the request's round trip. A ``bytes``
-        reply is the request multiplexer's own inbox and skips validation.
-        """
-        if self.state is not _CONNECTED:
-            self._check_can_publish()
-        if not reply and not headers and type(payload) is bytes:
-            # The hot path: a validated subject's "PUB <subject> " is cached, and the
-            # frame is formatted in one allocation.
-            size = len(payload)
-            if size < _LARGE_PAYLOAD and size <= self.max_payload:
-                prefix = self._pub_prefixes.get(subject)
-                if prefix is None:
-                    prefix = self._pub_prefix(subject)
-                frame = _PUB_FRAME % (prefix, size, payload)
-                # Outbox.put_message, inlined: a call is a tenth of this path's cost.
-                outbox = self.outbox
-                length = len(frame)
-                lock = outbox.lock
-                lock.acquire()
-                try:
-                    if outbox.size + length > outbox.limit and (
-                        outbox.size or not outbox.connected
-                    ):
-                        outbox.wait_for_room(length)
-                    outbox.frames.append(frame)
-                    outbox.size += length
-                    outbox.out_msgs += 1
-                    outbox.out_bytes += size
-                    if outbox.writer_waiting:
-                        outbox.wake_writer()
-                finally:
-                    lock.release()
-                return
-        if type(payload) is not bytes:
-            payload = _payload_bytes(payload)
-        size = len(payload)
-        if size > self.max_payload:
-            raise MaxPayloadError(
-                f"payload of {size} bytes exceeds the server's max_payload of {self.max_payload}"
-            )
-        subject_bytes = proto.publish_subject(subject)
-        if isinstance(reply, bytes):
-            reply_bytes = reply  # our own request inbox, valid by construction
-        else:
-            reply_bytes = proto.reply_subject(reply) if reply else b""
-        if headers:
-            block = proto.encode_headers(headers)
-            if size + len(block) > self.max_payload:
-                raise MaxPayloadError(
-                    f"message of {size + len(block)} bytes with headers exceeds the server's "
-                    f"max_payload of {self.max_payload}"
-                )
-            line = proto.encode_hpub_line(subject_bytes, reply_bytes, len(block),
-                                          len(block) + size)
-            prefix = line + block
-        else:
-            prefix = proto.encode_pub_line(subject_bytes, reply_bytes, size)
-        if size < d.LARGE_PAYLOAD_THRESHOLD:
-            frame = prefix + payload + proto.CRLF
-            conn = self._conn
-            if direct and conn is not None and conn.send_direct(frame, size):
-                return
-            self.outbox.put_message(frame, len(frame), size)
-        else:
-            self.outbox.put_message([prefix, payload, proto.CRLF], len(prefix) + size + 2, size)
-
-    def _pub_prefix(self, subject: str) -> bytes:
-        prefix = proto.pub_prefix(subject)
-        if subject.startswith(d.DEFAULT_INBOX_PREFIX + "."):
-            return prefix  # a reply inbox is used once: caching it only evicts the rest
-        if len(self._pub_prefixes) >= d.SUBJECT_CACHE_SIZE:
-            self._pub_prefixes.clear()
-        self._pub_prefixes[subject] = prefix
-        return prefix
 
     # --- subscriptions ---------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ from nats_sync import _proto as proto
 from nats_sync._nuid import Nuid
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
+from nats_sync._publishing import HeadersArg
 from nats_sync._requests import (
     BatchSlot,
     BatchWait,
@@ -37,7 +38,6 @@ from nats_sync._state import State
 from nats_sync.errors import Error, TimeoutError
 from nats_sync.msg import Msg
 
-HeadersArg = Mapping[str, "str | Sequence[str]"] | None
 #: Plain batch requests are queued this many at a time (one lock, one writer wake-up).
 _BATCH_CHUNK = 64
 _LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
@@ -67,13 +67,13 @@ class RequestsMixin:
         def next_sid(self) -> int: ...
         def _put_control(self, frame: bytes) -> None: ...
         def run_callback(self, fn: Callable[..., Any], *args: Any) -> None: ...
-        def publish(
+        def publish_request(
             self,
             subject: str,
-            payload: bytes = b"",
-            reply: str | bytes = "",
-            headers: HeadersArg = None,
-            direct: bool = False,
+            payload: bytes,
+            inbox: bytes,
+            headers: HeadersArg,
+            direct: bool,
         ) -> None: ...
 
     def _request_mux(self) -> RequestMux:
@@ -101,7 +101,7 @@ class RequestsMixin:
         waiter = ReplyWaiter(subject)
         reply = mux.register(waiter)
         try:
-            self.publish(subject, payload, reply.encode(), headers, direct=True)
+            self.publish_request(subject, payload, reply.encode(), headers, True)
         except BaseException:
             mux.cancel(reply)
             raise
@@ -141,7 +141,7 @@ class RequestsMixin:
         reply = mux.register(future)
         self._wake_reader()  # nobody waits on this thread: the reader must read it
         try:
-            self.publish(subject, payload, reply.encode(), headers, direct=True)
+            self.publish_request(subject, payload, reply.encode(), headers, True)
         except BaseException:
             mux.cancel(reply)
             raise
@@ -236,7 +236,7 @@ class RequestsMixin:
                 continue
             queue_chunk()  # keeps the order on the wire
             try:
-                self.publish(subject, payload, reply.encode(), headers)
+                self.publish_request(subject, payload, reply.encode(), headers, False)
             except (Error, TypeError, ValueError) as err:
                 # One bad item (wrong type, too big, ...) is that item's result.
                 mux.cancel(reply)

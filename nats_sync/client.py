@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, NoReturn
@@ -19,12 +19,11 @@ from nats_sync import _defaults as d
 from nats_sync._handler import Handler
 from nats_sync._options import DelayCallback, ErrorCallback, EventCallback, build_options
 from nats_sync._pool import parse_server_url
+from nats_sync._publishing import HeadersArg
 from nats_sync._state import State
 from nats_sync.errors import NotSupportedError
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
-
-HeadersArg = Mapping[str, "str | Sequence[str]"] | None
 
 
 def connect(
@@ -178,6 +177,8 @@ class Client:
 
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
+        # The hot path without this method's own frame: same signature, same behaviour.
+        self.publish = handler.publish  # type: ignore[method-assign]
 
     # --- publishing and subscribing -------------------------------------------------
 

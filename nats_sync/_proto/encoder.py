@@ -160,13 +160,11 @@ def encode_pub_line(subject: bytes, reply: bytes, size: int) -> bytes:
 #: Subjects under the conventional inbox prefix are answered once and never cached.
 _INBOX_PREFIX = DEFAULT_INBOX_PREFIX + "."
 
-#: ``PUB_FRAME % (pub_prefix(subject), len(payload), payload)`` is a whole PUB frame
-#: without reply, built in one allocation (the publish hot path).
-PUB_FRAME = b"%b%d\r\n%b\r\n"
 
 
 def pub_prefix(subject: str) -> bytes:
-    """``b"PUB <subject> "`` for a validated publish subject (see :data:`PUB_FRAME`).
+    """``b"PUB <subject> "`` for a validated publish subject (the publish hot path
+    caches it with the size appended).
 
     Raises:
         BadSubjectError: the subject breaks the subject rules.
