@@ -205,6 +205,14 @@ class Connection:
             self._on_ops(ops)
         return True
 
+    def _read_failed(self, error: Exception, who: str) -> None:
+        """Reports a failed read as the connection's loss; a bug's traceback is logged."""
+        if isinstance(error, Error):
+            self._lost(error)
+            return
+        log.exception("nats_sync: %s failed", who)
+        self._lost(ProtocolError(f"{who} failed: {error!r}"))
+
     def lead(self, is_done: Callable[[], bool], deadline: float) -> None:
         """A blocking requester's thread: reads the socket itself until ``is_done()``,
         the connection ends or ``deadline`` (monotonic) passes.
@@ -232,11 +240,8 @@ class Connection:
                     break
                 if poll(remaining * 1000.0 + 1.0):  # ms, rounded up: never spin on 0
                     self._read_available()
-        except Error as err:
-            self._lost(err)
         except Exception as err:
-            log.exception("nats_sync: reading a reply failed")
-            self._lost(ProtocolError(f"reading a reply failed: {err!r}"))
+            self._read_failed(err, "reading a reply")
         finally:
             self._token.release()
             if not self._may_park():
@@ -317,11 +322,8 @@ class Connection:
         """Reader thread body."""
         try:
             self._read_until_finished()
-        except Error as err:
-            self._lost(err)
         except Exception as err:
-            log.exception("nats_sync: reader thread failed")
-            self._lost(ProtocolError(f"reader failed: {err!r}"))
+            self._read_failed(err, "the reader thread")
         finally:
             self._thread_done()
 
