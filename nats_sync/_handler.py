@@ -57,6 +57,7 @@ from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
     ConnectionDrainingError,
+    ConnectionReconnectingError,
     DrainTimeoutError,
     Error,
     FlushTimeoutError,
@@ -592,6 +593,12 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             self._check_open()
             if self.state in DRAINING:
                 raise ConnectionDrainingError("the client is already draining")
+            if self.state is State.RECONNECTING:
+                # Draining needs the server's answers (UNSUB confirmed, publishes
+                # flushed); as nats.go and nats-py, refuse rather than race the reconnect.
+                raise ConnectionReconnectingError(
+                    "the client is reconnecting; drain once it is connected again"
+                )
             self.state = State.DRAINING_SUBS
             subs = list(self.subs.values())
             for sub in subs:

@@ -320,6 +320,9 @@ class Client:
 
         Raises:
             DrainTimeoutError: it took longer; the client is closed anyway.
+            ConnectionReconnectingError: the client is reconnecting (nothing changed;
+                drain once it is connected again).
+            ConnectionDrainingError: the client is already draining.
         """
         self._handler.drain(timeout)
 

@@ -233,6 +233,27 @@ def test_close_while_reconnecting_stops_the_reconnect_thread(
     # the autouse fixture checks that the reconnect thread is gone
 
 
+def test_drain_while_reconnecting_is_refused_and_leaves_the_client_usable(
+    nats_server: NatsServer, connect: ClientFactory
+) -> None:
+    """As nats.go and nats-py: draining needs the server's answers, so it is refused
+    while reconnecting instead of racing the reconnect."""
+    events = Events()
+    nc = connect(reconnect_time_wait=0.05, **events.options())
+    sub = nc.subscribe("drain.while.down")
+    nats_server.kill()
+    assert events.disconnected.wait(10)
+    with pytest.raises(nats_sync.ConnectionReconnectingError):
+        nc.drain(timeout=5)
+    assert nc.is_reconnecting
+    nats_server.restart()
+    assert events.reconnected.wait(10)
+    nc.publish("drain.while.down", b"after")
+    assert sub.next_msg(timeout=5).data == b"after"
+    nc.drain(timeout=5)
+    assert nc.is_closed
+
+
 def test_a_flush_waiting_across_the_outage_completes_after_reconnect(
     nats_server: NatsServer, connect: ClientFactory
 ) -> None:

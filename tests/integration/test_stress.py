@@ -39,8 +39,9 @@ REQUEST_TIMEOUT = 1.0
 #: - TimeoutError (FlushTimeoutError is one): a reply or PONG lost with a dropped
 #:   connection, or delayed past the timeout by a reconnect.
 #: - OutboundBufferLimitError: the pending buffer filled while disconnected.
-#: - ConnectionReconnectingError: documented for calls refused while reconnecting (this
-#:   client buffers instead, but raising it would still be within the contract).
+#: - ConnectionReconnectingError: what drain() raises while reconnecting (publish,
+#:   request and flush buffer instead; none of the workers drains, so it is only here
+#:   as within the contract).
 #: NoRespondersError is NOT accepted: the responder is another client that is never
 #: forced to reconnect, and its SUB is flushed before the workers start, so the server
 #: always has a responder; a 503 would mean a reply reached the wrong request.
