@@ -54,6 +54,7 @@ from nats_sync._state import DRAINING, State
 from nats_sync._transport import Transport
 from nats_sync.errors import (
     AuthorizationError,
+    BadCredentialsError,
     BadSubscriptionError,
     ConnectionClosedError,
     ConnectionDrainingError,
@@ -173,7 +174,9 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             except Error as err:
                 last = err
                 self._pool.record_failure(server)
-                if isinstance(err, AuthorizationError | ProtocolError) and (
+                # The server's refusal, a broken server, or our own credentials (a
+                # failing user_jwt_cb): each says more than "no server answered".
+                if isinstance(err, AuthorizationError | ProtocolError | BadCredentialsError) and (
                     server is order[-1] and not self.options.retry_on_failed_connect
                 ):
                     raise

@@ -34,6 +34,7 @@ from nats_sync._state import State
 from nats_sync._transport import Transport
 from nats_sync.errors import (
     AuthorizationError,
+    BadCredentialsError,
     ConnectionClosedError,
     Error,
     NatsConnectionError,
@@ -93,6 +94,9 @@ def reconnect(
         AuthorizationError: every server refused the credentials twice in a row.
     """
     auth_failures: dict[str, int] = {}
+    # A credential problem of ours (a bad file, a failing vault callback) goes to
+    # error_cb once per distinct message, not once per attempt.
+    credential_problems: set[str] = set()
 
     def one_pass() -> Handshaken:
         last_error: Error | None = None
@@ -115,6 +119,9 @@ def reconnect(
                     report_error(err)
                 else:
                     auth_failures.pop(server.netloc, None)
+                    if isinstance(err, BadCredentialsError) and str(err) not in credential_problems:
+                        credential_problems.add(str(err))
+                        report_error(err)
                 log.debug("nats_sync: reconnect to %s failed: %s", server, err)
                 continue
             return server, transport, parser, info

@@ -119,8 +119,8 @@ def connect(
     Raises:
         NoServersError: no server could be reached (the last error as ``__cause__``).
         AuthorizationError: the server refused the credentials.
-        BadCredentialsError: a seed or .creds file cannot be used, or the credential
-            options do not fit together.
+        BadCredentialsError: a seed or .creds file cannot be used, the credential
+            options do not fit together, or ``user_jwt_cb``/``signature_cb`` failed.
         Error: an option was invalid (the message names it).
     """
     options = build_options(

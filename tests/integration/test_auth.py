@@ -234,8 +234,9 @@ def test_a_failing_vault_callback_fails_attempts_not_the_reconnect_thread(
         return jwt
 
     reconnected: list[int] = []
+    errors: list[BaseException] = []
     nc = connect(servers=server.url, user_jwt_cb=fetch_jwt,
-                 signature_cb=lambda nonce: sign(user_seed, nonce),
+                 signature_cb=lambda nonce: sign(user_seed, nonce), error_cb=errors.append,
                  reconnect_delay_cb=lambda n: 0.02, reconnected_cb=lambda: reconnected.append(1))
     sub = nc.subscribe("vault.x")
     nc.flush(5)
@@ -249,6 +250,24 @@ def test_a_failing_vault_callback_fails_attempts_not_the_reconnect_thread(
     nc.publish("vault.x", b"back")
     assert sub.next_msg(5).data == b"back"
     assert any("user_jwt_cb raised ConnectionError" in r.getMessage() for r in caplog.records)
+    # error_cb hears of it once, not once per failed attempt
+    reported = [e for e in errors if isinstance(e, nats_sync.BadCredentialsError)]
+    assert len(reported) == 1 and "user_jwt_cb raised ConnectionError" in str(reported[0])
+    assert isinstance(reported[0].__cause__, ConnectionError)
+
+
+def test_a_failing_vault_callback_on_first_connect_is_that_error(
+    operator_server: tuple[NatsServer, bytes, bytes],
+) -> None:
+    server, _, _ = operator_server
+
+    def vault_down() -> str:
+        raise ConnectionError("vault unreachable")
+
+    with pytest.raises(nats_sync.BadCredentialsError, match="user_jwt_cb raised") as caught:
+        nats_sync.connect(server.url, user_jwt_cb=vault_down,
+                          signature_cb=lambda nonce: b"\0" * 64, connect_timeout=2)
+    assert isinstance(caught.value.__cause__, ConnectionError)
 
 
 def test_token_creds_and_nkey_secrets_never_appear(
