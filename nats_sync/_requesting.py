@@ -106,10 +106,14 @@ class RequestsMixin:
             mux.cancel(reply)
             raise
         conn = self._conn
+        remaining = timeout
         if conn is not None and conn.can_lead:
-            # Read the reply on this thread if the reader stepped aside (one wake-up).
-            conn.lead(waiter.is_done, time.monotonic() + timeout)
-        return self._await_reply(mux, waiter, reply, subject, timeout)
+            # Read the reply on this thread if the reader stepped aside (one wake-up);
+            # whatever is left of the timeout is then waited for as usual.
+            deadline = time.monotonic() + timeout
+            conn.lead(waiter.is_done, deadline)
+            remaining = max(deadline - time.monotonic(), 0.0)
+        return self._await_reply(mux, waiter, reply, subject, remaining, timeout)
 
     def _await_reply(
         self,
@@ -118,10 +122,12 @@ class RequestsMixin:
         reply: str,
         subject: str,
         timeout: float,
+        requested: float,
     ) -> Msg:
+        """Waits ``timeout`` (what is left of the ``requested`` timeout) for the reply."""
         if not waiter.wait(timeout):
             if mux.cancel(reply) is not None:
-                raise TimeoutError(f"no reply on {subject!r} within {timeout}s")
+                raise TimeoutError(f"no reply on {subject!r} within {requested}s")
             waiter.wait(None)  # the reader took it a moment ago and is completing it
         if waiter.error is not None:
             raise waiter.error
@@ -208,7 +214,7 @@ class RequestsMixin:
             slot, reply, deadline = entry
             try:
                 results[index] = self._await_reply(
-                    mux, slot, reply, subject, deadline - time.monotonic()
+                    mux, slot, reply, subject, deadline - time.monotonic(), timeout
                 )
             except Error as err:
                 results[index] = err
