@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from nats_sync._proto import PING
 from nats_sync.errors import ConnectionClosedError, OutboundBufferLimitError
@@ -94,26 +94,16 @@ class Outbox:
         self.out_bytes = 0
         self.pong_waiters: deque[PongWaiter | None] = deque()
 
-    def put_message(self, frame: Frame, size: int, payload_size: int) -> None:
-        """Queues one PUB/HPUB frame of ``size`` bytes carrying ``payload_size`` bytes.
+    def put_messages(self, frames: Sequence[Frame], size: int, payload_size: int) -> None:
+        """Queues PUB/HPUB frames of ``size`` bytes in all, carrying ``payload_size``.
+
+        The publish hot path (``PublishMixin.publish``) holds an inlined copy of this
+        for one frame: keep the two alike.
 
         Raises:
             OutboundBufferLimitError: no room (at once when disconnected, after
                 ``full_wait`` when connected).
         """
-        with self.lock:
-            if self.size + size > self.limit and (self.size or not self.connected):
-                self.wait_for_room(size)
-            self.frames.append(frame)
-            self.size += size
-            self.out_msgs += 1
-            self.out_bytes += payload_size
-            if self.writer_waiting:
-                self.wake_writer()
-
-    def put_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
-        """Queues several small PUB frames at once (``request_batch``); as
-        :meth:`put_message` for their total ``size`` and ``payload_size``."""
         with self.lock:
             if self.size + size > self.limit and (self.size or not self.connected):
                 self.wait_for_room(size)

@@ -4,7 +4,7 @@ How it works: a mixin of ``Handler`` (its state is the handler's), run on whiche
 thread publishes: user threads, the callback and delivery threads (``Msg.respond``),
 and requesting threads. ``publish`` is the public entry and the hot path: a message
 without reply or headers is built from the cached ``PUB <subject> <size>\\r\\n`` line
-and appended to the outbox under its lock (``Outbox.put_message`` inlined: a call is
+and appended to the outbox under its lock (``Outbox.put_messages`` inlined: a call is
 a tenth of this path's cost). ``publish_request`` carries the request multiplexer's
 own inbox, which needs no validation, and may write from the caller's thread when the
 writer is idle (``direct``). Nothing here starts a thread or waits, except for room in
@@ -136,9 +136,9 @@ class PublishMixin:
             conn = self._conn
             if direct and conn is not None and conn.send_direct(frame, size):
                 return
-            self.outbox.put_message(frame, len(frame), size)
+            self.outbox.put_messages([frame], len(frame), size)
         else:
-            self.outbox.put_message([prefix, payload, _CRLF], len(prefix) + size + 2, size)
+            self.outbox.put_messages([[prefix, payload, _CRLF]], len(prefix) + size + 2, size)
 
     def _pub_line(
         self, subject: str, size: int, entry: tuple[bytes, int, bytes] | None

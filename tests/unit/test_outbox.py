@@ -10,7 +10,7 @@ def test_an_unsent_tail_goes_out_before_anything_queued_meanwhile() -> None:
     outbox.set_connected(True)
     outbox.writer_waiting = True  # as when the writer thread waits in take()
     assert outbox.claim_direct(5)
-    outbox.put_message(b"PUB b 1\r\nx\r\n", 12, 1)  # queued while the caller writes
+    outbox.put_messages([b"PUB b 1\r\nx\r\n"], 12, 1)  # queued while the caller writes
     whole = b"PUB a 5\r\nhello\r\n"
     outbox.release_direct(remainder(whole[7:], whole))
     outbox.writer_waiting = False
