@@ -180,7 +180,7 @@ class RequestsMixin:
         in_flight: list[tuple[BatchSlot, str, float] | None] = []
         next_to_wait = 0
         try:
-            prefix: bytes | None = b"PUB " + proto.publish_subject(subject) + b" "
+            prefix: bytes | None = proto.pub_prefix(subject)
         except Error:
             prefix = None  # each item gets publish's error
         largest = min(self.max_payload, _LARGE_PAYLOAD - 1)
