@@ -157,10 +157,26 @@ class Connection:
             self.transport.close()
 
     def dispatch_buffered(self) -> None:
-        """Hands any ops already in the parser (read during the handshake) to ``on_ops``."""
+        """Hands every op complete in the parser to ``on_ops`` (after a read, and at the
+        start for what the handshake read beyond its PONG).
+
+        Calls ``next_ops`` until it finds nothing (twice when all is well): a protocol
+        error comes out on the call after the ops before it were handed on.
+        """
         on_ops = self._on_ops
         while ops := self.parser.next_ops():
             on_ops(ops)
+
+    def _dispatch_read(self, count: int) -> None:
+        """Under ``_token``: hands on the ``count`` bytes just read into ``_buffer``.
+
+        Raises:
+            NatsConnectionError: ``count`` is 0, the end of the stream.
+        """
+        if count == 0:
+            raise NatsConnectionError("the server closed the connection")
+        self.parser.feed(self._buffer[:count])
+        self.dispatch_buffered()
 
     def send_direct(self, frame: bytes, payload_size: int) -> bool:
         """Caller's thread: writes one message now if the writer is idle.
@@ -193,16 +209,10 @@ class Connection:
         Raises:
             Error: the connection failed or the server broke the protocol.
         """
-        buffer = self._buffer
-        count = self.transport.recv_into_nowait(buffer)
+        count = self.transport.recv_into_nowait(self._buffer)
         if count is None:
             return False
-        if count == 0:
-            raise NatsConnectionError("the server closed the connection")
-        self.parser.feed(buffer[:count])
-        next_ops = self.parser.next_ops
-        while ops := next_ops():
-            self._on_ops(ops)
+        self._dispatch_read(count)
         return True
 
     def _read_failed(self, error: Exception, who: str) -> None:
@@ -288,9 +298,7 @@ class Connection:
             self._poll.register(self.transport.fileno(), select.POLLIN)
         buffer = self._buffer
         recv_into = self.transport.recv_into
-        feed = self.parser.feed
-        next_ops = self.parser.next_ops
-        on_ops = self._on_ops
+        dispatch_read = self._dispatch_read
         may_park = self._may_park
         token.acquire()
         held = True
@@ -306,14 +314,7 @@ class Connection:
                     token.acquire()
                     held = True
                     continue
-                count = recv_into(buffer)  # blocks, holding the token
-                if count == 0:
-                    raise NatsConnectionError("the server closed the connection")
-                feed(buffer[:count])
-                # Twice when all is well (the second finds nothing): a protocol error
-                # comes out on the call after the ops before it were handed on.
-                while ops := next_ops():
-                    on_ops(ops)
+                dispatch_read(recv_into(buffer))  # blocks, holding the token
         finally:
             if held:
                 token.release()
