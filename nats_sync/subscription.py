@@ -97,11 +97,6 @@ class _MessageQueue:
             queue.Empty: nothing arrived within ``timeout`` seconds.
         """
         with self._lock:
-            items = self._items
-            if items and type(items[0]) is not _End:  # the common case, inlined
-                msg: Msg = items.popleft()  # type: ignore[assignment]  # not _End: checked
-                self._bytes_out += len(msg.data)
-                return msg
             item = self._take()
             if item is not None:
                 return item
