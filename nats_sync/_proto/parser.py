@@ -13,9 +13,9 @@ buffered); every step consumes input or returns None, so the parser cannot loop.
 
 Speed: messages are built as ``message_type`` (a tuple type laid out like ``MsgOp``),
 so a client gets its final message object in one allocation. ``next_ops`` splits a
-chunk on CRLF in C and takes message after message whose control line it has parsed
-before (the common case: a subscription's messages repeat their line) and whose
-payload length matches; anything else goes through ``next_op``.
+chunk on CRLF in C and takes message after message whose payload length matches its
+``MSG`` line (a line parsed before comes from the cache: a subscription's messages
+repeat theirs); anything else goes through ``next_op``.
 """
 
 from __future__ import annotations
@@ -254,10 +254,6 @@ class Parser:
             if op is None:
                 return
             append(op)
-        if not self._msg_lines:
-            while (op := next_op()) is not None:
-                append(op)
-            return
         if self._chunks:
             self._join()  # the unparsed tail of the last read, and this read
         buf = self._buf
