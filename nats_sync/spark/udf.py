@@ -62,34 +62,20 @@ def request_values(
     a successful row has a null error.
     """
     client = worker_client(servers, connect_options)
-    if all(type(value) is bytes for value in payloads):  # a binary column without nulls
-        results = client.request_batch(
-            subject, payloads, timeout=timeout, max_in_flight=max_in_flight
-        )
-        data = [result.data if type(result) is Msg else None for result in results]
-        if None not in data:
-            return data, [None] * len(data)
-        return data, [None if type(r) is Msg else _describe(r) for r in results]  # type: ignore[arg-type]
-    replies: list[bytes | None] = [None] * len(payloads)
-    errors: list[str | None] = [None] * len(payloads)
-    to_send: list[bytes] = []
-    positions: list[int] = []
-    for index, value in enumerate(payloads):
-        payload = _as_bytes(value)
-        if payload is None:
-            errors[index] = _NULL_PAYLOAD
+    # Comprehensions rather than a loop of calls: this runs once per row.
+    values = [value if type(value) is bytes else _as_bytes(value) for value in payloads]
+    positions = [index for index, value in enumerate(values) if value is not None]
+    sent = [value for value in values if value is not None]
+    results = client.request_batch(
+        subject, sent, timeout=timeout, max_in_flight=max_in_flight
+    ) if sent else []
+    replies: list[bytes | None] = [None] * len(values)
+    errors: list[str | None] = [None if value is not None else _NULL_PAYLOAD for value in values]
+    for index, result in zip(positions, results, strict=True):
+        if isinstance(result, Msg):
+            replies[index] = result.data
         else:
-            to_send.append(payload)
-            positions.append(index)
-    if to_send:
-        results = client.request_batch(
-            subject, to_send, timeout=timeout, max_in_flight=max_in_flight
-        )
-        for index, result in zip(positions, results, strict=True):
-            if isinstance(result, Msg):
-                replies[index] = result.data
-            else:
-                errors[index] = _describe(result)
+            errors[index] = _describe(result)
     return replies, errors
 
 
