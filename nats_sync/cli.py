@@ -21,13 +21,45 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import nats_sync
+from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import Error
 from nats_sync.msg import Msg
 from nats_sync.testing import NatsServer
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
+#: Seconds for connecting and for each request: one knob, longer than the library's
+#: request default because a person at a terminal would rather wait than retry.
+DEFAULT_TIMEOUT = 2.0
 _PROGRESS_WIDTH = 30
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
+    """Adds the connection options, which are accepted before and after the command.
+
+    Args:
+        parser: the top-level parser or one command's parser.
+        with_defaults: True for the top-level parser only. A command's parser must leave
+            an option it was not given out of the namespace (``SUPPRESS``): argparse
+            copies every value a command's parser sets over the top-level ones, so a
+            default there would undo ``--timeout 5 req ...``. Given on both sides, the
+            value after the command wins, as with any repeated option.
+    """
+    url_default = os.environ.get("NATS_URL", DEFAULT_URL) if with_defaults else argparse.SUPPRESS
+    timeout_default: Any = DEFAULT_TIMEOUT if with_defaults else argparse.SUPPRESS
+    other_default: Any = None if with_defaults else argparse.SUPPRESS
+    group = parser.add_argument_group("connection options (before or after the command)")
+    # The help texts spell the defaults out: %(default)s would print ==SUPPRESS== in a
+    # command's --help.
+    group.add_argument("-s", "--server", default=url_default,
+                       help=f"server URL(s), commas between (default: $NATS_URL or {DEFAULT_URL})")
+    group.add_argument("--creds", default=other_default, help=".creds file (JWT and nkey seed)")
+    group.add_argument("--user", default=other_default, help="user name")
+    group.add_argument("--password", default=other_default, help="password")
+    group.add_argument("--token", default=other_default, help="authentication token")
+    group.add_argument("--tls-ca", default=other_default,
+                       help="CA file to verify the server's certificate")
+    group.add_argument("--timeout", type=float, default=timeout_default,
+                       help=f"seconds for connect and requests (default {DEFAULT_TIMEOUT})")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,15 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="nats-sync", description="Publish, subscribe, request and benchmark with NATS."
     )
     parser.add_argument("--version", action="version", version=f"nats-sync {__version__}")
-    parser.add_argument("-s", "--server", default=os.environ.get("NATS_URL", DEFAULT_URL),
-                        help="server URL(s), commas between (default: $NATS_URL or %(default)s)")
-    parser.add_argument("--creds", help=".creds file (JWT and nkey seed)")
-    parser.add_argument("--user", help="user name")
-    parser.add_argument("--password", help="password")
-    parser.add_argument("--token", help="authentication token")
-    parser.add_argument("--tls-ca", help="CA file to verify the server's certificate")
-    parser.add_argument("--timeout", type=float, default=2.0,
-                        help="seconds for connect and requests (default %(default)s)")
+    _add_global_options(parser, with_defaults=True)
     commands = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     pub = commands.add_parser("pub", help="publish a message (or --count of them)")
@@ -80,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     server = commands.add_parser("server", help="run the embedded nats-server for local work")
     server.add_argument("--port", type=int, default=None, help="client port (default: free)")
     server.add_argument("--config", help="nats-server configuration file")
+    for command in commands.choices.values():
+        _add_global_options(command, with_defaults=False)
     return parser
 
 
