@@ -50,10 +50,11 @@ DEFAULT_NEXT_MSG_TIMEOUT = 1.0
 DEFAULT_REQUEST_MAX_IN_FLIGHT = 1024
 #: How long ``close()`` waits for each of the client's threads to finish.
 THREAD_JOIN_TIMEOUT = 5.0
-#: Finished delivery threads are forgotten once this many are remembered.
-DELIVERY_THREAD_PRUNE_AT = 64
 #: How long ``close()`` lets the writer send what is queued before cutting the socket.
 CLOSE_FLUSH_TIMEOUT = 1.0
+#: How long ``close()`` waits, in all, for threads running user callbacks to return; a
+#: callback that takes longer finishes on its own (daemon) thread after close() returns.
+CLOSE_CALLBACK_GRACE = 0.25
 
 # --- protocol limits ---------------------------------------------------------------
 #: Longest control line (op name and arguments) the parser accepts without a CRLF.

@@ -124,7 +124,8 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         self.last_error: BaseException | None = None
         self._conn: Connection | None = None
         self._conn_threads: list[threading.Thread] = []
-        self._threads: list[threading.Thread] = []
+        self._callback_thread: threading.Thread | None = None
+        self._timer_thread: threading.Thread | None = None
         self._callbacks = CallbackRunner()
         self._nuid = Nuid()
         self._mux: RequestMux | None = None
@@ -138,7 +139,9 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         self.in_bytes = 0
         self.reconnects = 0
         self.errors_received = 0
-        self._delivery_threads: dict[int, threading.Thread] = {}
+        #: Callback subscriptions whose delivery thread runs (it may outlive the
+        #: subscription: close() must stop a callback still running after a drain).
+        self._deliveries: dict[int, tuple[Subscription, threading.Thread]] = {}
         #: A -ERR after which the server closes the connection: the reason for the loss.
         self._fatal_server_error: Error | None = None
         self._publish_fn = self.publish
@@ -196,8 +199,8 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             )
 
     def _start_background_threads(self) -> None:
-        self._threads.append(self._start_thread(self._callbacks.run, "callbacks"))
-        self._threads.append(self._start_thread(self._run_timer, "timer"))
+        self._callback_thread = self._start_thread(self._callbacks.run, "callbacks")
+        self._timer_thread = self._start_thread(self._run_timer, "timer")
 
     def pool_servers(self) -> list[ServerAddress]:
         """Every server of the pool (given and discovered)."""
@@ -446,12 +449,16 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             if sub.max_msgs > 0:
                 self._put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
             if sub.callback is not None:
-                if len(self._delivery_threads) >= d.DELIVERY_THREAD_PRUNE_AT:
-                    self._delivery_threads = {
-                        sid: t for sid, t in self._delivery_threads.items() if t.is_alive()
-                    }
-                thread = self._start_thread(sub._run_callbacks, f"sub-{sub.sid}")
-                self._delivery_threads[sub.sid] = thread
+                thread = self._start_thread(lambda: self._run_delivery(sub), f"sub-{sub.sid}")
+                self._deliveries[sub.sid] = (sub, thread)
+
+    def _run_delivery(self, sub: Subscription) -> None:
+        """Delivery thread of a callback subscription; forgets itself when it ends."""
+        try:
+            sub._run_callbacks()
+        finally:
+            with self._lock:
+                self._deliveries.pop(sub.sid, None)
 
     def unsubscribe(self, sub: Subscription, limit: int = 0) -> None:
         """Sends UNSUB now, or after ``limit`` messages in total."""
@@ -465,11 +472,17 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
                 raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
             if limit and limit > sub.received:
                 sub.max_msgs = limit
+                sub._limit_handout(limit)
                 self._put_control(proto.encode_unsub(sub.sid, limit))
                 return
             del self.subs[sub.sid]
             self._put_control(proto.encode_unsub(sub.sid))
-        sub._end()
+        if limit:
+            # More than ``limit`` arrived already: the callback still gets up to ``limit``.
+            sub._limit_handout(limit)
+            sub._end(stop_callbacks=sub._handed_all)
+        else:
+            sub._end(stop_callbacks=True)
 
     def drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         """UNSUB, a PING/PONG to be sure the server has it, then end ``sub``.
@@ -500,16 +513,20 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         self._join_delivery(sub, deadline)
 
     def _join_delivery(self, sub: Subscription, deadline: float) -> None:
-        thread = self._delivery_threads.get(sub.sid)
-        if thread is None or thread is threading.current_thread():
+        entry = self._deliveries.get(sub.sid)
+        if entry is None or entry[1] is threading.current_thread():
             return
+        thread = entry[1]
         thread.join(max(deadline - time.monotonic(), 0.0))
         if thread.is_alive():
             raise DrainTimeoutError(
                 f"the callback of {sub.subject!r} did not finish its queued messages in time"
             )
+
+    def delivery_threads(self) -> list[threading.Thread]:
+        """The delivery threads still running (for tests)."""
         with self._lock:
-            self._delivery_threads.pop(sub.sid, None)
+            return [thread for _, thread in self._deliveries.values()]
 
     # --- flush -----------------------------------------------------------------------
 
@@ -644,6 +661,7 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             conn = self._conn
             conn_threads = self._conn_threads
             subs = list(self.subs.values())
+            subs += [sub for sub, _ in self._deliveries.values() if sub not in subs]
             self.subs.clear()
             handshaking, self._handshaking = self._handshaking, None
         self._closing.set()
@@ -670,16 +688,28 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             self._callbacks.submit(self.options.closed_cb)
             self._callbacks.stop()
         with self._lock:
-            threads = conn_threads + self._threads + list(self._delivery_threads.values())
-            if self._reconnect_thread is not None:
-                threads.append(self._reconnect_thread)
+            threads = conn_threads + [
+                t for t in (self._timer_thread, self._reconnect_thread) if t is not None
+            ]
+            # Threads that run user code: a callback that does not return is left to
+            # finish on its own (daemon) thread; it is not called again, and what it
+            # publishes raises ConnectionClosedError.
+            user_threads = [t for _, t in self._deliveries.values()]
+            if self._callback_thread is not None:
+                user_threads.append(self._callback_thread)
         self._join(threads, me, d.THREAD_JOIN_TIMEOUT)
+        self._join(user_threads, me, d.CLOSE_CALLBACK_GRACE, shared=True)
 
     @staticmethod
-    def _join(threads: list[threading.Thread], me: threading.Thread, timeout: float) -> None:
+    def _join(
+        threads: list[threading.Thread], me: threading.Thread, timeout: float,
+        shared: bool = False,
+    ) -> None:
+        """Joins ``threads``, ``timeout`` each, or in all when ``shared``."""
+        deadline = time.monotonic() + timeout
         for thread in threads:
             if thread is not me and thread.ident is not None:
-                thread.join(timeout)
+                thread.join(max(deadline - time.monotonic(), 0.0) if shared else timeout)
 
     @property
     def pending_data_size(self) -> int:

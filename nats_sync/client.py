@@ -330,7 +330,10 @@ class Client:
         """Closes at once (sending what is queued if connected). Idempotent.
 
         Every waiting ``next_msg``, ``request`` and ``flush`` gets
-        ``ConnectionClosedError``; every thread of the client is joined.
+        ``ConnectionClosedError``; the client's own threads are joined. Callbacks are
+        not called again and what is queued for them is discarded (``discarded``); a
+        callback still running after a short grace (0.25 s) is left to return on its
+        own daemon thread, where publishing raises ``ConnectionClosedError``.
         """
         self._handler.close()
 

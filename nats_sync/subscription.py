@@ -10,12 +10,21 @@ and runs the callback; user code never runs on the reader thread.
 The end of a subscription (unsubscribe, drain, max_msgs, close, permission error) is a
 marker appended behind the messages already queued, so what arrived stays readable and
 every waiting reader wakes up.
+
+A callback subscription also has a hand-out limit, ``_handout_limit``: the delivery
+thread compares it with the number of messages it handed to the callback before each
+call (per message, not per batch). ``unsubscribe()`` and ``close()`` set it to 0 and
+discard what is queued (counted in ``discarded``); ``max_msgs`` and
+``unsubscribe(limit=n)`` set it to ``n``; ``drain()`` leaves it, so queued messages
+still reach the callback. Only the delivery thread writes ``_handed``; any thread may
+lower ``_handout_limit`` (a plain store).
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -49,6 +58,8 @@ class _End:
 _END = _End()
 #: Messages a callback subscription's thread takes from its queue at once.
 _CALLBACK_BATCH = 256
+#: The hand-out limit of a callback subscription that has none.
+_NO_LIMIT = sys.maxsize
 
 
 class _MessageQueue:
@@ -162,6 +173,17 @@ class _MessageQueue:
                 self._items.append(_END)
             self._not_empty.notify_all()
 
+    def discard(self) -> int:
+        """Drops every queued message (the end marker stays); returns how many."""
+        with self._lock:
+            messages = [item for item in self._items if type(item) is Msg]
+            ended = len(messages) < len(self._items)
+            self._bytes_out += sum(len(msg.data) for msg in messages)
+            self._items.clear()
+            if ended:
+                self._items.append(_END)
+            return len(messages)
+
 
 class Subscription:
     """Interest in a subject; made by :meth:`nats_sync.Client.subscribe`.
@@ -196,7 +218,11 @@ class Subscription:
         self._slow = False
         self._end_error: Error | None = None
         self._ended = False
-        self._stop_callbacks = False
+        # Callback subscriptions only (see the module docstring): messages the delivery
+        # thread handed to the callback, the most it may hand, and those it discarded.
+        self._handed = 0
+        self._handout_limit = max_msgs if max_msgs > 0 else _NO_LIMIT
+        self._discarded = 0
 
     # --- properties --------------------------------------------------------------
 
@@ -246,6 +272,12 @@ class Subscription:
         return self._dropped
 
     @property
+    def discarded(self) -> int:
+        """Messages received but never handed to the callback, because the subscription
+        was unsubscribed or the client closed first (``drain()`` hands them over)."""
+        return self._discarded
+
+    @property
     def is_closed(self) -> bool:
         """Whether the subscription has ended (no more messages will arrive)."""
         return self._ended
@@ -293,15 +325,31 @@ class Subscription:
         Args:
             error: what ``next_msg`` raises once the queue is empty (None: the
                 subscription simply ended).
-            stop_callbacks: make the callback thread stop without running the
-                callback for what is still queued (``close()``).
+            stop_callbacks: the callback is not called again (``unsubscribe()``,
+                ``close()``); what is still queued for it is discarded and counted.
         """
         if error is not None and self._end_error is None:
             self._end_error = error
         self._ended = True
-        if stop_callbacks:
-            self._stop_callbacks = True
+        if stop_callbacks and self._cb is not None:
+            self._handout_limit = 0
+            self._count_discarded(self._messages.discard())
         self._messages.append_end()
+
+    def _limit_handout(self, limit: int) -> None:
+        """Any thread: the callback gets at most ``limit`` messages in all."""
+        if self._cb is not None:
+            self._handout_limit = min(self._handout_limit, limit)
+
+    @property
+    def _handed_all(self) -> bool:
+        """Whether the callback got every message it may get (``unsubscribe(limit)``)."""
+        return self._handed >= self._handout_limit
+
+    def _count_discarded(self, count: int) -> None:
+        if count:
+            with self._messages._lock:  # the delivery thread and _end may both count
+                self._discarded += count
 
     # --- user calls ------------------------------------------------------------------
 
@@ -363,9 +411,15 @@ class Subscription:
     def unsubscribe(self, limit: int = 0) -> None:
         """Stops the subscription, at once or after ``limit`` messages in total.
 
+        Once it returns, a callback is not called again (a call already running
+        finishes) and messages still queued for it are discarded and counted in
+        ``discarded``; use :meth:`drain` to have them handed over. A pull
+        subscription keeps what it queued readable.
+
         Args:
             limit: with ``limit > 0``, the server stops after that many messages
-                (counting those already received), and so does this subscription.
+                (counting those already received), and so does this subscription; a
+                callback gets exactly ``limit`` messages, even when more were queued.
         """
         self._handler.unsubscribe(self, limit)
 
@@ -391,10 +445,18 @@ class Subscription:
         assert cb is not None
         take_batch = self._messages.take_batch
         while True:
-            # Many at a time: one lock round per batch instead of per message.
-            for item in take_batch(_CALLBACK_BATCH):
-                if item is _END or self._stop_callbacks:
+            # Many at a time: one lock round per batch instead of per message; the
+            # limit is still looked at before every call, as unsubscribe() may lower it.
+            batch = take_batch(_CALLBACK_BATCH)
+            handed_before = self._handed
+            for item in batch:
+                if item is _END:
                     return
+                if self._handed >= self._handout_limit:
+                    unhanded = len(batch) - (self._handed - handed_before)
+                    self._count_discarded(unhanded + self._messages.discard())
+                    return
+                self._handed += 1
                 try:
                     cb(item)  # type: ignore[arg-type]
                 except Exception as err:

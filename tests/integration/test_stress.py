@@ -210,7 +210,7 @@ def _run_the_mix(server: NatsServer, made: list[nats_sync.Client]) -> None:
     assert handler._mux is not None and len(handler._mux) == 0  # every request settled
     assert handler.subs == {}
     assert _wait_until(
-        lambda: not any(t.is_alive() for t in list(handler._delivery_threads.values())), 5
+        lambda: not any(t.is_alive() for t in handler.delivery_threads()), 5
     ), "delivery threads of unsubscribed subscriptions are still running"
     assert 3 <= nc.stats["reconnects"] <= counts["force_reconnect"]  # a no-op while reconnecting
     assert _server_subscriptions(server, nc.client_id) == 1  # only the request inbox
@@ -306,7 +306,7 @@ def test_10000_subscribe_unsubscribe_cycles_leave_nothing_here_or_on_the_server(
                     sub.unsubscribe()
                     if n >= 2_250:
                         survivors.append(weakref.ref(sub))
-                    largest_table[0] = max(largest_table[0], len(handler._delivery_threads))
+                    largest_table[0] = max(largest_table[0], len(handler.delivery_threads()))
             except BaseException as err:
                 errors.append(err)
 
@@ -328,9 +328,9 @@ def test_10000_subscribe_unsubscribe_cycles_leave_nothing_here_or_on_the_server(
 
         assert handler.subs == {}
         assert largest_table[0] <= 64 + 4, largest_table[0]  # pruned as it grows
-        assert len(handler._delivery_threads) <= 64
+        assert len(handler.delivery_threads()) <= 64
         assert _wait_until(
-            lambda: not any(t.is_alive() for t in list(handler._delivery_threads.values())), 5
+            lambda: not any(t.is_alive() for t in handler.delivery_threads()), 5
         )
         del sub
         gc.collect()
