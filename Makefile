@@ -42,20 +42,20 @@ bench: $(BENCH_STAMP)
 # force_reconnect) under a 2,000 msgs/s stream; a few minutes. Writes docs/RELIABILITY.md and
 # fails if a buffered message is lost. RELIABILITY_ARGS: --only KEYS, --rate N, --verbose.
 reliability: $(DEV_STAMP)
-	$(PY) tools/reliability.py $(RELIABILITY_ARGS)
+	$(PY) -m tools.reliability $(RELIABILITY_ARGS)
 
 # A long fuzzing run of the parser (default 5 min; FUZZ_ARGS="--seconds N"): only
 # ProtocolError may come out; crashing inputs land in fuzz-crashes/. Writes its section
 # of docs/RELIABILITY.md. Uses atheris (libFuzzer) when it installs, else hypothesis.
 fuzz: $(DEV_STAMP)
 	$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install --quiet --disable-pip-version-check atheris || echo "fuzz: atheris did not install: a long hypothesis run instead"
-	$(PY) tools/fuzz.py $(FUZZ_ARGS)
+	$(PY) -m tools.fuzz $(FUZZ_ARGS)
 
 # Steady traffic while the server restarts every 20 s (default 3 min; SOAK_ARGS): lost
 # messages, RSS growth, threads and file descriptors. Writes its section of
 # docs/RELIABILITY.md and fails if a bound breaks.
 soak: $(DEV_STAMP)
-	$(PY) tools/soak.py $(SOAK_ARGS)
+	$(PY) -m tools.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -8,10 +8,17 @@ byte of the page alone, so one tool's run never touches another tool's figures.
 
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 
-DEFAULT_PAGE = Path("docs/RELIABILITY.md")
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PAGE = ROOT / "docs" / "RELIABILITY.md"
+
+
+def run_date() -> str:
+    """When a run happened, as the page states it."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import hashlib
 import itertools
 import json
@@ -58,9 +57,7 @@ from nats_sync._defaults import MAX_CONTROL_LINE
 from nats_sync._proto import Parser, ServerOp, encode_headers
 from nats_sync.errors import ProtocolError
 
-ROOT = Path(__file__).resolve().parent.parent
-CRASHES = ROOT / "fuzz-crashes"
-DEFAULT_OUTPUT = ROOT / "docs" / "RELIABILITY.md"
+CRASHES = Path(__file__).resolve().parent.parent / "fuzz-crashes"
 DEFAULT_SECONDS = 300.0
 #: Largest input libFuzzer builds (room for lines past the control line limit).
 MAX_INPUT = 16_384
@@ -344,7 +341,7 @@ def save_crash(data: bytes, cuts: Sequence[int], error: str, folder: Path = CRAS
     name = "crash-" + hashlib.sha1(data).hexdigest()[:16]
     (folder / f"{name}.bin").write_bytes(data)
     (folder / f"{name}.json").write_text(json.dumps(
-        {"cuts": list(cuts), "error": error, "replay": f"tools/fuzz.py --replay "
+        {"cuts": list(cuts), "error": error, "replay": f"python -m tools.fuzz --replay "
          f"fuzz-crashes/{name}.bin"}, indent=1) + "\n")
     return folder / f"{name}.bin"
 
@@ -543,9 +540,9 @@ def run_atheris(seconds: float, seed: int) -> Result:
                 CRASHES.mkdir(exist_ok=True)
                 for artifact in artifacts.iterdir():
                     culprit = artifact.read_bytes()
-                    for sample in corpus.iterdir():  # the next child must not start on it
-                        if sample.read_bytes() == culprit:
-                            sample.unlink()
+                    for entry in corpus.iterdir():  # the next child must not start on it
+                        if entry.read_bytes() == culprit:
+                            entry.unlink()
                     shutil.move(str(artifact), CRASHES / artifact.name)
                     result.saved.add(artifact.name)
                 shutil.copy(log_path, CRASHES / f"libfuzzer-exit-{code}-{run}.log")
@@ -609,7 +606,7 @@ negative numbers, duplicated slices; and random bytes.
 
 `tests/unit/test_parser_fuzz.py` checks the same properties with hypothesis in
 `make test` (a few seconds). A saved input is replayed with
-`.venv/bin/python tools/fuzz.py --replay fuzz-crashes/crash-....bin`.
+`.venv/bin/python -m tools.fuzz --replay fuzz-crashes/crash-....bin`.
 """
 
 
@@ -618,13 +615,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--atheris-worker"]:
         atheris_worker(Path(argv[1]), Path(argv[2]), argv[4:])
         return 0
+    # Imported here, not at the top: tests/unit/test_parser_fuzz.py loads this file by its
+    # path, outside the tools package, and the atheris worker above runs it as a script.
+    from tools._reliability_doc import DEFAULT_PAGE, run_date, write_section  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS,
                         help="how long to fuzz (default: 300)")
     parser.add_argument("--engine", choices=("auto", "atheris", "hypothesis"), default="auto",
                         help="auto: atheris when installed, else hypothesis")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+    parser.add_argument("--output", type=Path, default=DEFAULT_PAGE,
                         help="page whose `fuzz` section is written (default: "
                              "docs/RELIABILITY.md)")
     parser.add_argument("--replay", type=Path, default=None,
@@ -636,16 +637,13 @@ def main(argv: list[str] | None = None) -> int:
     engine = args.engine
     if engine == "auto":
         engine = "atheris" if atheris_available() else "hypothesis"
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = run_date()
     print(f"fuzzing the parser with {engine} for {args.seconds:.0f} s (seed {seed})",
           flush=True)
     if engine == "atheris":
         result = run_atheris(args.seconds, seed)
     else:
         result = run_hypothesis(args.seconds, seed)
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reliability_doc import write_section  # noqa: PLC0415
 
     write_section("fuzz", section(result, args.seconds, seed, when), args.output)
     print(f"{result.tried:,} inputs in {result.seconds:.0f} s, {result.crashes} breaking a "

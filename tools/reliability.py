@@ -12,7 +12,8 @@ messages went into the disconnect buffer ("buffered"), and the client promises t
 deliver them. Lost messages that were not buffered and were published in the second
 before a fault or before the reconnect are "lost in flight": the kernel had them, the
 server died or the socket was abandoned, as with every core NATS client. Any other loss
-is unexplained. Recovery is the time from the fault to the publisher's
+is unexplained (the stream and this accounting are in tools/_streamcheck.py, shared with
+``make soak``). Recovery is the time from the fault to the publisher's
 ``reconnected_cb``.
 
 Every wait is bounded; a watchdog ends the whole run (dumping every thread's stack)
@@ -26,210 +27,50 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import faulthandler
 import logging
 import os
 import platform
 import statistics
-import struct
 import subprocess
 import sys
 import threading
 import time
-from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _reliability_doc import write_section  # tools/ is on sys.path when run
-
 import nats_sync
 from nats_sync.testing import NatsCluster, NatsServer, find_server_binary
+from tools._reliability_doc import DEFAULT_PAGE, run_date, write_section
+from tools._streamcheck import (
+    FLUSH_TIMEOUT,
+    IN_FLIGHT_BEFORE,
+    RECONNECT_TIMEOUT,
+    ClientEvents,
+    Receiver,
+    StreamPublisher,
+    StreamTally,
+    now,
+    start_watchdog,
+    tally,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUTPUT = ROOT / "docs" / "RELIABILITY.md"
-
-#: Payload: sequence number and publish time (time.monotonic()), 16 bytes.
-PAYLOAD = struct.Struct(">Qd")
 LDM_CONFIG = 'lame_duck_grace_period: "500ms"\n'
 
-RECONNECT_TIMEOUT = 15.0  # fault -> publisher's reconnected_cb
-FLUSH_TIMEOUT = 5.0
 SERVER_EXIT_TIMEOUT = 15.0  # lame duck server -> process gone
 MESH_TIMEOUT = 20.0
 INTEREST_TIMEOUT = 10.0
-DRAIN_QUIET = 1.5  # end of a row: the subscriber saw nothing new for this long
-DRAIN_MAX = 10.0
 WARMUP = 1.0  # stream runs this long before the first fault
 SETTLE = 1.0  # and this long after each recovery
 KILL_DOWNTIME = 1.0  # single server: SIGKILL, then restart after this long
-#: A lost, not buffered message published this long before a fault (or later, up to the
-#: reconnect) counts as lost in flight.
-IN_FLIGHT_BEFORE = 1.0
 
 log = logging.getLogger("reliability")
 #: Every server and cluster started, so the watchdog can kill them before it exits.
 STARTED: list[NatsServer | NatsCluster] = []
 
 
-def now() -> float:
-    return time.monotonic()
-
-
 # --- recording ---------------------------------------------------------------------------
-
-
-class ClientEvents:
-    """Records a client's reconnects, disconnects and errors (callback thread)."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self._cond = threading.Condition()
-        self.reconnected_at: list[float] = []
-        self.disconnected_at: list[float] = []
-        self.errors: list[str] = []
-
-    def options(self) -> dict[str, Any]:
-        return {
-            "reconnected_cb": self._on_reconnected,
-            "disconnected_cb": self._on_disconnected,
-            "error_cb": self._on_error,
-        }
-
-    def _on_reconnected(self) -> None:
-        with self._cond:
-            self.reconnected_at.append(now())
-            self._cond.notify_all()
-
-    def _on_disconnected(self) -> None:
-        with self._cond:
-            self.disconnected_at.append(now())
-
-    def _on_error(self, error: BaseException) -> None:
-        with self._cond:
-            self.errors.append(f"{type(error).__name__}: {error}")
-
-    def wait_reconnected_after(self, start: float, timeout: float) -> float | None:
-        """The first reconnect at or after ``start``; None if none within ``timeout``."""
-
-        def found() -> float | None:
-            return next((t for t in self.reconnected_at if t >= start), None)
-
-        with self._cond:
-            self._cond.wait_for(lambda: found() is not None, timeout)
-            return found()
-
-
-class Receiver:
-    """The subscriber's side: which sequence numbers arrived, in what order."""
-
-    def __init__(self) -> None:
-        self.counts = bytearray(1 << 16)  # arrivals per sequence number (capped at 255)
-        self.received = 0
-        self.unique = 0
-        self.duplicates = 0
-        self.out_of_order = 0
-        self.highest = -1
-        self.last_arrival = now()
-        self.probes: set[bytes] = set()
-        self.late: list[int] = []  # sequence numbers that arrived out of order
-
-    def on_msg(self, msg: nats_sync.Msg) -> None:
-        """Delivery thread of the subscription (one thread: no lock needed)."""
-        self.last_arrival = now()
-        if msg.subject.endswith(".probe"):
-            self.probes.add(msg.data)
-            return
-        seq = PAYLOAD.unpack(msg.data)[0]
-        counts = self.counts
-        if seq >= len(counts):
-            counts.extend(bytes(max(seq + 1 - len(counts), len(counts))))
-        self.received += 1
-        if counts[seq]:
-            self.duplicates += 1
-        else:
-            self.unique += 1
-        counts[seq] = min(counts[seq] + 1, 255)
-        if seq < self.highest:
-            self.out_of_order += 1
-            self.late.append(seq)
-        else:
-            self.highest = seq
-
-
-class Publisher:
-    """One thread publishing the numbered stream at ``rate`` msgs/s."""
-
-    def __init__(self, nc: nats_sync.Client, subject: str, rate: int) -> None:
-        self.nc = nc
-        self.subject = subject
-        self.rate = rate
-        self.times = array("d")  # publish time of each accepted sequence number
-        self.buffered = bytearray()  # 1: published while the client was reconnecting
-        self.refused = 0  # OutboundBufferLimitError
-        self.failed: list[str] = []  # any other error from publish()
-        self._stop = threading.Event()
-        self._gate = threading.Event()
-        self._gate.set()
-        self._idle = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="reliability-pub", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._gate.set()
-        self._thread.join(10.0)
-        if self._thread.is_alive():
-            raise RuntimeError("the publisher thread did not stop within 10 s (publish hangs?)")
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """Holds the stream (between batches) for the duration of the block."""
-        self._idle.clear()
-        self._gate.clear()
-        if not self._idle.wait(10.0):
-            raise RuntimeError("the publisher thread did not pause within 10 s")
-        try:
-            yield
-        finally:
-            self._gate.set()
-
-    def _run(self) -> None:
-        nc, subject = self.nc, self.subject
-        batch = max(1, self.rate // 100)
-        interval = batch / self.rate
-        deadline = now()
-        while not self._stop.is_set():
-            if not self._gate.is_set():
-                self._idle.set()
-                self._gate.wait(0.1)
-                deadline = now()
-                continue
-            for _ in range(batch):
-                seq = len(self.times)
-                before = nc.is_reconnecting
-                at = now()
-                try:
-                    nc.publish(subject, PAYLOAD.pack(seq, at))
-                except nats_sync.OutboundBufferLimitError:
-                    self.refused += 1
-                    continue
-                except nats_sync.Error as err:
-                    self.failed.append(f"{type(err).__name__}: {err}")
-                    continue
-                after = nc.is_reconnecting
-                self.times.append(at)
-                self.buffered.append(1 if before and after else 0)
-            deadline += interval
-            delay = deadline - now()
-            if delay > 0:
-                self._stop.wait(delay)
-            elif delay < -1.0:
-                deadline = now()  # after a stall, carry on at the rate instead of bursting
 
 
 @dataclass
@@ -247,19 +88,8 @@ class RowResult:
     key: str
     fault: str
     injections: list[Injection] = field(default_factory=list)
-    published: int = 0
-    received: int = 0
-    unique: int = 0
-    lost: int = 0
-    lost_in_flight: int = 0
-    lost_from_buffer: int = 0
-    lost_unexplained: int = 0
-    duplicates: int = 0
-    out_of_order: int = 0
-    buffered: int = 0
-    refused: int = 0
+    stream: StreamTally = field(default_factory=StreamTally)
     dropped: int = 0
-    publish_errors: int = 0
     moves: int = 0  # preparatory force_reconnect() moves off the subscriber's node
     notes: list[str] = field(default_factory=list)
     error: str | None = None
@@ -276,8 +106,8 @@ class RowResult:
     def ok(self) -> bool:
         return (
             self.error is None
-            and self.lost_from_buffer == 0
-            and self.lost_unexplained == 0
+            and not self.stream.from_buffer
+            and not self.stream.unexplained
             and self.missed_recoveries == 0
         )
 
@@ -292,13 +122,13 @@ class Row:
         self.result = result
         self.rate = rate
         self.subject = f"reliability.{result.key}"
-        self.pub_events = ClientEvents("publisher")
-        self.sub_events = ClientEvents("subscriber")
+        self.pub_events = ClientEvents()
+        self.sub_events = ClientEvents()
         self.receiver = Receiver()
         self.pub_nc: nats_sync.Client | None = None
         self.sub_nc: nats_sync.Client | None = None
         self.sub: nats_sync.Subscription | None = None
-        self.publisher: Publisher | None = None
+        self.publisher: StreamPublisher | None = None
 
     # set-up
 
@@ -343,9 +173,10 @@ class Row:
             finally:
                 probe.close()
 
-    def start_stream(self) -> Publisher:
+    def start_stream(self) -> StreamPublisher:
         assert self.pub_nc is not None
-        self.publisher = Publisher(self.pub_nc, f"{self.subject}.data", self.rate)
+        self.publisher = StreamPublisher(self.pub_nc, f"{self.subject}.data", self.rate,
+                                         name="reliability-pub")
         self.publisher.start()
         time.sleep(WARMUP)
         return self.publisher
@@ -389,12 +220,7 @@ class Row:
                 self.pub_nc.flush(FLUSH_TIMEOUT)
             except nats_sync.Error as err:
                 result.notes.append(f"final publisher flush failed: {err}")
-        published = len(self.publisher.times) if self.publisher else 0
-        deadline = now() + DRAIN_MAX
-        while receiver.unique < published and now() < deadline:
-            if now() - receiver.last_arrival > DRAIN_QUIET:
-                break
-            time.sleep(0.05)
+        receiver.wait_drained(self.publisher.published if self.publisher else 0)
         if self.sub_nc is not None and self.sub_nc.is_connected:
             with contextlib.suppress(nats_sync.Error):
                 self.sub_nc.flush(FLUSH_TIMEOUT)
@@ -420,59 +246,35 @@ class Row:
                     nc.close()
 
 
-def analyse(result: RowResult, publisher: Publisher, receiver: Receiver) -> None:
-    times, buffered, counts = publisher.times, publisher.buffered, receiver.counts
-    published = len(times)
-    result.published = published
-    result.received = receiver.received
-    result.unique = receiver.unique
-    result.duplicates = receiver.duplicates
-    result.out_of_order = receiver.out_of_order
-    result.buffered = sum(buffered)
-    result.refused = publisher.refused
-    result.publish_errors = len(publisher.failed)
-    if publisher.failed:
-        result.notes.append(f"publish() raised {len(publisher.failed)} times: "
-                            f"{publisher.failed[0]}")
-    windows = [
-        (inj.at - IN_FLIGHT_BEFORE,
-         inj.recovered if inj.recovered is not None else inj.at + RECONNECT_TIMEOUT)
-        for inj in result.injections
-    ]
-    unexplained: list[int] = []
-    from_buffer: list[int] = []
-    offsets: list[float] = []  # lost in flight: publish time relative to the nearest fault
-    for seq in range(published):
-        if seq < len(counts) and counts[seq]:
-            continue
-        result.lost += 1
-        if buffered[seq]:
-            result.lost_from_buffer += 1
-            from_buffer.append(seq)
-        elif any(start <= times[seq] <= end for start, end in windows):
-            result.lost_in_flight += 1
-            nearest = min(result.injections, key=lambda inj: abs(times[seq] - inj.at))
-            offsets.append(times[seq] - nearest.at)
-        else:
-            result.lost_unexplained += 1
-            unexplained.append(seq)
-    if offsets:
+def analyse(result: RowResult, publisher: StreamPublisher, receiver: Receiver) -> None:
+    """The row's tally, and notes on where its losses and late arrivals fall."""
+    stream = result.stream = tally(publisher, receiver,
+                                   [(inj.at, inj.recovered) for inj in result.injections])
+    times = publisher.times
+    errors = sum(stream.publish_errors.values())
+    if errors:
+        result.notes.append(f"publish() raised {errors} times: {publisher.first_error}")
+    if stream.in_flight:
+        fault_times = [inj.at for inj in result.injections]
+
+        def from_nearest_fault(at: float) -> float:
+            return at - min(fault_times, key=lambda fault: abs(at - fault))
+
+        offsets = [from_nearest_fault(times[seq]) for seq in stream.in_flight]
         result.notes.append(
             f"the {len(offsets)} messages lost in flight were published between "
             f"{1000 * min(offsets):+.1f} ms and {1000 * max(offsets):+.1f} ms of a fault "
             "(written to the socket of a server that was dying or already dead)"
         )
     if receiver.late:
-        during = sum(
-            1 for seq in receiver.late
-            if any(start <= times[seq] <= end for start, end in windows)
-        )
+        during = sum(1 for seq in receiver.late if stream.near_a_fault(times[seq]))
         result.notes.append(
             f"{during} of the {len(receiver.late)} out-of-order arrivals were published from "
             f"{IN_FLIGHT_BEFORE:.0f} s before a fault to the publisher's reconnect (held by the "
             "faulted server and delivered after the newer ones)"
         )
-    for label, seqs in (("lost from the buffer", from_buffer), ("lost unexplained", unexplained)):
+    for label, seqs in (("lost from the buffer", stream.from_buffer),
+                        ("lost unexplained", stream.unexplained)):
         if seqs:
             first = times[0]
             sample = ", ".join(f"#{s} (t={times[s] - first:.3f}s)" for s in seqs[:10])
@@ -529,22 +331,33 @@ def move_off(row: Row, cluster: NatsCluster, avoid: NatsServer) -> None:
     row.result.moves += moves
 
 
-def fault_cluster_kill(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
-    row, sub_node = cluster_row(cluster, result, rate)
+def fault_publisher_node(cluster: NatsCluster, result: RowResult, rate: int, times: int,
+                         hit: Callable[[Row, NatsServer], Injection],
+                         **pub_options: Any) -> Row:
+    """``times`` faults, each ``hit`` on the publisher's node once it is off the
+    subscriber's; a node that ``hit`` left dead is restarted before the next."""
+    row, sub_node = cluster_row(cluster, result, rate, **pub_options)
     row.start_stream()
     for _ in range(times):
         move_off(row, cluster, sub_node)
         assert row.pub_nc is not None
         target = node_of(cluster, row.pub_nc)
         assert target is not None
-        injection = row.inject(target.kill)
-        if injection.recovered is None:
+        if hit(row, target).recovered is None:
             break
-        target.start()
-        cluster.wait_for_mesh(MESH_TIMEOUT)
-        row.wait_interest([target.url])
+        if target.is_running:
+            cluster.wait_for_mesh(MESH_TIMEOUT)
+        else:
+            target.start()
+            cluster.wait_for_mesh(MESH_TIMEOUT)
+            row.wait_interest([target.url])
         time.sleep(SETTLE)
     return row
+
+
+def fault_cluster_kill(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
+    return fault_publisher_node(cluster, result, rate, times,
+                                lambda row, target: row.inject(target.kill))
 
 
 def fault_single_restart(result: RowResult, rate: int, times: int) -> Row:
@@ -591,13 +404,7 @@ def fault_single_restart(result: RowResult, rate: int, times: int) -> Row:
 
 
 def fault_lame_duck(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
-    row, sub_node = cluster_row(cluster, result, rate)
-    row.start_stream()
-    for _ in range(times):
-        move_off(row, cluster, sub_node)
-        assert row.pub_nc is not None
-        target = node_of(cluster, row.pub_nc)
-        assert target is not None
+    def lame_duck(row: Row, target: NatsServer) -> Injection:
         injection = row.inject(target.signal_lame_duck)
         deadline = now() + SERVER_EXIT_TIMEOUT
         while target.is_running and now() < deadline:
@@ -605,33 +412,20 @@ def fault_lame_duck(cluster: NatsCluster, result: RowResult, rate: int, times: i
         if target.is_running:
             result.notes.append("a lame duck server did not exit in time and was killed")
             target.kill()
-        if injection.recovered is None:
-            break
-        target.start()
-        cluster.wait_for_mesh(MESH_TIMEOUT)
-        row.wait_interest([target.url])
-        time.sleep(SETTLE)
-    return row
+        return injection
+
+    return fault_publisher_node(cluster, result, rate, times, lame_duck)
 
 
 def fault_stale(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
-    row, sub_node = cluster_row(cluster, result, rate, ping_interval=0.2,
-                                max_outstanding_pings=2)
-    row.start_stream()
-    for _ in range(times):
-        move_off(row, cluster, sub_node)
-        assert row.pub_nc is not None
-        target = node_of(cluster, row.pub_nc)
-        assert target is not None
+    def freeze(row: Row, target: NatsServer) -> Injection:
         try:
-            injection = row.inject(target.pause)
+            return row.inject(target.pause)
         finally:
             target.resume()
-        if injection.recovered is None:
-            break
-        cluster.wait_for_mesh(MESH_TIMEOUT)
-        time.sleep(SETTLE)
-    return row
+
+    return fault_publisher_node(cluster, result, rate, times, freeze, ping_interval=0.2,
+                                max_outstanding_pings=2)
 
 
 def fault_force_reconnect(cluster: NatsCluster, result: RowResult, rate: int,
@@ -687,16 +481,17 @@ def run_fault(fault: Fault, cluster: NatsCluster | None, rate: int) -> RowResult
     except Exception as err:  # a broken row is reported, the others still run
         log.exception("row %s failed", fault.key)
         result.error = f"{type(err).__name__}: {err}"
-        if row is not None and row.publisher is not None and not result.published:
+        if row is not None and row.publisher is not None and not result.stream.published:
             with contextlib.suppress(Exception):
                 row.finish()
     finally:
         if row is not None:
             row.close()
-    print(f"  [{fault.key}] published {result.published}, received {result.unique} unique, "
-          f"lost {result.lost} (in flight {result.lost_in_flight}, from buffer "
-          f"{result.lost_from_buffer}, unexplained {result.lost_unexplained}), buffered "
-          f"{result.buffered}, dup {result.duplicates}, ooo {result.out_of_order} "
+    stream = result.stream
+    print(f"  [{fault.key}] published {stream.published}, received {stream.unique} unique, "
+          f"lost {stream.lost} (in flight {len(stream.in_flight)}, from buffer "
+          f"{len(stream.from_buffer)}, unexplained {len(stream.unexplained)}), buffered "
+          f"{stream.buffered}, dup {stream.duplicates}, ooo {stream.out_of_order} "
           f"[{now() - started:.1f}s]" + (f" ERROR {result.error}" if result.error else ""),
           flush=True)
     return result
@@ -744,12 +539,13 @@ def table(results: list[RowResult]) -> list[str]:
         median = statistics.median(recoveries) if recoveries else None
         worst = max(recoveries) if recoveries else None
         missed = f" ({r.missed_recoveries} never)" if r.missed_recoveries else ""
-        lost = f"{r.lost:,}" + (f" ({r.lost_unexplained:,} unexplained)"
-                                if r.lost_unexplained else "")
+        s = r.stream
+        lost = f"{s.lost:,}" + (f" ({len(s.unexplained):,} unexplained)"
+                                if s.unexplained else "")
         lines.append(
-            f"| {r.fault} | {len(r.injections)} | {r.published:,} | {r.unique:,} | {lost} "
-            f"| {r.lost_in_flight:,} | {r.buffered:,} | **{r.lost_from_buffer:,}** "
-            f"| {r.duplicates:,} | {r.out_of_order:,} | {r.refused:,} | {fmt_ms(median)} "
+            f"| {r.fault} | {len(r.injections)} | {s.published:,} | {s.unique:,} | {lost} "
+            f"| {len(s.in_flight):,} | {s.buffered:,} | **{len(s.from_buffer):,}** "
+            f"| {s.duplicates:,} | {s.out_of_order:,} | {s.refused:,} | {fmt_ms(median)} "
             f"| {fmt_ms(worst)}{missed} |"
         )
     return lines
@@ -879,27 +675,9 @@ def markdown(results: list[RowResult], rate: int, elapsed: float, info: dict[str
 # --- main ----------------------------------------------------------------------------------------
 
 
-def start_watchdog(seconds: float, cleanup: Callable[[], None]) -> threading.Event:
-    """Ends the process (exit 3, every thread's stack on stderr) after ``seconds``."""
-    done = threading.Event()
-
-    def watch() -> None:
-        if done.wait(seconds):
-            return
-        print(f"\nreliability: still running after {seconds:.0f}s: giving up; thread stacks:",
-              file=sys.stderr, flush=True)
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        with contextlib.suppress(Exception):
-            cleanup()
-        os._exit(3)
-
-    threading.Thread(target=watch, name="reliability-watchdog", daemon=True).start()
-    return done
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+    parser.add_argument("--output", type=Path, default=DEFAULT_PAGE,
                         help="markdown file to write (default: docs/RELIABILITY.md)")
     parser.add_argument("--rate", type=int, default=2000, help="messages per second")
     parser.add_argument("--only", default="",
@@ -924,14 +702,14 @@ def main(argv: list[str] | None = None) -> int:
         faults = [f for f in FAULTS if f.key in wanted]
     started = now()
     load = os.getloadavg()
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = run_date()
     cluster: NatsCluster | None = None
 
     def cleanup() -> None:
         for started in STARTED:
             started.cleanup()
 
-    watchdog = start_watchdog(args.deadline, cleanup)
+    watchdog = start_watchdog("reliability", args.deadline, cleanup)
     results: list[RowResult] = []
     try:
         if any(f.key != "restart" for f in faults):

@@ -15,7 +15,8 @@ reach a server on which client B has not yet re-subscribed (the server would dro
 no interest), A's ``reconnect_delay_cb`` holds its reconnect until B is back and has
 flushed, as tools/reliability.py does. Other lost messages published from 1 s before a
 kill until A's reconnect were in flight on a socket that died (core NATS is
-at-most-once); any other loss is unexplained.
+at-most-once); any other loss is unexplained (tools/_streamcheck.py, shared with
+``make reliability``, keeps this account).
 
 Also measured: RSS (``VmRSS``) after a warm-up and at the end, threads and open file
 descriptors before connecting and after closing. Exit status 1 when a buffered message
@@ -28,44 +29,37 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import faulthandler
 import os
 import platform
-import struct
 import sys
 import threading
 import time
-from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _reliability_doc import write_section  # tools/ is on sys.path when run
-
 import nats_sync
 from nats_sync.testing import NatsServer
+from tools._reliability_doc import DEFAULT_PAGE, run_date, write_section
+from tools._streamcheck import (
+    FLUSH_TIMEOUT,
+    RECONNECT_TIMEOUT,
+    ClientEvents,
+    Paced,
+    Receiver,
+    StreamPublisher,
+    StreamTally,
+    now,
+    start_watchdog,
+    tally,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUTPUT = ROOT / "docs" / "RELIABILITY.md"
-PAYLOAD = struct.Struct(">Qd")  # sequence number, publish time (time.monotonic())
 SUBJECT = "soak.data"
 ECHO = "soak.echo"
-
-RECONNECT_TIMEOUT = 15.0  # restart -> a client's reconnected_cb
-FLUSH_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 0.5
-JOIN_TIMEOUT = 10.0
 BASELINE_TIMEOUT = 5.0  # after close: threads and fds must be back within this long
-DRAIN_QUIET = 1.5  # end: the subscriber saw nothing new for this long
-DRAIN_MAX = 10.0
-IN_FLIGHT_BEFORE = 1.0  # a loss published this long before a kill may be in flight
 RSS_LIMIT = 10.0  # percent
-
-
-def now() -> float:
-    return time.monotonic()
 
 
 def rss_kib() -> int:
@@ -77,97 +71,6 @@ def rss_kib() -> int:
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-class Receiver:
-    """Client B's callback: which sequence numbers arrived (preallocated: no RSS noise)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.seen = bytearray(capacity)
-        self.unique = self.duplicates = self.out_of_order = self.highest = 0
-        self.last_arrival = now()
-
-    def on_msg(self, msg: nats_sync.Msg) -> None:
-        seq, _ = PAYLOAD.unpack_from(msg.data)
-        self.last_arrival = now()
-        if self.seen[seq]:
-            self.duplicates += 1
-            return
-        self.seen[seq] = 1
-        self.unique += 1
-        if seq < self.highest:
-            self.out_of_order += 1
-        else:
-            self.highest = seq
-
-
-class Paced(threading.Thread):
-    """A thread calling ``step`` ``rate`` times a second until stopped (no catch-up burst
-    after a stall longer than a second)."""
-
-    def __init__(self, name: str, rate: int, batch: int) -> None:
-        super().__init__(name=name, daemon=True)
-        self.rate, self.batch = rate, batch
-        self.stopping = threading.Event()
-        self.failure: BaseException | None = None
-
-    def step(self) -> None:
-        raise NotImplementedError
-
-    def run(self) -> None:
-        interval = self.batch / self.rate
-        deadline = now()
-        try:
-            while not self.stopping.is_set():
-                for _ in range(self.batch):
-                    self.step()
-                deadline += interval
-                delay = deadline - now()
-                if delay > 0:
-                    self.stopping.wait(delay)
-                elif delay < -1.0:
-                    deadline = now()
-        except BaseException as error:  # reported by finish(), not lost on a thread
-            self.failure = error
-
-    def finish(self) -> None:
-        self.stopping.set()
-        self.join(JOIN_TIMEOUT)
-        if self.is_alive():
-            raise RuntimeError(f"{self.name} did not stop within {JOIN_TIMEOUT:.0f} s")
-        if self.failure is not None:
-            raise RuntimeError(f"{self.name} failed") from self.failure
-
-
-class Publisher(Paced):
-    def __init__(self, nc: nats_sync.Client, rate: int, capacity: int) -> None:
-        super().__init__("soak-publisher", rate, max(1, rate // 100))
-        self.nc = nc
-        self.capacity = capacity
-        self.times = array("d", bytes(8 * capacity))  # publish time of each sequence number
-        self.buffered = bytearray(capacity)  # 1: published while reconnecting
-        self.published = self.refused = 0
-        self.errors: Counter[str] = Counter()
-
-    def step(self) -> None:
-        seq = self.published
-        if seq >= self.capacity:
-            self.stopping.set()
-            return
-        nc = self.nc
-        before = nc.is_reconnecting
-        at = now()
-        try:
-            nc.publish(SUBJECT, PAYLOAD.pack(seq, at))
-        except nats_sync.OutboundBufferLimitError:
-            self.refused += 1
-            return
-        except nats_sync.Error as error:
-            self.errors[type(error).__name__] += 1
-            return
-        self.buffered[seq] = before and nc.is_reconnecting
-        self.times[seq] = at
-        self.published += 1
 
 
 class Requester(Paced):
@@ -195,22 +98,6 @@ class Requester(Paced):
                 self.wrong += 1
 
 
-class Events:
-    """One client's callbacks: reconnect times and errors."""
-
-    def __init__(self) -> None:
-        self.reconnected = threading.Event()
-        self.reconnected_at: list[float] = []
-        self.errors: Counter[str] = Counter()
-
-    def on_reconnected(self) -> None:
-        self.reconnected_at.append(now())
-        self.reconnected.set()
-
-    def on_error(self, error: Exception) -> None:
-        self.errors[type(error).__name__] += 1
-
-
 @dataclass
 class Restart:
     at: float
@@ -222,17 +109,7 @@ class Restart:
 class Figures:
     seconds: float = 0.0
     restarts: list[Restart] = field(default_factory=list)
-    published: int = 0
-    unique: int = 0
-    duplicates: int = 0
-    out_of_order: int = 0
-    buffered: int = 0
-    lost: int = 0
-    lost_in_flight: int = 0
-    lost_from_buffer: int = 0
-    lost_unexplained: int = 0
-    refused: int = 0
-    publish_errors: Counter[str] = field(default_factory=Counter)
+    stream: StreamTally = field(default_factory=StreamTally)
     requests: Requester | None = None
     responder_errors: int = 0
     reconnects_a: int = 0
@@ -260,10 +137,12 @@ class Figures:
                    or r.subscriber_back is None)
 
     def broken(self) -> list[str]:
+        stream = self.stream
         checks = [
-            (self.lost_from_buffer > 0, f"{self.lost_from_buffer} buffered messages lost"),
-            (self.lost_unexplained > 0, f"{self.lost_unexplained} messages lost unexplained"),
-            (bool(self.publish_errors), f"publish() raised {dict(self.publish_errors)}"),
+            (bool(stream.from_buffer), f"{len(stream.from_buffer)} buffered messages lost"),
+            (bool(stream.unexplained),
+             f"{len(stream.unexplained)} messages lost unexplained"),
+            (bool(stream.publish_errors), f"publish() raised {dict(stream.publish_errors)}"),
             (self.unrecovered > 0, f"{self.unrecovered} restarts not recovered from"),
             (self.growth >= RSS_LIMIT, f"RSS grew {self.growth:+.1f}%"),
             (self.threads_after > self.threads_before,
@@ -271,23 +150,6 @@ class Figures:
             (self.fds_after > self.fds_before, f"fds {self.fds_before} -> {self.fds_after}"),
         ]
         return [text for failed, text in checks if failed]
-
-
-def start_watchdog(seconds: float, server: NatsServer) -> threading.Event:
-    done = threading.Event()
-
-    def watch() -> None:
-        if done.wait(seconds):
-            return
-        print(f"\nsoak: still running after {seconds:.0f} s: giving up; thread stacks:",
-              file=sys.stderr, flush=True)
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        with contextlib.suppress(Exception):
-            server.cleanup()
-        os._exit(3)
-
-    threading.Thread(target=watch, name="soak-watchdog", daemon=True).start()
-    return done
 
 
 def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
@@ -303,7 +165,7 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
     figures = Figures()
     capacity = int(args.seconds * args.rate * 1.2) + 10_000
     receiver = Receiver(capacity)
-    events_a, events_b = Events(), Events()
+    events_a, events_b = ClientEvents(), ClientEvents()
     subscriber_ready = threading.Event()
     subscriber_ready.set()
 
@@ -315,8 +177,7 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
     figures.rss_before = rss_kib()
     client_b = nats_sync.connect(
         server.url, name="soak-b", max_reconnect_attempts=-1,
-        reconnect_delay_cb=lambda attempt: 0.05, reconnected_cb=events_b.on_reconnected,
-        error_cb=events_b.on_error)
+        reconnect_delay_cb=lambda attempt: 0.05, **events_b.options())
     client_a = None
     try:
 
@@ -334,8 +195,8 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
         client_a = nats_sync.connect(
             server.url, name="soak-a", max_reconnect_attempts=-1,
             reconnect_delay_cb=hold_until_subscriber_ready,
-            reconnected_cb=events_a.on_reconnected, error_cb=events_a.on_error)
-        publisher = Publisher(client_a, args.rate, capacity)
+            **events_a.options())
+        publisher = StreamPublisher(client_a, SUBJECT, args.rate, capacity, "soak-publisher")
         requester = Requester(client_a, args.request_rate)
         started = now()
         publisher.start()
@@ -355,24 +216,21 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
                     next_restart = moment + args.restart_every
                 time.sleep(0.05)
         finally:
-            publisher.finish()
-            requester.finish()
+            publisher.stop()
+            requester.stop()
         if not figures.rss_warm:  # a run shorter than its warm-up
             figures.rss_warm, figures.warm_at = rss_kib(), now() - started
             figures.blocks_warm = sys.getallocatedblocks()
         figures.seconds = now() - started
         with contextlib.suppress(nats_sync.Error):
             client_a.flush(FLUSH_TIMEOUT)
-        deadline = now() + DRAIN_MAX
-        while receiver.unique < publisher.published and now() < deadline:
-            if now() - receiver.last_arrival > DRAIN_QUIET:
-                break
-            time.sleep(0.05)
+        receiver.wait_drained(publisher.published)
         with contextlib.suppress(nats_sync.Error):
             client_b.flush(FLUSH_TIMEOUT)
         figures.rss_end = rss_kib()
         figures.blocks_end = sys.getallocatedblocks()
-        analyse(figures, publisher, receiver)
+        figures.stream = tally(publisher, receiver,
+                               [(r.at, r.publisher_back) for r in figures.restarts])
         figures.requests = requester
         figures.reconnects_a = client_a.stats["reconnects"]
         figures.reconnects_b = client_b.stats["reconnects"]
@@ -383,7 +241,7 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
         for client in (client_a, client_b):
             if client is not None:
                 client.close()
-    figures.client_errors = events_a.errors + events_b.errors
+    figures.client_errors = events_a.error_kinds() + events_b.error_kinds()
     # close() joins the client's threads; give the kernel and the last callbacks a moment
     wait_for(lambda: threading.active_count() <= figures.threads_before
              and open_fds() <= figures.fds_before, BASELINE_TIMEOUT)
@@ -391,49 +249,27 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
     return figures
 
 
-def restart(server: NatsServer, client_b: nats_sync.Client, downtime: float, events_a: Events,
-            events_b: Events, subscriber_ready: threading.Event) -> Restart:
+def restart(server: NatsServer, client_b: nats_sync.Client, downtime: float,
+            events_a: ClientEvents, events_b: ClientEvents,
+            subscriber_ready: threading.Event) -> Restart:
     """SIGKILL, ``downtime`` s, start on the same port; B back and flushed, then A."""
     subscriber_ready.clear()
-    events_a.reconnected.clear()
-    events_b.reconnected.clear()
     record = Restart(now())
     try:
         server.kill()
         time.sleep(downtime)
         server.start()
-        if events_b.reconnected.wait(RECONNECT_TIMEOUT):
-            record.subscriber_back = events_b.reconnected_at[-1]
+        record.subscriber_back = events_b.wait_reconnected_after(record.at, RECONNECT_TIMEOUT)
+        if record.subscriber_back is not None:
             client_b.flush(FLUSH_TIMEOUT)
     finally:
         subscriber_ready.set()
-    if events_a.reconnected.wait(RECONNECT_TIMEOUT):
-        record.publisher_back = events_a.reconnected_at[-1]
+    record.publisher_back = events_a.wait_reconnected_after(record.at, RECONNECT_TIMEOUT)
     return record
 
 
-def analyse(figures: Figures, publisher: Publisher, receiver: Receiver) -> None:
-    figures.published = publisher.published
-    figures.unique, figures.duplicates = receiver.unique, receiver.duplicates
-    figures.out_of_order = receiver.out_of_order
-    figures.refused, figures.publish_errors = publisher.refused, publisher.errors
-    figures.buffered = sum(publisher.buffered)
-    windows = [(r.at - IN_FLIGHT_BEFORE, r.publisher_back or r.at + RECONNECT_TIMEOUT)
-               for r in figures.restarts]
-    for seq in range(publisher.published):
-        if receiver.seen[seq]:
-            continue
-        figures.lost += 1
-        if publisher.buffered[seq]:
-            figures.lost_from_buffer += 1
-        elif any(start <= publisher.times[seq] <= end for start, end in windows):
-            figures.lost_in_flight += 1
-        else:
-            figures.lost_unexplained += 1
-
-
 def section(f: Figures, args: argparse.Namespace, when: str, command: str) -> str:
-    requests = f.requests
+    requests, stream = f.requests, f.stream
     assert requests is not None
     broken = f.broken()
     downs = [r.publisher_back - r.at for r in f.restarts if r.publisher_back is not None]
@@ -459,15 +295,15 @@ at-most-once), and any other (unexplained: must be 0).
 
 | figure | value |
 |---|---:|
-| messages published | {f.published:,} |
-| received (unique) | {f.unique:,} |
-| duplicates / out of order | {f.duplicates:,} / {f.out_of_order:,} |
-| lost | {f.lost:,} |
-| lost in flight at a kill | {f.lost_in_flight:,} |
-| published while disconnected (buffered) | {f.buffered:,} |
-| **lost from the buffer** | **{f.lost_from_buffer}** |
-| **lost unexplained** | **{f.lost_unexplained}** |
-| refused (buffer full) | {f.refused:,} |
+| messages published | {stream.published:,} |
+| received (unique) | {stream.unique:,} |
+| duplicates / out of order | {stream.duplicates:,} / {stream.out_of_order:,} |
+| lost | {stream.lost:,} |
+| lost in flight at a kill | {len(stream.in_flight):,} |
+| published while disconnected (buffered) | {stream.buffered:,} |
+| **lost from the buffer** | **{len(stream.from_buffer)}** |
+| **lost unexplained** | **{len(stream.unexplained)}** |
+| refused (buffer full) | {stream.refused:,} |
 | requests sent | {requests.sent:,} |
 | answered / timed out / no responders / other | {answers} |
 | restarts / reconnects of A / of B | {len(f.restarts)} / {f.reconnects_a} / {f.reconnects_b} |
@@ -503,7 +339,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=None,
                         help="seconds before the first RSS figure (default: the first "
                              "restart + 5 s, at most half the run)")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+    parser.add_argument("--output", type=Path, default=DEFAULT_PAGE,
                         help="page whose `soak` section is written (docs/RELIABILITY.md)")
     return parser.parse_args(argv)
 
@@ -512,9 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
     command = "make soak" + (f' SOAK_ARGS="{" ".join(given)}"' if given else "")
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = run_date()
     server = NatsServer()
-    watchdog = start_watchdog(args.seconds + 180.0, server)
+    watchdog = start_watchdog("soak", args.seconds + 180.0, server.cleanup)
     try:
         server.start()
         figures = soak(args, server)
@@ -524,10 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     watchdog.set()
     requests = figures.requests
     assert requests is not None
-    print(f"published {figures.published:,}, received {figures.unique:,}, lost "
-          f"{figures.lost:,} (in flight {figures.lost_in_flight}, from the buffer "
-          f"{figures.lost_from_buffer}, unexplained {figures.lost_unexplained}; buffered "
-          f"{figures.buffered:,}); requests {requests.answered:,}/{requests.sent:,} answered; "
+    stream = figures.stream
+    print(f"published {stream.published:,}, received {stream.unique:,}, lost "
+          f"{stream.lost:,} (in flight {len(stream.in_flight)}, from the buffer "
+          f"{len(stream.from_buffer)}, unexplained {len(stream.unexplained)}; buffered "
+          f"{stream.buffered:,}); requests {requests.answered:,}/{requests.sent:,} answered; "
           f"restarts {len(figures.restarts)}; RSS {figures.rss_warm:,} -> "
           f"{figures.rss_end:,} KiB ({figures.growth:+.1f}%); threads "
           f"{figures.threads_before} -> {figures.threads_after}; fds {figures.fds_before} -> "

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-SOAK = Path(__file__).resolve().parents[2] / "tools" / "soak.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(90)
 def test_short_soak_holds_its_bounds(tmp_path: Path) -> None:
     page = tmp_path / "RELIABILITY.md"
     done = subprocess.run(
-        [sys.executable, str(SOAK), "--seconds", "25", "--restart-every", "8",
+        [sys.executable, "-m", "tools.soak", "--seconds", "25", "--restart-every", "8",
          "--output", str(page)],
-        capture_output=True, text=True, timeout=80, check=False,
+        cwd=ROOT, capture_output=True, text=True, timeout=80, check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     text = page.read_text()
