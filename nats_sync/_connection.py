@@ -38,7 +38,7 @@ from collections.abc import Callable
 from nats_sync._defaults import READ_BUFFER_SIZE, READER_PARK_POLL
 from nats_sync._outbox import Frame, Outbox, frame_size, remainder
 from nats_sync._proto import Parser, ServerOp
-from nats_sync._transport import Buffer, Transport
+from nats_sync._transport import Buffer, TcpStream, Transport
 from nats_sync.errors import Error, NatsConnectionError, ProtocolError
 
 log = logging.getLogger("nats_sync")
@@ -109,11 +109,11 @@ class Connection:
         self._on_lost = on_lost
         #: Set once the connection has failed or been shut down on purpose.
         self.finished = False
-        # Direct sends need a write that cannot block: a plain socket has one; TLS and
-        # WebSocket framing would have to split records, so they use the writer.
-        self._direct_allowed = not (transport.is_tls or transport.is_websocket)
+        # Direct sends and requesters' own reads need calls that cannot block: a plain
+        # TCP stream has them; TLS and WebSocket framing would have to split records.
+        self._tcp = transport if isinstance(transport, TcpStream) else None
         #: Whether requesters may read their own replies (plain TCP: non-blocking reads).
-        self.can_lead = self._direct_allowed and may_park is not None
+        self.can_lead = self._tcp is not None and may_park is not None
         self._may_park = may_park if may_park is not None and self.can_lead else _never
         #: Held by whichever thread reads the socket and dispatches (see lead()).
         self._token = threading.Lock()
@@ -191,10 +191,11 @@ class Connection:
             next connection (the loss is reported as usual).
         """
         outbox = self._outbox
-        if self.finished or not self._direct_allowed or not outbox.claim_direct(payload_size):
+        tcp = self._tcp
+        if self.finished or tcp is None or not outbox.claim_direct(payload_size):
             return False
         try:
-            sent = self.transport.send_nowait(frame)
+            sent = tcp.send_nowait(frame)
         except Error as err:
             outbox.requeue([frame])  # whole: the server drops a partial frame with the link
             outbox.release_direct()
@@ -209,7 +210,8 @@ class Connection:
         Raises:
             Error: the connection failed or the server broke the protocol.
         """
-        count = self.transport.recv_into_nowait(self._buffer)
+        tcp = self._tcp
+        count = tcp.recv_into_nowait(self._buffer) if tcp is not None else None
         if count is None:
             return False
         self._dispatch_read(count)
@@ -294,8 +296,8 @@ class Connection:
         """The reader loop: blocking reads, and on a plain TCP connection stepping aside
         for requesters while ``may_park`` says so (see :meth:`lead`)."""
         token = self._token
-        if self.can_lead:
-            self._poll.register(self.transport.fileno(), select.POLLIN)
+        if self.can_lead and self._tcp is not None:
+            self._poll.register(self._tcp.fileno(), select.POLLIN)
         buffer = self._buffer
         recv_into = self.transport.recv_into
         dispatch_read = self._dispatch_read

@@ -1,13 +1,17 @@
-"""Opening one connection: [TLS] INFO [TLS] -> CONNECT -> PING -> PONG on a fresh transport.
+"""Opening one connection: [TLS] INFO [TLS] -> CONNECT -> PING -> PONG on a fresh stream.
 
 For ``ws://`` and ``wss://`` servers: [TLS] WebSocket upgrade, then INFO -> CONNECT ->
 PING -> PONG inside WebSocket messages; TLS, if any, always comes first there.
 
-How it works: runs on the thread that connects (the caller of ``connect()``; later the
-reconnect thread), before any reader or writer thread exists for this transport, so it
-reads and writes the socket directly with a deadline of ``connect_timeout``. It touches
-no handler state: it returns the transport, the parser (which may already hold bytes
-that followed the PONG) and the latest INFO, or raises.
+How it works: this is where the stack of streams (``_transport.py``) is built, from the
+bottom up as the handshake goes: a TCP stream; a TLS stream over it for TLS-first, for
+``wss://`` (or ``ws://`` with a TLS context) and, after INFO, for ``tls://``, a TLS
+context or a server that requires TLS; a WebSocket stream over either for ``ws://`` and
+``wss://``. It runs on the thread that connects (the caller of ``connect()``; later the
+reconnect thread), before any reader or writer thread exists for these streams, so it
+reads and writes them directly with a deadline of ``connect_timeout``. It touches no
+handler state: it returns the top of the stack, the parser (which may already hold
+bytes that followed the PONG) and the latest INFO, or raises.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from nats_sync import _proto as proto
 from nats_sync._auth import connect_auth
 from nats_sync._options import Options
 from nats_sync._pool import ServerAddress
-from nats_sync._transport import Transport
+from nats_sync._transport import TcpStream, TlsStream, Transport
 from nats_sync._version import __version__
 from nats_sync.errors import (
     NatsConnectionError,
@@ -42,9 +46,12 @@ def handshake(
 ) -> tuple[Transport, proto.Parser, dict[str, Any]]:
     """Connects to ``server`` and completes the handshake within ``connect_timeout``.
 
-    ``on_open`` gets the transport as soon as the socket is connected, so another
-    thread (``close()``) can shut it down to cut a handshake short; if it raises, the
-    transport is closed and the error propagates.
+    ``on_open`` gets the TCP stream as soon as the socket is connected, so another
+    thread (``close()``) can shut it down to cut a handshake short (that wakes every
+    stream above it); if it raises, the stream is closed and the error propagates.
+
+    Returns:
+        The top of the stack of streams, the parser and the latest INFO.
 
     Raises:
         NatsConnectionError: the socket could not be opened or was closed.
@@ -53,26 +60,28 @@ def handshake(
         ProtocolError: the server sent something that is not NATS.
     """
     deadline = time.monotonic() + options.connect_timeout
-    transport = Transport.open_tcp(server.host, server.port, options.connect_timeout)
+    tcp = TcpStream.open(server.host, server.port, options.connect_timeout)
+    transport: Transport = tcp
     parser = proto.Parser()
     try:
         if on_open is not None:
-            on_open(transport)
+            on_open(tcp)
         if server.is_websocket:
             # TLS (wss://, or a ws:// URL given a TLS context, as nats.go does) comes
             # before the HTTP upgrade; never again after INFO, whose tls_required only
             # describes the WebSocket listener.
             if server.tls_required or options.tls is not None:
-                _start_tls(transport, server, options, deadline)
-            transport.start_websocket(_websocket_host(server), deadline)
+                transport = _start_tls(transport, server, options, deadline)
+            transport = _start_websocket(transport, server, deadline)
         elif options.tls_handshake_first:
-            _start_tls(transport, server, options, deadline)
+            transport = _start_tls(transport, server, options, deadline)
         op = _read_op(transport, parser, deadline, server)
         if not isinstance(op, proto.InfoOp):
             raise ProtocolError(f"expected INFO from {server}, got {op!r}")
         info = op.info
-        if not (transport.is_tls or server.is_websocket) and _wants_tls(server, options, info):
-            _start_tls(transport, server, options, deadline)
+        # Still bare TCP (neither TLS-first nor WebSocket): INFO decides.
+        if transport is tcp and _wants_tls(server, options, info):
+            transport = _start_tls(transport, server, options, deadline)
         parser.set_max_payload(int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD)))
         transport.send_all(proto.encode_connect(connect_fields(server, options, info)) + proto.PING)
         while True:
@@ -90,6 +99,14 @@ def handshake(
         raise
     transport.set_timeout(None)
     return transport, parser, info
+
+
+def _start_websocket(inner: Transport, server: ServerAddress, deadline: float) -> Transport:
+    """The WebSocket stream over ``inner``, upgraded."""
+    # wsproto is an optional extra: imported only when a ws:// server is used.
+    from nats_sync._websocket import WebSocketStream  # noqa: PLC0415
+
+    return WebSocketStream.open(inner, _websocket_host(server), deadline)
 
 
 def _websocket_host(server: ServerAddress) -> str:
@@ -135,13 +152,14 @@ def _wants_tls(server: ServerAddress, options: Options, info: dict[str, Any]) ->
 
 
 def _start_tls(
-    transport: Transport, server: ServerAddress, options: Options, deadline: float
-) -> None:
-    """TLS with the user's context, or a verifying default one; SNI and checks use
-    ``tls_hostname``, else the host the server was learned through, else its own."""
+    inner: Transport, server: ServerAddress, options: Options, deadline: float
+) -> TlsStream:
+    """The TLS stream over ``inner``, handshaken with the user's context or a verifying
+    default one; SNI and checks use ``tls_hostname``, else the host the server was
+    learned through, else its own."""
     context = options.tls if options.tls is not None else ssl.create_default_context()
     hostname = options.tls_hostname or server.tls_name or server.host
-    transport.start_tls(context, hostname, deadline)
+    return TlsStream.start(inner, context, hostname, deadline)
 
 
 def connect_fields(

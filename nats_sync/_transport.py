@@ -1,28 +1,36 @@
-"""The byte stream under a connection: TCP, optionally TLS, optionally WebSocket on top.
+"""The byte streams under a connection, stacked: TCP, TLS over a stream, WebSocket over one.
 
-How it works: a :class:`Transport` wraps one connected socket. The reader thread is the
-only caller of :meth:`Transport.recv_into`, the writer thread (or a caller holding the
-outbox's ``sending`` flag) the only caller of :meth:`Transport.send`;
-:meth:`Transport.close` may come from any thread and wakes both (``shutdown`` first, so
-a thread blocked in a syscall returns). ``OSError``, ``ssl`` errors and timeouts are
-turned into package errors here and nowhere else.
+How it works: the handshake (``_handshake.py``) builds one stack per connection, from the
+bottom up: a :class:`TcpStream`; a :class:`TlsStream` over it for ``tls://``, TLS-first,
+a server that requires TLS or ``wss://``; a
+:class:`~nats_sync._websocket.WebSocketStream` over either for ``ws://`` and ``wss://``.
+The connection holds the top of the stack and calls it through the small
+:class:`Transport` interface, never asking what it is; only the non-blocking calls
+(:meth:`TcpStream.send_nowait`, :meth:`TcpStream.recv_into_nowait`,
+:meth:`TcpStream.fileno`) are the TCP stream's own, so the connection uses them only
+when it holds one. Each upper stream owns the stream below it: ``shutdown`` and
+``close`` go down to the socket, ``set_timeout`` sets the socket's timeout.
 
-TLS runs on an ``ssl.SSLObject`` over memory BIOs, with our own socket I/O, rather than
-an ``SSLSocket``: an OpenSSL connection object must not be used by two threads at
-once, and here one thread reads while another writes. ``_tls_lock`` guards the
-SSLObject and its BIOs (held only for memory work, never across a syscall);
-``_send_lock`` keeps the encrypted records of the writer and of the reader (TLS may
-need to answer while reading) from interleaving on the socket.
+Threads: the connecting thread (the caller of ``connect()``, later the reconnect thread)
+builds and handshakes the stack alone, before any connection thread exists. Then the
+reader thread is the only caller of ``recv_into``, and the writer thread (or a caller
+holding the outbox's ``sending`` flag) the only caller of ``send``; the two run at the
+same time. On a plain TCP stream a blocking requester may call ``recv_into_nowait``
+while it holds the connection's read token instead of the reader. ``shutdown`` may come
+from any thread, at any time, and wakes threads blocked in a syscall; ``close`` may come
+from any thread once the reader and writer are done with the socket.
 
-WebSocket (``ws://``, ``wss://``) is a layer over that stream (so over TLS for
-``wss://``): :meth:`Transport.start_websocket` runs the HTTP upgrade before the threads
-start; then each :meth:`Transport.send` is one binary message, and
-:meth:`Transport.recv_into` reads the stream, feeds the sans-IO
-:class:`~nats_sync._websocket.WebSocket` (which has a lock of its own, held only for
-memory work) and copies out the message data. ``_frame_lock`` keeps whole frames of the
-writer and of the reader (pongs, the close answer) from interleaving on the stream; the
-reader only takes it if it is free, and whoever releases it sends what was queued
-meanwhile, so the reader never waits on a blocked writer.
+TLS runs on an ``ssl.SSLObject`` over memory BIOs, with our own I/O on the stream below,
+rather than an ``SSLSocket``: an OpenSSL connection object must not be used by two
+threads at once, and here one thread reads while another writes. ``_tls_lock`` guards
+the SSLObject and its BIOs (held only for memory work, never across a syscall);
+``_send_lock`` keeps the encrypted records of the writer and of the reader (TLS may need
+to answer while reading) from interleaving on the stream below.
+
+Errors: :func:`os_error` turns an ``OSError`` (a socket timeout, a reset, an ``ssl``
+error) into the package's error and is the only place that does; each stream catches
+``OSError`` only around its own syscalls or ``ssl`` calls, and what the stream below
+raises is already a package error.
 """
 
 from __future__ import annotations
@@ -33,163 +41,100 @@ import ssl
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from nats_sync._defaults import MAX_IOVECS_PER_SEND
 from nats_sync.errors import Error, NatsConnectionError, SecureConnFailedError, TimeoutError
 
-if TYPE_CHECKING:
-    from nats_sync._websocket import WebSocket
-
-_TLS_READ_SIZE = 256 * 1024
-_UPGRADE_READ_SIZE = 4096
-
+#: What a stream sends: bytes, or a view of them (a large payload is never copied).
 Buffer = bytes | memoryview
 
+_TLS_READ_SIZE = 256 * 1024
 
-class Transport:
-    """A connected TCP socket with the calls the connection threads need.
+
+def os_error(err: OSError, action: str) -> Error:
+    """The package error for an ``OSError`` raised while doing ``action``.
+
+    A socket timeout becomes :class:`~nats_sync.errors.TimeoutError`; anything else (a
+    reset, a refused connection, a failed ``ssl`` call) becomes
+    :class:`~nats_sync.errors.NatsConnectionError`.
+
+    Args:
+        err: the error the socket or ``ssl`` raised.
+        action: what was being done, e.g. ``"read"`` or ``"connecting to h:4222"``.
+    """
+    if isinstance(err, builtins.TimeoutError):  # socket.timeout since 3.10
+        return TimeoutError(f"{action} timed out")
+    if isinstance(err, ssl.SSLError):
+        # The reason is the short form ("BAD_RECORD_MAC"); an SSLError made by hand has none.
+        return NatsConnectionError(f"{action} failed: {getattr(err, 'reason', None) or err}")
+    return NatsConnectionError(f"{action} failed: {err}")
+
+
+class Transport(Protocol):
+    """What every stream offers; the connection and the handshake use nothing else."""
+
+    def recv_into(self, buffer: bytearray | memoryview) -> int:
+        """Reads what is available into ``buffer``; returns the count, 0 at end of stream.
+
+        Reader thread, or the handshake.
+
+        Raises:
+            TimeoutError: nothing arrived within the timeout set by :meth:`set_timeout`.
+            NatsConnectionError: the stream failed.
+        """
+        ...
+
+    def send(self, buffers: Sequence[Buffer]) -> int:
+        """Sends from the front of ``buffers`` (at least one byte); returns bytes taken.
+
+        Writer thread, or a caller holding the outbox's ``sending`` flag.
+
+        Raises:
+            NatsConnectionError: the stream failed or was shut down.
+        """
+        ...
+
+    def send_all(self, data: Buffer) -> None:
+        """Sends all of ``data`` (the handshake, and layers sending records or frames).
+
+        Raises:
+            TimeoutError: the server did not take it within the timeout.
+            NatsConnectionError: the stream failed or was shut down.
+        """
+        ...
+
+    def set_timeout(self, timeout: float | None) -> None:
+        """Sets the socket's timeout for the calls that block (None: wait forever)."""
+        ...
+
+    def shutdown(self) -> None:
+        """Ends the stream both ways, waking any thread blocked on it. Any thread."""
+        ...
+
+    def close(self) -> None:
+        """Shuts down and releases the socket. Idempotent; once no thread uses it."""
+        ...
+
+
+class TcpStream:
+    """A connected TCP socket: the bottom of every stack.
+
+    Its methods are what the connection's threads call on a plain connection, bound
+    once, so each stays a single Python frame around the socket call.
 
     Args:
         sock: a connected, blocking socket.
     """
 
-    __slots__ = (
-        "_closed", "_frame_lock", "_incoming", "_outgoing", "_send_lock", "_sock", "_tls",
-        "_tls_lock", "_ws",
-    )
+    __slots__ = ("_closed", "_sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._closed = False
-        self._tls: ssl.SSLObject | None = None
-        self._incoming = ssl.MemoryBIO()
-        self._outgoing = ssl.MemoryBIO()
-        self._tls_lock = threading.Lock()
-        self._send_lock = threading.Lock()
-        self._ws: WebSocket | None = None
-        self._frame_lock = threading.Lock()
-
-    @property
-    def is_tls(self) -> bool:
-        """Whether the stream is encrypted."""
-        return self._tls is not None
-
-    @property
-    def is_websocket(self) -> bool:
-        """Whether NATS runs over WebSocket messages on this stream."""
-        return self._ws is not None
-
-    def start_tls(self, context: ssl.SSLContext, server_hostname: str, deadline: float) -> None:
-        """Runs the TLS handshake on this socket before the connection threads start.
-
-        Raises:
-            SecureConnFailedError: the handshake failed (the ssl reason is in the
-                message), e.g. an untrusted or expired certificate or a wrong host name.
-            TimeoutError: the handshake did not finish by ``deadline``.
-            NatsConnectionError: the socket failed.
-        """
-        try:
-            tls = context.wrap_bio(
-                self._incoming, self._outgoing, server_side=False,
-                server_hostname=server_hostname,
-            )
-        except (ValueError, ssl.SSLError) as err:
-            raise SecureConnFailedError(f"cannot start TLS with {server_hostname}: {err}") from err
-        while True:
-            try:
-                tls.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self._flush_tls_output()
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"TLS handshake with {server_hostname} took too long"
-                                       ) from None
-                self._sock.settimeout(remaining)
-                data = self._raw_recv(_TLS_READ_SIZE)
-                if not data:
-                    raise SecureConnFailedError(
-                        f"{server_hostname} closed the connection during the TLS handshake"
-                    ) from None
-                self._incoming.write(data)
-            except ssl.SSLCertVerificationError as err:
-                raise SecureConnFailedError(
-                    f"TLS certificate of {server_hostname} rejected: {err.verify_message}"
-                ) from None
-            except ssl.SSLError as err:
-                raise SecureConnFailedError(
-                    f"TLS handshake with {server_hostname} failed: {err.reason or err}"
-                ) from None
-        self._flush_tls_output()
-        self._tls = tls
-
-    def start_websocket(self, host: str, deadline: float, target: str = "/") -> None:
-        """Runs the WebSocket upgrade (after TLS, if any) before the connection threads.
-
-        Args:
-            host: the ``Host`` header (``host[:port]``).
-            deadline: ``time.monotonic()`` by which the server must have accepted.
-            target: the request path.
-
-        Raises:
-            NatsConnectionError: the server refused the upgrade (its HTTP status is in
-                the message), answered something that is not WebSocket, or closed.
-            TimeoutError: the server did not accept by ``deadline``.
-        """
-        # wsproto is an optional extra: imported only when a ws:// server is used.
-        from nats_sync._websocket import WebSocket  # noqa: PLC0415
-
-        ws = WebSocket(host, target)
-        self._stream_send_all(ws.upgrade_request())
-        buffer = bytearray(_UPGRADE_READ_SIZE)
-        head = b""  # the start of the answer, to show when it is not HTTP
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"WebSocket upgrade with {host} took too long")
-            self._sock.settimeout(remaining)
-            try:
-                count = self._stream_recv_into(buffer)
-            except TimeoutError:
-                raise TimeoutError(f"WebSocket upgrade with {host} took too long") from None
-            if count == 0:
-                sent = f" after sending {head!r}" if head else ""
-                raise NatsConnectionError(
-                    f"{host} closed the connection during the WebSocket upgrade{sent}"
-                )
-            data = bytes(buffer[:count])
-            head = head or data[:40]
-            if ws.receive_upgrade(data):
-                break
-        self._ws = ws
-
-    def _raw_recv(self, size: int) -> bytes:
-        try:
-            return self._sock.recv(size)
-        except builtins.TimeoutError:
-            raise TimeoutError("no data from the server in time") from None
-        except OSError as err:
-            raise NatsConnectionError(f"read failed: {err}") from err
-
-    def _flush_tls_output(self) -> None:
-        """Sends whatever TLS has written to the outgoing BIO."""
-        with self._send_lock:
-            with self._tls_lock:
-                data = self._outgoing.read()
-            if data:
-                self._raw_send_all(data)
-
-    def _raw_send_all(self, data: bytes) -> None:
-        try:
-            self._sock.sendall(data)
-        except builtins.TimeoutError:
-            raise TimeoutError("the server did not take our data in time") from None
-        except OSError as err:
-            raise NatsConnectionError(f"write failed: {err}") from err
 
     @classmethod
-    def open_tcp(cls, host: str, port: int, timeout: float) -> Transport:
+    def open(cls, host: str, port: int, timeout: float) -> TcpStream:
         """Connects to ``host:port`` within ``timeout`` seconds.
 
         Raises:
@@ -198,36 +143,39 @@ class Transport:
         """
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
-        except builtins.TimeoutError:
-            raise TimeoutError(f"connecting to {host}:{port} took over {timeout}s") from None
         except OSError as err:
-            raise NatsConnectionError(f"cannot connect to {host}:{port}: {err}") from err
+            raise os_error(err, f"connecting to {host}:{port}") from err
+        # Without it a small message would wait for the ACK of the previous one.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock)
 
-    def set_timeout(self, timeout: float | None) -> None:
-        """Sets the timeout of blocking calls (None: block; used after the handshake)."""
-        self._sock.settimeout(timeout)
-
     def recv_into(self, buffer: bytearray | memoryview) -> int:
-        """Reads what is available into ``buffer``; returns 0 at end of stream.
+        """See :meth:`Transport.recv_into`."""
+        try:
+            return self._sock.recv_into(buffer)
+        except OSError as err:
+            raise os_error(err, "read") from err
 
-        Raises:
-            TimeoutError: nothing arrived within the socket timeout.
-            NatsConnectionError: the socket failed.
-        """
-        if self._ws is not None:
-            return self._ws_recv_into(self._ws, buffer)
-        return self._stream_recv_into(buffer)
+    def send(self, buffers: Sequence[Buffer]) -> int:
+        """See :meth:`Transport.send`; many buffers go out in one ``sendmsg``."""
+        try:
+            if len(buffers) == 1:
+                return self._sock.send(buffers[0])
+            return self._sock.sendmsg(buffers[:MAX_IOVECS_PER_SEND])
+        except OSError as err:
+            raise os_error(err, "write") from err
 
-    def fileno(self) -> int:
-        """The socket's file descriptor (to wait for it with ``poll``)."""
-        return self._sock.fileno()
+    def send_all(self, data: Buffer) -> None:
+        """See :meth:`Transport.send_all`."""
+        try:
+            self._sock.sendall(data)
+        except OSError as err:
+            raise os_error(err, "write") from err
 
     def recv_into_nowait(self, buffer: bytearray | memoryview) -> int | None:
-        """Plain TCP only: what is available now into ``buffer``; None when nothing is.
+        """What is available now into ``buffer``; None when nothing is, 0 at the end.
 
-        Returns 0 at end of stream.
+        The reader thread, or a requester holding the connection's read token.
 
         Raises:
             NatsConnectionError: the socket failed.
@@ -237,155 +185,40 @@ class Transport:
         except BlockingIOError:
             return None
         except OSError as err:
-            raise NatsConnectionError(f"read failed: {err}") from err
-
-    def _ws_recv_into(self, ws: WebSocket, buffer: bytearray | memoryview) -> int:
-        """Message data into ``buffer``; 0 once the server closed the WebSocket."""
-        while True:
-            count = ws.read_into(buffer)
-            if count or ws.closed:
-                return count
-            # Nothing is pending, so the buffer is free to take the raw bytes first.
-            received = self._stream_recv_into(buffer)
-            ws.receive(bytes(buffer[:received]) if received else None)
-            if ws.has_control:
-                self._send_ws_control(ws)
-
-    def _stream_recv_into(self, buffer: bytearray | memoryview) -> int:
-        """Reads the stream under any WebSocket layer: TCP, or TLS over it."""
-        if self._tls is not None:
-            return self._tls_recv_into(self._tls, buffer)
-        try:
-            return self._sock.recv_into(buffer)
-        except builtins.TimeoutError:
-            raise TimeoutError("no data from the server in time") from None
-        except OSError as err:
-            raise NatsConnectionError(f"read failed: {err}") from err
-
-    def _tls_recv_into(self, tls: ssl.SSLObject, buffer: bytearray | memoryview) -> int:
-        while True:
-            try:
-                with self._tls_lock:
-                    # With a buffer, SSLObject.read fills it and returns the count.
-                    count: int = tls.read(len(buffer), buffer)  # type: ignore[assignment]
-            except ssl.SSLWantReadError:
-                pass
-            except ssl.SSLZeroReturnError:
-                return 0  # the server closed TLS cleanly
-            except ssl.SSLError as err:
-                raise NatsConnectionError(f"TLS read failed: {err.reason or err}") from None
-            else:
-                if self._outgoing.pending:
-                    self._flush_tls_output()
-                return count
-            if self._outgoing.pending:
-                self._flush_tls_output()
-            data = self._raw_recv(_TLS_READ_SIZE)
-            if not data:
-                return 0
-            with self._tls_lock:
-                self._incoming.write(data)
-
-    def send(self, buffers: Sequence[Buffer]) -> int:
-        """Sends from the front of ``buffers`` with one syscall; returns bytes sent.
-
-        Raises:
-            NatsConnectionError: the socket failed or was closed.
-        """
-        if self._ws is not None:
-            data = buffers[0] if len(buffers) == 1 else b"".join(buffers[:MAX_IOVECS_PER_SEND])
-            self._ws_send(self._ws, data)
-            return len(data)
-        if self._tls is not None:
-            return self._tls_send(self._tls, buffers)
-        try:
-            if len(buffers) == 1:
-                return self._sock.send(buffers[0])
-            return self._sock.sendmsg(buffers[:MAX_IOVECS_PER_SEND])
-        except OSError as err:
-            raise NatsConnectionError(f"write failed: {err}") from err
-
-    def _tls_send(self, tls: ssl.SSLObject, buffers: Sequence[Buffer]) -> int:
-        """Encrypts the buffers and sends every resulting record; returns bytes taken."""
-        data = buffers[0] if len(buffers) == 1 else b"".join(buffers[:MAX_IOVECS_PER_SEND])
-        with self._send_lock:
-            try:
-                with self._tls_lock:
-                    count = tls.write(data)
-                    records = self._outgoing.read()
-            except ssl.SSLError as err:
-                raise NatsConnectionError(f"TLS write failed: {err.reason or err}") from None
-            self._raw_send_all(records)
-        return count
+            raise os_error(err, "read") from err
 
     def send_nowait(self, data: bytes) -> int:
-        """Plain TCP only: sends what the socket takes without blocking; returns it.
+        """Sends what the socket takes without blocking; returns it (0: the buffer is full).
+
+        A caller holding the outbox's ``sending`` flag.
 
         Raises:
-            NatsConnectionError: the socket failed or was closed.
+            NatsConnectionError: the socket failed or was shut down.
         """
         try:
             return self._sock.send(data, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return 0  # the kernel buffer is full: the writer thread will wait instead
         except OSError as err:
-            raise NatsConnectionError(f"write failed: {err}") from err
+            raise os_error(err, "write") from err
 
-    def send_all(self, data: bytes) -> None:
-        """Sends all of ``data`` (the handshake, and direct sends of one message)."""
-        if self._ws is not None:
-            self._ws_send(self._ws, data)
-            return
-        self._stream_send_all(data)
+    def fileno(self) -> int:
+        """The socket's file descriptor (to wait for it with ``poll``)."""
+        return self._sock.fileno()
 
-    def _ws_send(self, ws: WebSocket, data: Buffer) -> None:
-        """Sends ``data`` as one binary message, then any control frames queued meanwhile."""
-        message = ws.message(data)
-        with self._frame_lock:
-            self._stream_send_all(message)
-        if ws.has_control:
-            try:
-                self._send_ws_control(ws)
-            except Error:
-                pass  # the message went out; the next read or write reports the failure
-
-    def _send_ws_control(self, ws: WebSocket) -> None:
-        """Sends queued pongs or the close answer unless another thread is sending.
-
-        The thread that holds ``_frame_lock`` checks the queue again after releasing
-        it, so nothing queued is left behind.
-        """
-        while ws.has_control and self._frame_lock.acquire(blocking=False):
-            try:
-                control = ws.take_control()
-                if control:
-                    self._stream_send_all(control)
-            finally:
-                self._frame_lock.release()
-
-    def _stream_send_all(self, data: Buffer) -> None:
-        """Sends all of ``data`` on the stream under any WebSocket layer."""
-        if self._tls is not None:
-            view = memoryview(data)
-            while view:
-                view = view[self._tls_send(self._tls, [view]):]
-            return
-        try:
-            self._sock.sendall(data)
-        except builtins.TimeoutError:
-            raise TimeoutError("the server did not take our data in time") from None
-        except OSError as err:
-            raise NatsConnectionError(f"write failed: {err}") from err
+    def set_timeout(self, timeout: float | None) -> None:
+        """See :meth:`Transport.set_timeout`."""
+        self._sock.settimeout(timeout)
 
     def shutdown(self) -> None:
-        """Ends the stream both ways, waking any thread blocked on it. Any thread."""
+        """See :meth:`Transport.shutdown`."""
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass  # already disconnected: nothing left to wake
 
     def close(self) -> None:
-        """Shuts down and releases the socket. Idempotent.
+        """Shuts down and closes the socket. Idempotent.
 
         Call it once the reader and writer threads are done with the socket: a file
         descriptor closed under a thread still using it could be reused by another.
@@ -396,7 +229,158 @@ class Transport:
         self.shutdown()
         self._sock.close()
 
-    @property
-    def is_closed(self) -> bool:
-        """Whether :meth:`close` has been called."""
-        return self._closed
+
+class TlsStream:
+    """TLS over another stream, on an ``ssl.SSLObject`` and memory BIOs.
+
+    Made by :meth:`start`, which runs the handshake.
+
+    Args:
+        inner: the stream the records travel on.
+        tls: the SSLObject, handshaken, over ``incoming`` and ``outgoing``.
+        incoming: records read from ``inner``, for ``tls`` to decrypt.
+        outgoing: records ``tls`` wrote, to send on ``inner``.
+    """
+
+    __slots__ = ("_incoming", "_inner", "_outgoing", "_raw", "_send_lock", "_tls", "_tls_lock")
+
+    def __init__(
+        self,
+        inner: Transport,
+        tls: ssl.SSLObject,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+    ) -> None:
+        self._inner = inner
+        self._tls = tls
+        self._incoming = incoming
+        self._outgoing = outgoing
+        self._tls_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        # Records as read from the stream below; reader thread (or the handshake) only.
+        self._raw = memoryview(bytearray(_TLS_READ_SIZE))
+
+    @classmethod
+    def start(
+        cls, inner: Transport, context: ssl.SSLContext, server_hostname: str, deadline: float
+    ) -> TlsStream:
+        """Runs the TLS handshake over ``inner``, before the connection threads start.
+
+        Args:
+            inner: the stream to encrypt (its owner is now the returned stream).
+            context: the client context (trust, certificates, versions).
+            server_hostname: the name sent as SNI and checked in the certificate.
+            deadline: ``time.monotonic()`` by which the handshake must be done.
+
+        Raises:
+            SecureConnFailedError: the handshake failed (the ssl reason is in the
+                message), e.g. an untrusted or expired certificate or a wrong host name.
+            TimeoutError: the handshake did not finish by ``deadline``.
+            NatsConnectionError: the stream below failed.
+        """
+        incoming = ssl.MemoryBIO()
+        outgoing = ssl.MemoryBIO()
+        try:
+            tls = context.wrap_bio(
+                incoming, outgoing, server_side=False, server_hostname=server_hostname
+            )
+        except (ValueError, ssl.SSLError) as err:
+            raise SecureConnFailedError(f"cannot start TLS with {server_hostname}: {err}") from err
+        stream = cls(inner, tls, incoming, outgoing)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                stream._flush_output()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"TLS handshake with {server_hostname} took too long"
+                                       ) from None
+                inner.set_timeout(remaining)
+                if not stream._read_records():
+                    raise SecureConnFailedError(
+                        f"{server_hostname} closed the connection during the TLS handshake"
+                    ) from None
+            except ssl.SSLCertVerificationError as err:
+                raise SecureConnFailedError(
+                    f"TLS certificate of {server_hostname} rejected: {err.verify_message}"
+                ) from None
+            except ssl.SSLError as err:
+                raise SecureConnFailedError(
+                    f"TLS handshake with {server_hostname} failed: {err.reason or err}"
+                ) from None
+        stream._flush_output()
+        return stream
+
+    def _read_records(self) -> bool:
+        """Reads records from the stream below into the incoming BIO; False at its end."""
+        count = self._inner.recv_into(self._raw)
+        if not count:
+            return False
+        with self._tls_lock:
+            self._incoming.write(self._raw[:count])
+        return True
+
+    def _flush_output(self) -> None:
+        """Sends whatever TLS has written to the outgoing BIO."""
+        with self._send_lock:
+            with self._tls_lock:
+                data = self._outgoing.read()
+            if data:
+                self._inner.send_all(data)
+
+    def recv_into(self, buffer: bytearray | memoryview) -> int:
+        """See :meth:`Transport.recv_into`; 0 also when the server closed TLS cleanly."""
+        tls = self._tls
+        while True:
+            try:
+                with self._tls_lock:
+                    # With a buffer, SSLObject.read fills it and returns the count.
+                    count: int = tls.read(len(buffer), buffer)  # type: ignore[assignment]
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLZeroReturnError:
+                return 0
+            except ssl.SSLError as err:
+                raise os_error(err, "TLS read") from None
+            else:
+                if self._outgoing.pending:
+                    self._flush_output()
+                return count
+            # Reading may have produced records to send (a TLS 1.3 key update answer).
+            if self._outgoing.pending:
+                self._flush_output()
+            if not self._read_records():
+                return 0
+
+    def send(self, buffers: Sequence[Buffer]) -> int:
+        """See :meth:`Transport.send`; encrypts and sends every resulting record."""
+        data = buffers[0] if len(buffers) == 1 else b"".join(buffers[:MAX_IOVECS_PER_SEND])
+        with self._send_lock:
+            try:
+                with self._tls_lock:
+                    count = self._tls.write(data)
+                    records = self._outgoing.read()
+            except ssl.SSLError as err:
+                raise os_error(err, "TLS write") from None
+            self._inner.send_all(records)
+        return count
+
+    def send_all(self, data: Buffer) -> None:
+        """See :meth:`Transport.send_all`."""
+        view = memoryview(data)
+        while view:
+            view = view[self.send([view]):]
+
+    def set_timeout(self, timeout: float | None) -> None:
+        """See :meth:`Transport.set_timeout`."""
+        self._inner.set_timeout(timeout)
+
+    def shutdown(self) -> None:
+        """See :meth:`Transport.shutdown` (no close_notify: the socket just ends)."""
+        self._inner.shutdown()
+
+    def close(self) -> None:
+        """See :meth:`Transport.close`."""
+        self._inner.close()

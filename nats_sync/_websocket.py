@@ -1,23 +1,31 @@
-"""WebSocket framing under the NATS byte stream, for ``ws://`` and ``wss://`` servers.
+"""WebSocket under the NATS byte stream, for ``ws://`` and ``wss://`` servers.
 
 How it works: :class:`WebSocket` wraps a client-side ``wsproto`` connection and does no
-I/O: the transport sends the bytes it returns and feeds it the bytes it reads (through
-TLS, if any). Outgoing NATS bytes go out as one binary message per write; incoming
-binary (or text) messages are the NATS stream, copied out in pieces of any size, so a
-message larger than the reader's buffer is kept for the next read. Pings are answered
-with pongs and a close frame with a close frame, queued as "control" bytes for the
-transport to send; a close frame (or the end of the stream) is the end of the data.
+I/O: :class:`WebSocketStream` sends the bytes it returns and feeds it the bytes it reads
+from the stream below (TCP, or TLS over TCP for ``wss://``). Outgoing NATS bytes go out
+as one binary message per write; incoming binary (or text) messages are the NATS stream,
+copied out in pieces of any size, so a message larger than the reader's buffer is kept
+for the next read. Pings are answered with pongs and a close frame with a close frame,
+queued as "control" bytes to send; a close frame (or the end of the stream) is the end
+of the data.
 
-Threads: the reader thread feeds bytes, takes data and queues control frames; the
-writer thread (or a direct-send caller) frames messages; either may take the queued
-control frames. ``_lock`` guards the wsproto connection and both queues; it is held only
-for memory work, never across a syscall.
+Threads: the connecting thread runs the upgrade (:meth:`WebSocketStream.open`) alone.
+Then the reader thread feeds bytes, takes data and queues control frames; the writer
+thread frames messages (direct sends from callers' threads are TCP-only); either may
+send the queued control frames. :class:`WebSocket`'s ``_lock`` guards the wsproto connection and both queues; it
+is held only for memory work, never across a syscall. The stream's ``_frame_lock``
+keeps whole frames of the writer and of the reader (pongs, the close answer) from
+interleaving on the stream below; the reader only takes it if it is free, and whoever
+releases it sends what was queued meanwhile, so the reader never waits on a blocked
+writer.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
+from collections.abc import Sequence
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
@@ -32,9 +40,11 @@ from wsproto.events import (
 )
 from wsproto.utilities import ProtocolError as WsProtocolError
 
-from nats_sync.errors import NatsConnectionError
+from nats_sync._defaults import MAX_IOVECS_PER_SEND
+from nats_sync._transport import Buffer, Transport
+from nats_sync.errors import Error, NatsConnectionError, TimeoutError
 
-Buffer = bytes | memoryview
+_UPGRADE_READ_SIZE = 4096
 
 
 class WebSocket:
@@ -164,3 +174,126 @@ class WebSocket:
             control = bytes(self._control)
             self._control.clear()
         return control
+
+
+class WebSocketStream:
+    """NATS bytes in WebSocket messages over another stream.
+
+    Made by :meth:`open`, which runs the HTTP upgrade.
+
+    Args:
+        inner: the stream the frames travel on.
+        ws: the upgraded WebSocket (it may already hold data that followed the ``101``).
+    """
+
+    __slots__ = ("_frame_lock", "_inner", "_ws")
+
+    def __init__(self, inner: Transport, ws: WebSocket) -> None:
+        self._inner = inner
+        self._ws = ws
+        self._frame_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, inner: Transport, host: str, deadline: float, target: str = "/"
+             ) -> WebSocketStream:
+        """Runs the WebSocket upgrade over ``inner``, before the connection threads.
+
+        Args:
+            inner: the stream to carry the frames (its owner is now the returned stream).
+            host: the ``Host`` header (``host[:port]``).
+            deadline: ``time.monotonic()`` by which the server must have accepted.
+            target: the request path.
+
+        Raises:
+            NatsConnectionError: the server refused the upgrade (its HTTP status is in
+                the message), answered something that is not WebSocket, or closed.
+            TimeoutError: the server did not accept by ``deadline``.
+        """
+        ws = WebSocket(host, target)
+        inner.send_all(ws.upgrade_request())
+        buffer = bytearray(_UPGRADE_READ_SIZE)
+        head = b""  # the start of the answer, to show when it is not HTTP
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"WebSocket upgrade with {host} took too long")
+            inner.set_timeout(remaining)
+            try:
+                count = inner.recv_into(buffer)
+            except TimeoutError:
+                raise TimeoutError(f"WebSocket upgrade with {host} took too long") from None
+            if count == 0:
+                sent = f" after sending {head!r}" if head else ""
+                raise NatsConnectionError(
+                    f"{host} closed the connection during the WebSocket upgrade{sent}"
+                )
+            data = bytes(buffer[:count])
+            head = head or data[:40]
+            if ws.receive_upgrade(data):
+                return cls(inner, ws)
+
+    def recv_into(self, buffer: bytearray | memoryview) -> int:
+        """Message data into ``buffer``; 0 once the server closed the WebSocket.
+
+        See :meth:`~nats_sync._transport.Transport.recv_into`.
+        """
+        ws = self._ws
+        while True:
+            count = ws.read_into(buffer)
+            if count or ws.closed:
+                return count
+            # Nothing is pending, so the buffer is free to take the raw bytes first.
+            received = self._inner.recv_into(buffer)
+            ws.receive(bytes(buffer[:received]) if received else None)
+            if ws.has_control:
+                self._send_control()
+
+    def send(self, buffers: Sequence[Buffer]) -> int:
+        """Sends the front of ``buffers`` as one binary message; returns its size.
+
+        See :meth:`~nats_sync._transport.Transport.send`.
+        """
+        data = buffers[0] if len(buffers) == 1 else b"".join(buffers[:MAX_IOVECS_PER_SEND])
+        self.send_all(data)
+        return len(data)
+
+    def send_all(self, data: Buffer) -> None:
+        """Sends ``data`` as one binary message, then any control frames queued meanwhile.
+
+        See :meth:`~nats_sync._transport.Transport.send_all`.
+        """
+        message = self._ws.message(data)
+        with self._frame_lock:
+            self._inner.send_all(message)
+        if self._ws.has_control:
+            try:
+                self._send_control()
+            except Error:
+                pass  # the message went out; the next read or write reports the failure
+
+    def _send_control(self) -> None:
+        """Sends queued pongs or the close answer unless another thread is sending.
+
+        The thread that holds ``_frame_lock`` checks the queue again after releasing
+        it, so nothing queued is left behind.
+        """
+        ws = self._ws
+        while ws.has_control and self._frame_lock.acquire(blocking=False):
+            try:
+                control = ws.take_control()
+                if control:
+                    self._inner.send_all(control)
+            finally:
+                self._frame_lock.release()
+
+    def set_timeout(self, timeout: float | None) -> None:
+        """See :meth:`~nats_sync._transport.Transport.set_timeout`."""
+        self._inner.set_timeout(timeout)
+
+    def shutdown(self) -> None:
+        """See :meth:`~nats_sync._transport.Transport.shutdown`."""
+        self._inner.shutdown()
+
+    def close(self) -> None:
+        """See :meth:`~nats_sync._transport.Transport.close`."""
+        self._inner.close()
