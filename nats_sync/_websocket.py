@@ -12,12 +12,12 @@ of the data.
 Threads: the connecting thread runs the upgrade (:meth:`WebSocketStream.open`) alone.
 Then the reader thread feeds bytes, takes data and queues control frames; the writer
 thread frames messages (direct sends from callers' threads are TCP-only); either may
-send the queued control frames. :class:`WebSocket`'s ``_lock`` guards the wsproto connection and both queues; it
-is held only for memory work, never across a syscall. The stream's ``_frame_lock``
-keeps whole frames of the writer and of the reader (pongs, the close answer) from
-interleaving on the stream below; the reader only takes it if it is free, and whoever
-releases it sends what was queued meanwhile, so the reader never waits on a blocked
-writer.
+send the queued control frames. :class:`WebSocket`'s ``_lock`` guards the wsproto
+connection and both queues; it is held only for memory work, never across a syscall.
+The stream's ``_frame_lock`` keeps whole frames of the writer and of the reader
+(pongs, the close answer) from interleaving on the stream below; the reader only takes
+it if it is free, and whoever releases it sends what was queued meanwhile, so the
+reader never waits on a blocked writer.
 """
 
 from __future__ import annotations
