@@ -54,14 +54,15 @@ class CallbackRunner:
             if item is _STOP:
                 break
             _call(*item)
-        with self._lock:
-            self._finished = True
-        # Calls submitted between the marker and the flag still run, in order.
+        # Calls submitted after the marker still run here, in order; only once none is
+        # left (the last one has returned) do later submits run on their own thread.
         while True:
-            try:
-                item = self._calls.get_nowait()
-            except queue.Empty:
-                return
+            with self._lock:
+                try:
+                    item = self._calls.get_nowait()
+                except queue.Empty:
+                    self._finished = True
+                    return
             if item is not _STOP:
                 _call(*item)
 

@@ -1,36 +1,42 @@
-"""The handler: the client's protocol state behind one lock, and every thread it starts.
+"""The handler: the client's connection state, its subscriptions, drain and close.
 
-``Handler`` is split by concept over three modules: this one (connecting, the reader's
-dispatch, publish, subscriptions, flush, the timer, drain and close), ``_requesting``
-(request-reply) and ``_reconnect`` (connection loss and the reconnect thread).
+How it works: ``Handler`` composes narrow objects, each owning its state and lock:
 
-Threads (all started and joined here):
+- ``Outbox`` (``_outbox``): frames waiting for the writer; the disconnect buffer.
+- ``Publisher`` (``_publishing``): encodes messages into the outbox (the hot path).
+- ``Requester`` (``_requesting``): request-reply over one inbox subscription, which
+  the handler subscribes and routes for it (``open_request_inbox``).
+- ``Reconnector`` (``_reconnect``): the server pool, the first connection and the
+  reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
+- ``Timer`` (``_timer``): the timer thread (keepalive, ``request_future`` deadlines).
+- ``CallbackRunner`` (``_callbacks``): the callback thread (``error_cb``, ...).
+- ``Connection`` (``_connection``): the reader and writer threads of one transport.
 
-- reader and writer of the live connection (bodies in ``_connection``);
-- the reconnect thread, while a lost connection is being replaced (loop in ``_reconnect``);
-- the timer thread: keepalive PINGs, stale detection, ``request_future`` deadlines;
-- the callback thread: user callbacks in order (body in ``_callbacks``);
-- one delivery thread per callback subscription (body in ``subscription``).
+The handler itself keeps the life-cycle state, the subscriptions, the connection swap
+(``_activate`` and ``_on_lost``), the reader's dispatch, flush, keepalive, drain and
+close; ``Deliveries`` (``subscription``) runs one delivery thread per callback
+subscription.
 
-State and who may touch it:
+Threads and the state they touch here:
 
-- ``_lock`` guards ``state``, ``subs`` changes, the request multiplexer's creation, the
-  server pool and the connection swap. Nothing blocks on I/O while holding it.
+- ``_lock`` guards ``state``, changes to ``subs``, ``_inbox``, ``_conn``,
+  ``_conn_threads``, ``current_server``, ``last_error``,
+  ``_fatal_server_error`` and ``_pings_out``. Nothing blocks on I/O while holding
+  it; lock order is handler lock, then any component's own lock.
+- The reader thread reads ``subs`` and ``_inbox`` without the lock (a dict lookup and
+  an attribute read are atomic) and alone writes ``in_msgs``, ``in_bytes``,
+  ``errors_received`` and ``server_info`` once connected.
 - While ``state`` is RECONNECTING no SUB/UNSUB frame is queued: subscriptions are
   replayed from ``subs`` when the next connection is activated, ahead of the buffered
   publishes.
-- The reader thread reads ``subs`` and ``_mux`` without the lock (a dict lookup is atomic)
-  and alone writes the ``in_*`` counters and ``server_info`` updates.
-- The outbox has its own lock (``_outbox``); lock order is handler lock, then outbox lock.
+- ``reconnects`` is written by the reconnect thread only.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import os
-import random
 import threading
 import time
 import weakref
@@ -41,20 +47,16 @@ from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync._callbacks import CallbackRunner
 from nats_sync._connection import Connection
-from nats_sync._handshake import handshake
-from nats_sync._nuid import Nuid
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
-from nats_sync._pool import ServerAddress, ServerPool
-from nats_sync._publishing import PublishMixin
-from nats_sync._reconnect import ReconnectMixin
-from nats_sync._requesting import RequestsMixin
+from nats_sync._pool import ServerAddress
+from nats_sync._publishing import Publisher
+from nats_sync._reconnect import Handshaken, Reconnector
+from nats_sync._requesting import Requester
 from nats_sync._requests import RequestMux
 from nats_sync._state import DRAINING, State
-from nats_sync._transport import Transport
+from nats_sync._timer import Timer
 from nats_sync.errors import (
-    AuthorizationError,
-    BadCredentialsError,
     BadSubscriptionError,
     ConnectionClosedError,
     ConnectionDrainingError,
@@ -62,20 +64,16 @@ from nats_sync.errors import (
     DrainTimeoutError,
     Error,
     FlushTimeoutError,
+    NatsConnectionError,
     NoServersError,
     PermissionsViolationError,
-    ProtocolError,
     StaleConnectionError,
     server_error_from_description,
 )
 from nats_sync.msg import Msg
-from nats_sync.subscription import Subscription
+from nats_sync.subscription import Deliveries, Subscription
 
 log = logging.getLogger("nats_sync")
-#: A module global is read faster than an enum member (publish's hot path).
-_CONNECTED = State.CONNECTED
-
-
 
 _live_handlers: weakref.WeakSet[Handler] = weakref.WeakSet()
 
@@ -90,12 +88,13 @@ def _after_fork_in_child() -> None:
     _current_pid[0] = os.getpid()
     for handler in list(_live_handlers):
         handler.state = State.CLOSED
+        handler.publisher.accepting = False
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
+class Handler:
     """Protocol state and threads of one client. See the module docstring."""
 
     def __init__(self, options: Options) -> None:
@@ -104,50 +103,35 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         self.state = State.CONNECTING
         self._pid = os.getpid()
         self.outbox = Outbox(options.pending_size, options.full_wait)
+        self.publisher = Publisher(self.outbox, self)
+        self._callbacks = CallbackRunner()
+        self._callback_thread: threading.Thread | None = None
+        self.timer = Timer()
+        self.requester = Requester(
+            self, self.publisher, self.timer, self._callbacks.submit, options.inbox_prefix
+        )
+        self.reconnector = Reconnector(
+            options, self._start_thread, self.report_error, self._on_reconnected,
+            self._on_given_up,
+        )
         self.subs: dict[int, Subscription] = {}
         self._sids = itertools.count(1)
-        self._rng = random.Random()
-        self._pool = ServerPool(
-            options.servers,
-            randomize=not options.dont_randomize,
-            rng=self._rng,
-            ignore_discovered=options.ignore_discovered_servers,
-        )
-        self._reconnect_thread: threading.Thread | None = None
-        # The transport the reconnect thread is handshaking, which close() shuts down.
-        self._handshaking: Transport | None = None
-        #: Set by close(): ends the reconnect thread's waits at once.
-        self._closing = threading.Event()
+        #: The request multiplexer whose inbox subscription (``_inbox_sid``) we route.
+        self._inbox: RequestMux | None = None
+        self._inbox_sid = -1
         self.current_server: ServerAddress | None = None
         self.server_info: dict[str, Any] = {}
-        self.max_payload = d.DEFAULT_MAX_PAYLOAD
         self.last_error: BaseException | None = None
+        #: A -ERR after which the server closes the connection: the reason for the loss.
+        self._fatal_server_error: Error | None = None
         self._conn: Connection | None = None
         self._conn_threads: list[threading.Thread] = []
-        self._callback_thread: threading.Thread | None = None
-        self._timer_thread: threading.Thread | None = None
-        self._callbacks = CallbackRunner()
-        self._nuid = Nuid()
-        self._mux: RequestMux | None = None
-        self._mux_sid = -1
         self._pings_out = 0
-        self._timer = threading.Condition(threading.Lock())
-        self._deadlines: list[tuple[float, int, str]] = []
-        self._deadline_seq = itertools.count()
-        self._timer_stop = False
         self.in_msgs = 0
         self.in_bytes = 0
         self.reconnects = 0
         self.errors_received = 0
-        #: Callback subscriptions whose delivery thread runs (it may outlive the
-        #: subscription: close() must stop a callback still running after a drain).
-        self._deliveries: dict[int, tuple[Subscription, threading.Thread]] = {}
-        #: A -ERR after which the server closes the connection: the reason for the loss.
-        self._fatal_server_error: Error | None = None
-        self._publish_fn = self.publish
-        # subject -> (b"PUB <subject> ", size, b"PUB <subject> <size>\r\n") for the last
-        # size published there: replaced whole, so any thread reads a consistent entry.
-        self._pub_lines: dict[str, tuple[bytes, int, bytes]] = {}
+        self._deliveries = Deliveries(self._start_thread)
         _live_handlers.add(self)
 
     # --- threads -------------------------------------------------------------------
@@ -169,69 +153,46 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             NoServersError: no server could be reached (the last error as ``__cause__``).
             AuthorizationError: the server refused the credentials.
         """
-        last: Error | None = None
-        order = self._pool.attempt_order()
-        for server in order:
-            try:
-                transport, parser, info = handshake(server, self.options)
-            except Error as err:
-                last = err
-                self._pool.record_failure(server)
-                # The server's refusal, a broken server, or our own credentials (a
-                # failing user_jwt_cb): each says more than "no server answered".
-                if isinstance(err, AuthorizationError | ProtocolError | BadCredentialsError) and (
-                    server is order[-1] and not self.options.retry_on_failed_connect
-                ):
-                    raise
-                continue
+        try:
+            handshaken = self.reconnector.first_pass()
+        except Error as err:
+            if not self.options.retry_on_failed_connect:
+                raise
+            last = err.__cause__ if isinstance(err, NoServersError) else err
+            log.info("nats_sync: no server answered (%s); retrying in the background", last)
             self._start_background_threads()
-            self._activate(server, transport, parser, info)
+            with self._lock:
+                self.last_error = last
+                self.state = State.RECONNECTING
+                self.reconnector.start(None, [])
             return
-        if not self.options.retry_on_failed_connect:
-            raise NoServersError(f"could not connect to any server: {last}") from last
-        log.info("nats_sync: no server answered (%s); retrying in the background", last)
-        self.last_error = last
         self._start_background_threads()
-        with self._lock:
-            self.state = State.RECONNECTING
-            self._reconnect_thread = self._start_thread(
-                lambda: self._run_reconnect([]), "reconnect"
-            )
+        self._activate(handshaken)
 
     def _start_background_threads(self) -> None:
         self._callback_thread = self._start_thread(self._callbacks.run, "callbacks")
-        self._timer_thread = self._start_thread(self._run_timer, "timer")
+        self.timer.start(self._start_thread)
+        self.timer.schedule(time.monotonic() + self.options.ping_interval, self._keepalive)
 
-    def pool_servers(self) -> list[ServerAddress]:
-        """Every server of the pool (given and discovered)."""
-        with self._lock:
-            return list(self._pool.servers)
-
-    def _activate(
-        self,
-        server: ServerAddress,
-        transport: Transport,
-        parser: proto.Parser,
-        info: dict[str, Any],
-    ) -> bool:
+    def _activate(self, handshaken: Handshaken) -> bool:
         """Makes a handshaken transport the live connection and starts its threads.
 
         Subscriptions (and the request inbox) are re-sent first, then whatever the outbox
         buffered while disconnected. Returns False when the client closed meanwhile.
         """
+        server, transport, parser, info = handshaken
         # Messages are built as Msg by the parser itself, carrying our publish for respond().
-        parser.set_message_type(Msg, self._publish_fn)
+        parser.set_message_type(Msg, self.publisher.publish)
         conn = Connection(transport, parser, self.outbox, self._on_ops, self._on_lost,
                           self._reader_may_park)
         with self._lock:
             if self.state is State.CLOSED:
                 transport.close()
                 return False
-            self._handshaking = None
-            self._pool.record_success(server)
+            self.reconnector.record_success(server)
             self.current_server = server
             self.server_info = info
-            self.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
+            self.publisher.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
             frames, finished = self._subscription_replay()
             self.outbox.put_control_first(frames)
             self._conn = conn
@@ -265,16 +226,16 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             frames.append(proto.encode_sub(sub.subject, sub.sid, sub.queue))
             if remaining:
                 frames.append(proto.encode_unsub(sub.sid, remaining))
-        if self._mux is not None:
-            frames.append(proto.encode_sub(self._mux.subject, self._mux_sid))
+        if self._inbox is not None:
+            frames.append(proto.encode_sub(self._inbox.subject, self._inbox_sid))
         return frames, finished
 
     def _learn_servers(self, info: dict[str, Any], announce: bool) -> None:
         urls = info.get("connect_urls")
-        if not urls or not isinstance(urls, list) or self.current_server is None:
+        via = self.current_server
+        if not urls or not isinstance(urls, list) or via is None:
             return
-        with self._lock:
-            added = self._pool.add_discovered(urls, via=self.current_server)
+        added = self.reconnector.add_discovered(urls, via)
         if added:
             log.info("nats_sync: discovered %s", ", ".join(map(str, added)))
             if announce:
@@ -285,6 +246,35 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         if self.state is not State.RECONNECTING:
             self.outbox.put_control(frame)
 
+    # --- hooks of the publisher and the requester ---------------------------------------
+
+    def connection(self) -> Connection | None:
+        """The live connection, or None while there is none."""
+        return self._conn
+
+    def open_request_inbox(self, mux: RequestMux) -> RequestMux:
+        """Subscribes ``mux``'s wildcard inbox once; returns the mux in use."""
+        with self._lock:
+            self.check_can_start()
+            if self._inbox is None:
+                sid = self.next_sid()
+                self._put_control(proto.encode_sub(mux.subject, sid))
+                self._inbox_sid = sid
+                self._inbox = mux
+            return self._inbox
+
+    def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
+        """A requester's thread reads its reply itself if the reader stepped aside."""
+        conn = self._conn
+        if conn is not None and conn.can_lead:
+            conn.lead(is_done, deadline)
+
+    def wake_reader(self) -> None:
+        """Makes a reader that stepped aside for requesters read again."""
+        conn = self._conn
+        if conn is not None:
+            conn.wake_reader()
+
     # --- reader thread ---------------------------------------------------------------
 
     def _reader_may_park(self) -> bool:
@@ -293,7 +283,7 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         Only while requests are being made and nothing else needs the reader: no
         subscription, no request or flush waiting (their replies come unasked).
         """
-        mux = self._mux
+        mux = self._inbox
         return (
             mux is not None
             and not mux
@@ -301,11 +291,6 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             and not self.outbox.pong_waiters
             and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE
         )
-
-    def _wake_reader(self) -> None:
-        conn = self._conn
-        if conn is not None:
-            conn.wake_reader()
 
     def _on_ops(self, ops: list[Any]) -> None:  # ServerOps, with messages as Msg
         """Reader thread: acts on the ops of one read, in order. Never runs user code.
@@ -315,8 +300,8 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         read, so an inbox made meanwhile cannot have any.
         """
         subs = self.subs
-        mux = self._mux
-        mux_sid = self._mux_sid if mux is not None else -1
+        mux = self._inbox
+        mux_sid = self._inbox_sid if mux is not None else -1
         received = 0
         received_bytes = 0
         try:
@@ -342,7 +327,8 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         if op is proto.PING_OP:
             self.outbox.put_control(proto.PONG)
         elif op is proto.PONG_OP:
-            self._pings_out = 0
+            with self._lock:
+                self._pings_out = 0
             waiter = self.outbox.pop_pong_waiter()
             if waiter is not None:
                 waiter(None)
@@ -354,9 +340,10 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
     def _on_info(self, info: dict[str, Any]) -> None:
         self.server_info = {**self.server_info, **info}
         if "max_payload" in info:
-            self.max_payload = int(info["max_payload"])
-            if self._conn is not None:
-                self._conn.parser.set_max_payload(self.max_payload)
+            self.publisher.max_payload = int(info["max_payload"])
+            conn = self._conn
+            if conn is not None:
+                conn.parser.set_max_payload(self.publisher.max_payload)
         self._learn_servers(info, announce=True)
         if info.get("ldm"):
             self._callbacks.submit(self.options.lame_duck_mode_cb)
@@ -373,14 +360,16 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
                     sub._end(error)
                     break
         elif isinstance(error, PermissionsViolationError) and error.operation == "publish":
-            mux = self._mux
+            mux = self._inbox
             if mux is not None and error.subject:
                 mux.fail_subject(error.subject, error)
         elif not isinstance(error, PermissionsViolationError) and (
             "maximum subscriptions" not in text.lower()
         ):
-            self._fatal_server_error = error
-        self.last_error = error
+            with self._lock:
+                self._fatal_server_error = error
+        with self._lock:
+            self.last_error = error
         self.report_error(error)
 
     def _finish_subscription(self, sub: Subscription) -> None:
@@ -392,6 +381,83 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         with self._lock:
             self.subs.pop(sub.sid, None)
 
+    # --- losing the connection ----------------------------------------------------------
+
+    def _on_lost(self, conn: Connection, error: Error) -> None:
+        """Reader, writer or timer thread: the live connection failed (or was dropped)."""
+        with self._lock:
+            if conn is not self._conn or self.state is State.CLOSED:
+                return
+            retry = (
+                self.state is State.CONNECTED
+                and self.options.allow_reconnect
+                and self.options.max_reconnect_attempts != 0
+            )
+            if retry:
+                self.state = State.RECONNECTING
+                self._conn = None
+                self.outbox.set_connected(False)
+                self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
+                old_threads = self._conn_threads
+                self._conn_threads = []
+            # Without its traceback: the reader's frame (and its 256 KiB buffer) would
+            # otherwise stay alive as long as last_error does.
+            self.last_error = (self._fatal_server_error or error).with_traceback(None)
+            self._fatal_server_error = None
+            lost = self.current_server
+        log.info("nats_sync: connection to %s lost: %s", lost, error)
+        if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
+            self.report_error(error)
+        self._callbacks.submit(self.options.disconnected_cb)
+        if not retry:
+            self.close()
+            return
+        with self._lock:
+            if self.state is State.RECONNECTING:
+                self.reconnector.start(lost, old_threads)
+
+    def _on_reconnected(self, handshaken: Handshaken) -> bool:
+        """Reconnect thread: a server answered; make it the live connection."""
+        # The old writer has put back what it could not send; control frames are
+        # replayed from state, and flushes still waiting get fresh PINGs.
+        self.outbox.keep_messages_only()
+        if not self._activate(handshaken):
+            return False
+        self.reconnects += 1
+        self._callbacks.submit(self.options.reconnected_cb)
+        return True
+
+    def _on_given_up(self, error: BaseException) -> None:
+        """Reconnect thread: no server could be reached; the client closes."""
+        with self._lock:
+            self.last_error = error
+        self.close()
+
+    def force_reconnect(self) -> None:
+        """Drops the live connection and runs the reconnect process."""
+        if not self.options.allow_reconnect or self.options.max_reconnect_attempts == 0:
+            raise Error(
+                "force_reconnect() needs reconnecting to be allowed "
+                "(allow_reconnect=True and max_reconnect_attempts != 0)"
+            )
+        with self._lock:
+            self.check_can_start()
+            conn = self._conn
+            if self.state is not State.CONNECTED or conn is None:
+                return  # already reconnecting
+        conn.shutdown()
+        self._on_lost(conn, NatsConnectionError("reconnect forced by the user"))
+
+    def _leave_lame_duck_server(self) -> None:
+        """Reader thread: the server is going away; move to another one if there is one."""
+        conn = self._conn
+        if conn is None or not self.options.allow_reconnect:
+            return
+        if not self.reconnector.has_alternatives():
+            return
+        conn.shutdown()
+        self._on_lost(conn, NatsConnectionError(f"{self.current_server} entered lame duck mode"))
+
     # --- errors and callbacks --------------------------------------------------------
 
     def report_error(self, error: BaseException) -> None:
@@ -400,10 +466,6 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             self._callbacks.submit(self.options.error_cb, error)
         else:
             log.error("nats_sync: %s", error)
-
-    def run_callback(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Runs ``fn(*args)`` on the callback thread."""
-        self._callbacks.submit(fn, *args)
 
     def check_process(self) -> None:
         """Raises if the client is used from a process other than the one that made it."""
@@ -419,18 +481,19 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         if self.state is State.CLOSED:
             raise ConnectionClosedError("the client is closed")
 
-    def _check_can_start(self) -> None:
+    def check_can_start(self) -> None:
         """Raises unless a new subscription or request may start."""
+        if self.state is State.CONNECTED and _current_pid[0] == self._pid:
+            return
         self._check_open()
         if self.state in DRAINING:
             raise ConnectionDrainingError("the client is draining")
 
-    def _check_can_publish(self) -> None:
+    def check_can_publish(self) -> None:
+        """Raises the reason publishing is refused (closed, draining, forked)."""
         self._check_open()
         if self.state is State.DRAINING_PUBS:
             raise ConnectionDrainingError("the client is draining; publishing has ended")
-
-    # --- publish -------------------------------------------------------------------
 
     # --- subscriptions ---------------------------------------------------------------
 
@@ -442,23 +505,14 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         """Registers ``sub`` and sends its SUB (and UNSUB max when max_msgs is set)."""
         frame = proto.encode_sub(sub.subject, sub.sid, sub.queue)
         with self._lock:
-            self._check_can_start()
+            self.check_can_start()
             self.subs[sub.sid] = sub
-            self._wake_reader()
+            self.wake_reader()
             self._put_control(frame)
             if sub.max_msgs > 0:
                 self._put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
             if sub.callback is not None:
-                thread = self._start_thread(lambda: self._run_delivery(sub), f"sub-{sub.sid}")
-                self._deliveries[sub.sid] = (sub, thread)
-
-    def _run_delivery(self, sub: Subscription) -> None:
-        """Delivery thread of a callback subscription; forgets itself when it ends."""
-        try:
-            sub._run_callbacks()
-        finally:
-            with self._lock:
-                self._deliveries.pop(sub.sid, None)
+                self._deliveries.start(sub)
 
     def unsubscribe(self, sub: Subscription, limit: int = 0) -> None:
         """Sends UNSUB now, or after ``limit`` messages in total."""
@@ -513,20 +567,10 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
         self._join_delivery(sub, deadline)
 
     def _join_delivery(self, sub: Subscription, deadline: float) -> None:
-        entry = self._deliveries.get(sub.sid)
-        if entry is None or entry[1] is threading.current_thread():
-            return
-        thread = entry[1]
-        thread.join(max(deadline - time.monotonic(), 0.0))
-        if thread.is_alive():
+        if not self._deliveries.join(sub, deadline):
             raise DrainTimeoutError(
                 f"the callback of {sub.subject!r} did not finish its queued messages in time"
             )
-
-    def delivery_threads(self) -> list[threading.Thread]:
-        """The delivery threads still running (for tests)."""
-        with self._lock:
-            return [thread for _, thread in self._deliveries.values()]
 
     # --- flush -----------------------------------------------------------------------
 
@@ -543,61 +587,29 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             done.set()
 
         self.outbox.put_ping(on_pong)
-        self._wake_reader()
+        self.wake_reader()
         if not done.wait(timeout):
             raise FlushTimeoutError(f"no PONG from the server within {timeout}s")
         if outcome[0] is not None:
             raise outcome[0]
 
-    def rtt(self) -> float:
-        """Seconds one PING/PONG round trip takes."""
-        start = time.perf_counter()
-        self.flush()
-        return time.perf_counter() - start
-
-    # --- timer thread ----------------------------------------------------------------
-
-    def _run_timer(self) -> None:
-        """Timer thread: keepalive PINGs, stale detection, request_future deadlines."""
-        interval = self.options.ping_interval
-        next_ping = time.monotonic() + interval
-        with self._timer:
-            while not self._timer_stop:
-                now = time.monotonic()
-                if now >= next_ping:
-                    next_ping = now + interval
-                    self._timer.release()
-                    try:
-                        self._keepalive()
-                    finally:
-                        self._timer.acquire()
-                    continue
-                expired: list[str] = []
-                while self._deadlines and self._deadlines[0][0] <= now:
-                    expired.append(heapq.heappop(self._deadlines)[2])
-                if expired:
-                    self._timer.release()
-                    try:
-                        self._expire(expired)
-                    finally:
-                        self._timer.acquire()
-                    continue
-                wake = next_ping
-                if self._deadlines:
-                    wake = min(wake, self._deadlines[0][0])
-                self._timer.wait(wake - now)
+    # --- keepalive (timer thread) --------------------------------------------------------
 
     def _keepalive(self) -> None:
-        if self.state is not State.CONNECTED:
-            return
-        self._pings_out += 1
-        if self._pings_out > self.options.max_outstanding_pings:
+        """Timer thread: a PING every ``ping_interval``; too many unanswered: stale."""
+        self.timer.schedule(time.monotonic() + self.options.ping_interval, self._keepalive)
+        with self._lock:
             conn = self._conn
-            if conn is not None:
-                conn.shutdown()
-                self._on_lost(conn, StaleConnectionError(
-                    f"{self._pings_out - 1} PINGs to {self.current_server} went unanswered"
-                ))
+            if self.state is not State.CONNECTED or conn is None:
+                return
+            self._pings_out += 1
+            unanswered = self._pings_out - 1
+            stale = self._pings_out > self.options.max_outstanding_pings
+        if stale:
+            conn.shutdown()
+            self._on_lost(conn, StaleConnectionError(
+                f"{unanswered} PINGs to {self.current_server} went unanswered"
+            ))
             return
         self.outbox.put_ping(None)
 
@@ -640,6 +652,7 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             with self._lock:
                 if self.state is State.DRAINING_SUBS:
                     self.state = State.DRAINING_PUBS
+                    self.publisher.accepting = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DrainTimeoutError(f"drain did not finish within {budget}s")
@@ -661,12 +674,10 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             conn = self._conn
             conn_threads = self._conn_threads
             subs = list(self.subs.values())
-            subs += [sub for sub, _ in self._deliveries.values() if sub not in subs]
+            subs += [sub for sub in self._deliveries.subscriptions() if sub not in subs]
             self.subs.clear()
-            handshaking, self._handshaking = self._handshaking, None
-        self._closing.set()
-        if handshaking is not None:
-            handshaking.shutdown()  # wakes a reconnect thread waiting on a silent server
+        self.publisher.accepting = False
+        self.reconnector.close()
         me = threading.current_thread()
         if first:
             log.info("nats_sync: closing connection to %s", self.current_server)
@@ -678,23 +689,21 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             for waiter in self.outbox.take_pong_waiters():
                 if waiter is not None:
                     waiter(closed)
-            if self._mux is not None:
-                self._mux.fail_all(closed)
+            if self._inbox is not None:
+                self._inbox.fail_all(closed)
             for sub in subs:
                 sub._end(closed, stop_callbacks=True)
-            with self._timer:
-                self._timer_stop = True
-                self._timer.notify()
+            self.timer.stop()
             self._callbacks.submit(self.options.closed_cb)
             self._callbacks.stop()
         with self._lock:
             threads = conn_threads + [
-                t for t in (self._timer_thread, self._reconnect_thread) if t is not None
+                t for t in (self.timer.thread, self.reconnector.thread) if t is not None
             ]
             # Threads that run user code: a callback that does not return is left to
             # finish on its own (daemon) thread; it is not called again, and what it
             # publishes raises ConnectionClosedError.
-            user_threads = [t for _, t in self._deliveries.values()]
+            user_threads = self._deliveries.threads()
             if self._callback_thread is not None:
                 user_threads.append(self._callback_thread)
         self._join(threads, me, d.THREAD_JOIN_TIMEOUT)
@@ -711,7 +720,18 @@ class Handler(PublishMixin, RequestsMixin, ReconnectMixin):
             if thread is not me and thread.ident is not None:
                 thread.join(max(deadline - time.monotonic(), 0.0) if shared else timeout)
 
-    @property
-    def pending_data_size(self) -> int:
-        """Bytes queued in the outbox."""
-        return self.outbox.size
+    def debug_snapshot(self) -> dict[str, Any]:
+        """What the client holds right now, for tests and debugging (not an API)."""
+        with self._lock:
+            conn = self._conn
+            return {
+                "state": self.state,
+                "subscriptions": len(self.subs),
+                "requests_in_flight": len(self._inbox) if self._inbox is not None else 0,
+                "late_replies": self._inbox.late_replies if self._inbox is not None else 0,
+                "request_inbox": self._inbox.subject if self._inbox is not None else None,
+                "timer_entries": len(self.timer),
+                "delivery_threads": self._deliveries.threads(),
+                "connection_threads": list(self._conn_threads),
+                "connection": conn,
+            }

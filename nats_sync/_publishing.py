@@ -1,25 +1,29 @@
-"""Publishing for the handler: encoding a message and queueing (or sending) its frame.
+"""Publishing: encoding a message and queueing (or sending) its frame.
 
-How it works: a mixin of ``Handler`` (its state is the handler's), run on whichever
-thread publishes: user threads, the callback and delivery threads (``Msg.respond``),
-and requesting threads. ``publish`` is the public entry and the hot path: a message
-without reply or headers is built from the cached ``PUB <subject> <size>\\r\\n`` line
-and appended to the outbox under its lock (``Outbox.put_messages`` inlined: a call is
-a tenth of this path's cost). ``publish_request`` carries the request multiplexer's
-own inbox, which needs no validation, and may write from the caller's thread when the
-writer is idle (``direct``). Nothing here starts a thread or waits, except for room in
-a full outbox (``pending_size``).
+How it works: the :class:`Publisher` runs on whichever thread publishes: user threads,
+the callback and delivery threads (``Msg.respond``), and requesting threads.
+``publish`` is the public entry and the hot path: a message without reply or headers
+is built from the cached ``PUB <subject> <size>\\r\\n`` line and appended to the
+outbox under its lock (``Outbox.put_messages`` inlined: a call is a tenth of this
+path's cost; ``tests/unit/test_publish_paths_agree.py`` holds the two to the same
+result). ``publish_request`` carries the request multiplexer's own inbox, which needs
+no validation, and may write from the caller's thread when the writer is idle
+(``direct``). Nothing here starts a thread or waits, except for room in a full outbox
+(``pending_size``).
+
+State: ``accepting`` and ``max_payload`` are written by the handler (under its lock)
+and read here without one; ``_pub_lines`` entries are replaced whole, so any thread
+reads a consistent entry. The outbox has its own lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync._outbox import Outbox
-from nats_sync._state import State
 from nats_sync.errors import MaxPayloadError
 
 if TYPE_CHECKING:
@@ -27,7 +31,6 @@ if TYPE_CHECKING:
 
 HeadersArg = Mapping[str, "str | Sequence[str]"] | None
 
-_CONNECTED = State.CONNECTED
 _LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
 _CRLF = proto.CRLF
 
@@ -41,27 +44,43 @@ def _payload_bytes(payload: Any) -> bytes:
     )
 
 
-class PublishMixin:
-    """Publishing; mixed into ``Handler``, whose attributes these are."""
+class PublishHost(Protocol):
+    """What the publisher needs from the handler."""
 
-    state: State
-    outbox: Outbox
-    max_payload: int
-    _conn: Connection | None
-    # subject -> (b"PUB <subject> ", size, b"PUB <subject> <size>\r\n") for the last size
-    # published there: replaced whole, so any thread reads a consistent entry.
-    _pub_lines: dict[str, tuple[bytes, int, bytes]]
+    def check_can_publish(self) -> None:
+        """Raises the reason publishing is refused (closed, draining, forked)."""
 
-    if TYPE_CHECKING:
+    def connection(self) -> Connection | None:
+        """The live connection, for a direct send; None while there is none."""
 
-        def _check_can_publish(self) -> None: ...
+
+class Publisher:
+    """Encodes messages and queues their frames in the outbox.
+
+    Args:
+        outbox: where frames wait for the writer.
+        host: the handler's side (see :class:`PublishHost`).
+    """
+
+    __slots__ = ("_host", "_pub_lines", "accepting", "max_payload", "outbox")
+
+    def __init__(self, outbox: Outbox, host: PublishHost) -> None:
+        self.outbox = outbox
+        self._host = host
+        #: False once the client stops taking publishes (drained or closed): the hot
+        #: path then asks the handler why, which raises.
+        self.accepting = True
+        self.max_payload = d.DEFAULT_MAX_PAYLOAD
+        # subject -> (b"PUB <subject> ", size, b"PUB <subject> <size>\r\n") for the last
+        # size published there.
+        self._pub_lines: dict[str, tuple[bytes, int, bytes]] = {}
 
     def publish(
         self, subject: str, payload: bytes = b"", reply: str = "", headers: HeadersArg = None
     ) -> None:
         """Encodes one message and queues it; see ``Client.publish``."""
-        if self.state is not _CONNECTED:
-            self._check_can_publish()
+        if not self.accepting:
+            self._host.check_can_publish()
         if not reply and not headers and type(payload) is bytes:
             size = len(payload)
             if size < _LARGE_PAYLOAD and size <= self.max_payload:
@@ -100,9 +119,15 @@ class PublishMixin:
         With ``direct``, a small message is written from this thread when the writer is
         idle, saving a thread switch on the request's round trip.
         """
-        if self.state is not _CONNECTED:
-            self._check_can_publish()
+        if not self.accepting:
+            self._host.check_can_publish()
         self._encode_and_queue(subject, payload, inbox, headers, direct)
+
+    def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
+        """Queues encoded PUB frames as they are (``request_batch``)."""
+        if not self.accepting:
+            self._host.check_can_publish()
+        self.outbox.put_messages(frames, size, payload_size)
 
     def _encode_and_queue(
         self,
@@ -133,8 +158,8 @@ class PublishMixin:
             prefix = proto.encode_pub_line(subject_bytes, reply, size)
         if size < _LARGE_PAYLOAD:
             frame = prefix + payload + _CRLF
-            conn = self._conn
-            if direct and conn is not None and conn.send_direct(frame, size):
+            conn = self._host.connection() if direct else None
+            if conn is not None and conn.send_direct(frame, size):
                 return
             self.outbox.put_messages([frame], len(frame), size)
         else:

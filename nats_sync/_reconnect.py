@@ -10,9 +10,16 @@ leave the pool; when it is empty, or every server refused the credentials twice 
 row, the loop gives up. It touches only the pool, under the handler's lock, and
 returns a handshaken transport or raises.
 
-``ReconnectMixin`` is the handler's side (its state is the handler's): what happens
-when a connection is lost (reader, writer or timer thread), the reconnect thread's body,
-``force_reconnect`` and leaving a lame duck server.
+:class:`Reconnector` owns the server pool, the reconnect thread and the handshake in
+progress. The handler asks it for the first connection (:meth:`Reconnector.first_pass`,
+on the user's thread) and, after a loss, to start the reconnect thread
+(:meth:`Reconnector.start`); it calls back ``on_connected`` with a handshaken transport,
+or ``on_given_up`` with the reason. ``close()`` ends its waits and cuts a handshake short
+(:meth:`Reconnector.close`).
+
+State: ``_pool`` and ``_handshaking`` under ``_lock`` (its own; never held while
+calling out); ``_thread`` is written by the handler's threads under the handler's lock
+(``start``) and read by ``close``; ``_closing`` is an Event.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tenacity
 
@@ -30,22 +37,15 @@ from nats_sync import _proto as proto
 from nats_sync._handshake import handshake
 from nats_sync._options import Options
 from nats_sync._pool import ServerAddress, ServerPool, reconnect_wait
-from nats_sync._state import State
 from nats_sync._transport import Transport
 from nats_sync.errors import (
     AuthorizationError,
     BadCredentialsError,
     ConnectionClosedError,
     Error,
-    NatsConnectionError,
     NoServersError,
-    StaleConnectionError,
+    ProtocolError,
 )
-
-if TYPE_CHECKING:
-    from nats_sync._callbacks import CallbackRunner
-    from nats_sync._connection import Connection
-    from nats_sync._outbox import Outbox
 
 log = logging.getLogger("nats_sync")
 
@@ -76,7 +76,7 @@ def reconnect(
     Args:
         pool: the server pool (changed under ``lock``).
         options: the client's options.
-        lock: the handler's lock.
+        lock: the lock that guards ``pool``.
         rng: the random source for the jitter.
         lost: the server just lost, tried last in each pass.
         is_closed: whether the client was closed meanwhile (stops the loop).
@@ -153,140 +153,153 @@ def reconnect(
     return result
 
 
-class ReconnectMixin:
-    """Connection loss and reconnect; mixed into ``Handler``, whose attributes these are."""
+StartThread = Callable[[Callable[[], None], str], threading.Thread]
 
-    options: Options
-    state: State
-    outbox: Outbox
-    current_server: ServerAddress | None
-    last_error: BaseException | None
-    reconnects: int
-    _lock: threading.Lock
-    _conn: Connection | None
-    _conn_threads: list[threading.Thread]
-    _reconnect_thread: threading.Thread | None
-    _handshaking: Transport | None
-    _closing: threading.Event
-    _pool: ServerPool
-    _rng: random.Random
-    _callbacks: CallbackRunner
-    _fatal_server_error: Error | None
 
-    if TYPE_CHECKING:
+class Reconnector:
+    """The server pool, the first connection and the reconnect thread of one client.
 
-        def _start_thread(self, target: Callable[[], None], role: str) -> threading.Thread: ...
-        def _check_can_start(self) -> None: ...
-        def report_error(self, error: BaseException) -> None: ...
-        def close(self) -> None: ...
-        def _activate(
-            self,
-            server: ServerAddress,
-            transport: Transport,
-            parser: proto.Parser,
-            info: dict[str, Any],
-        ) -> bool: ...
+    Args:
+        options: the client's options.
+        start_thread: ``start_thread(body, role)`` starts one of the client's threads.
+        report_error: hands an error to ``error_cb``.
+        on_connected: reconnect thread: takes a handshaken connection; returns False
+            when the client closed meanwhile.
+        on_given_up: reconnect thread: no server could be reached (or an unexpected
+            error stopped the loop); the handler closes the client.
+    """
 
-    def _on_lost(self, conn: Connection, error: Error) -> None:
-        """Reader, writer or timer thread: the live connection failed (or was dropped)."""
+    def __init__(
+        self,
+        options: Options,
+        start_thread: StartThread,
+        report_error: Callable[[BaseException], None],
+        on_connected: Callable[[Handshaken], bool],
+        on_given_up: Callable[[BaseException], None],
+    ) -> None:
+        self._options = options
+        self._start_thread = start_thread
+        self._report_error = report_error
+        self._on_connected = on_connected
+        self._on_given_up = on_given_up
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+        self._pool = ServerPool(
+            options.servers,
+            randomize=not options.dont_randomize,
+            rng=self._rng,
+            ignore_discovered=options.ignore_discovered_servers,
+        )
+        self._thread: threading.Thread | None = None
+        # The transport being handshaken, which close() shuts down.
+        self._handshaking: Transport | None = None
+        #: Set by close(): ends the reconnect thread's waits at once.
+        self._closing = threading.Event()
+
+    # --- the pool ----------------------------------------------------------------------
+
+    def servers(self) -> list[ServerAddress]:
+        """Every server of the pool (given and discovered)."""
         with self._lock:
-            if conn is not self._conn or self.state is State.CLOSED:
-                return
-            retry = (
-                self.state is State.CONNECTED
-                and self.options.allow_reconnect
-                and self.options.max_reconnect_attempts != 0
-            )
-            if retry:
-                self.state = State.RECONNECTING
-                self._conn = None
-                self.outbox.set_connected(False)
-                self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
-                old_threads = self._conn_threads
-                self._conn_threads = []
-        log.info("nats_sync: connection to %s lost: %s", self.current_server, error)
-        if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
-            self.report_error(error)
-        # Without its traceback: the reader's frame (and its 256 KiB buffer) would
-        # otherwise stay alive as long as last_error does.
-        self.last_error = (self._fatal_server_error or error).with_traceback(None)
-        self._fatal_server_error = None
-        self._callbacks.submit(self.options.disconnected_cb)
-        if not retry:
-            self.close()
-            return
-        with self._lock:
-            if self.state is State.RECONNECTING:
-                self._reconnect_thread = self._start_thread(
-                    lambda: self._run_reconnect(old_threads), "reconnect"
-                )
+            return list(self._pool.servers)
 
-    def _run_reconnect(self, old_threads: list[threading.Thread]) -> None:
-        """Reconnect thread: replaces the lost connection, or closes the client."""
+    def add_discovered(self, urls: list[Any], via: ServerAddress) -> list[ServerAddress]:
+        """Adds the servers an INFO announced; returns the new ones."""
+        with self._lock:
+            return self._pool.add_discovered(urls, via=via)
+
+    def record_success(self, server: ServerAddress) -> None:
+        """``server`` is now the live connection."""
+        with self._lock:
+            self._pool.record_success(server)
+
+    def has_alternatives(self) -> bool:
+        """Whether the pool has a server besides the current one."""
+        with self._lock:
+            return len(self._pool) > 1
+
+    # --- connecting --------------------------------------------------------------------
+
+    def first_pass(self) -> Handshaken:
+        """User's thread: one pass over the pool for the first connection.
+
+        Raises:
+            NoServersError: no server could be reached (the last error as ``__cause__``).
+            AuthorizationError, ProtocolError, BadCredentialsError: the last server's
+                refusal, a broken server, or our own credentials, each of which says
+                more than "no server answered".
+        """
+        last: Error | None = None
+        with self._lock:
+            order = self._pool.attempt_order()
+        for server in order:
+            try:
+                transport, parser, info = handshake(server, self._options)
+            except Error as err:
+                last = err
+                with self._lock:
+                    self._pool.record_failure(server)
+                if isinstance(err, AuthorizationError | ProtocolError | BadCredentialsError) and (
+                    server is order[-1]
+                ):
+                    raise
+                continue
+            return server, transport, parser, info
+        raise NoServersError(f"could not connect to any server: {last}") from last
+
+    def start(self, lost: ServerAddress | None, old_threads: list[threading.Thread]) -> None:
+        """Starts the reconnect thread (the handler holds its lock while calling this)."""
+        self._thread = self._start_thread(lambda: self._run(lost, old_threads), "reconnect")
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The reconnect thread last started, if any."""
+        return self._thread
+
+    def _run(self, lost: ServerAddress | None, old_threads: list[threading.Thread]) -> None:
+        """Reconnect thread: replaces the lost connection, or gives up."""
         for thread in old_threads:
             thread.join(d.THREAD_JOIN_TIMEOUT)
-        # The old writer has put back what it could not send; control frames are
-        # replayed from state, and flushes still waiting get fresh PINGs.
-        self.outbox.keep_messages_only()
         try:
-            server, transport, parser, info = reconnect(
+            handshaken = reconnect(
                 self._pool,
-                self.options,
+                self._options,
                 self._lock,
                 self._rng,
-                lost=self.current_server,
-                is_closed=lambda: self.state is State.CLOSED,
+                lost=lost,
+                is_closed=self._closing.is_set,
                 sleep=self._closing.wait,
-                report_error=self.report_error,
+                report_error=self._report_error,
                 on_open=self._track_handshake,
             )
         except ConnectionClosedError:
             return
         except Error as err:
-            if self.state is State.CLOSED:
+            if self._closing.is_set():
                 return  # closed meanwhile: nothing to give up on
             log.warning("nats_sync: giving up reconnecting: %s", err)
-            self.last_error = err
-            self.close()
+            self._on_given_up(err)
             return
         except Exception as err:  # a bug, or a user callback's: never strand the client
             log.error("nats_sync: the reconnect thread failed", exc_info=True)
-            self.last_error = err
-            self.report_error(err)
-            self.close()
+            self._report_error(err)
+            self._on_given_up(err)
             return
-        if self._activate(server, transport, parser, info):
-            self.reconnects += 1
-            self._callbacks.submit(self.options.reconnected_cb)
+        with self._lock:
+            self._handshaking = None
+        self._on_connected(handshaken)
 
     def _track_handshake(self, transport: Transport) -> None:
         """Reconnect thread: remembers the transport being handshaken for ``close()``."""
         with self._lock:
-            if self.state is State.CLOSED:
+            if self._closing.is_set():
                 raise ConnectionClosedError("the client was closed while reconnecting")
             self._handshaking = transport
 
-    def force_reconnect(self) -> None:
-        """Drops the live connection and runs the reconnect process."""
-        if not self.options.allow_reconnect or self.options.max_reconnect_attempts == 0:
-            raise Error(
-                "force_reconnect() needs reconnecting to be allowed "
-                "(allow_reconnect=True and max_reconnect_attempts != 0)"
-            )
+    def close(self) -> None:
+        """Ends the reconnect thread's waits and cuts a handshake in progress short."""
+        self._closing.set()
         with self._lock:
-            self._check_can_start()
-            conn = self._conn
-            if self.state is not State.CONNECTED or conn is None:
-                return  # already reconnecting
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError("reconnect forced by the user"))
-
-    def _leave_lame_duck_server(self) -> None:
-        """Reader thread: the server is going away; move to another one if there is one."""
-        with self._lock:
-            conn = self._conn
-            others = len(self._pool) > 1
-        if conn is None or not others or not self.options.allow_reconnect:
-            return
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError(f"{self.current_server} entered lame duck mode"))
+            handshaking, self._handshaking = self._handshaking, None
+        if handshaking is not None:
+            handshaking.shutdown()  # wakes a reconnect thread waiting on a silent server

@@ -1,30 +1,28 @@
-"""Request-reply for the handler: the shared inbox, blocking, future and batch requests.
+"""Request-reply: the shared inbox, blocking, future and batch requests.
 
-How it works: a mixin of ``Handler`` (its state is the handler's). The first request
-subscribes ``<inbox_prefix>.<nuid>.*`` once; each request registers a waiter in the
-``RequestMux`` under a fresh token and publishes with that reply subject. Blocking
-requests wait on their waiter in the caller's thread; ``request_future`` deadlines go
-to the handler's timer thread, which calls :meth:`RequestsMixin._expire`; the reader
-thread completes waiters as replies arrive. Nothing here starts a thread.
+How it works: the :class:`Requester` runs on the threads that make requests. The first
+request makes the :class:`RequestMux` and asks the handler to subscribe its wildcard
+inbox ``<inbox_prefix>.<nuid>.*`` (``RequestHost.open_request_inbox``); the handler
+routes replies on it to the mux on the reader thread. Each request registers a waiter
+in the mux under a fresh token and publishes with that reply subject through the
+publisher. Blocking requests wait on their waiter in the caller's thread (or read their
+own reply, ``RequestHost.read_own_reply``); ``request_future`` deadlines are scheduled
+on the timer thread. Nothing here starts a thread.
+
+State: ``_mux`` is set once, under ``_lock``, and only read afterwards; the mux is
+thread-safe by itself (see ``_requests``).
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
-
-if TYPE_CHECKING:
-    from nats_sync._connection import Connection
+from typing import Protocol, cast
 
 from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync._nuid import Nuid
-from nats_sync._options import Options
-from nats_sync._outbox import Outbox
 from nats_sync._publishing import HeadersArg
 from nats_sync._requests import (
     BatchSlot,
@@ -34,7 +32,7 @@ from nats_sync._requests import (
     RequestMux,
     no_responders,
 )
-from nats_sync._state import State
+from nats_sync._timer import Timer
 from nats_sync.errors import Error, TimeoutError
 from nats_sync.msg import Msg
 
@@ -43,53 +41,78 @@ _BATCH_CHUNK = 64
 _LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
 
 
-class RequestsMixin:
-    """Request-reply; mixed into ``Handler``, whose attributes these are."""
+class RequestHost(Protocol):
+    """What the requester needs from the handler."""
 
-    options: Options
-    state: State
-    outbox: Outbox
+    def check_can_start(self) -> None:
+        """Raises unless a new request may start (closed, draining, forked)."""
+
+    def open_request_inbox(self, mux: RequestMux) -> RequestMux:
+        """Subscribes ``mux.subject`` (once) and routes its messages to the mux."""
+        ...
+
+    def wake_reader(self) -> None:
+        """Makes a reader that stepped aside for requesters read again."""
+
+    def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
+        """Reads the socket on this thread, if the reader stepped aside, until
+        ``is_done()`` or ``deadline``."""
+
+
+class RequestPublisher(Protocol):
+    """What the requester needs from the publisher."""
+
     max_payload: int
-    _lock: threading.Lock
-    _mux: RequestMux | None
-    _mux_sid: int
-    _conn: Connection | None
-    _nuid: Nuid
-    _timer: threading.Condition
-    _deadlines: list[tuple[float, int, str]]
-    _deadline_seq: itertools.count[int]
 
-    if TYPE_CHECKING:
+    def publish_request(
+        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg, direct: bool
+    ) -> None:
+        """Publishes with our own ``inbox`` as the reply subject."""
 
-        def _check_can_start(self) -> None: ...
-        def _check_can_publish(self) -> None: ...
-        def _wake_reader(self) -> None: ...
-        def next_sid(self) -> int: ...
-        def _put_control(self, frame: bytes) -> None: ...
-        def run_callback(self, fn: Callable[..., Any], *args: Any) -> None: ...
-        def publish_request(
-            self,
-            subject: str,
-            payload: bytes,
-            inbox: bytes,
-            headers: HeadersArg,
-            direct: bool,
-        ) -> None: ...
+    def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
+        """Queues encoded PUB frames as they are."""
+
+
+class Requester:
+    """Blocking, future and batch requests over one shared inbox subscription.
+
+    Args:
+        host: the handler's side (see :class:`RequestHost`).
+        publisher: where requests are published.
+        timer: runs ``request_future`` deadlines.
+        run_callback: runs a future's done-callbacks on the callback thread.
+        inbox_prefix: the option of that name.
+    """
+
+    def __init__(
+        self,
+        host: RequestHost,
+        publisher: RequestPublisher,
+        timer: Timer,
+        run_callback: Callable[..., None],
+        inbox_prefix: str,
+    ) -> None:
+        self._host = host
+        self._publisher = publisher
+        self._timer = timer
+        self._run_callback = run_callback
+        self._inbox_prefix = inbox_prefix
+        self._nuid = Nuid()
+        self._lock = threading.Lock()
+        self._mux: RequestMux | None = None
+
+    def new_inbox(self) -> str:
+        """A unique subject under the inbox prefix."""
+        return f"{self._inbox_prefix}.{self._nuid.next()}"
 
     def _request_mux(self) -> RequestMux:
-        if self.state is not State.CONNECTED:
-            self._check_can_start()
+        self._host.check_can_start()
         mux = self._mux
         if mux is not None:
             return mux
         with self._lock:
-            self._check_can_start()
             if self._mux is None:
-                mux = RequestMux(f"{self.options.inbox_prefix}.{self._nuid.next()}.")
-                sid = self.next_sid()
-                self._put_control(proto.encode_sub(mux.subject, sid))
-                self._mux_sid = sid
-                self._mux = mux
+                self._mux = self._host.open_request_inbox(RequestMux(self.new_inbox() + "."))
             return self._mux
 
     def request(
@@ -101,18 +124,15 @@ class RequestsMixin:
         waiter = ReplyWaiter(subject)
         reply = mux.register(waiter)
         try:
-            self.publish_request(subject, payload, reply.encode(), headers, True)
+            self._publisher.publish_request(subject, payload, reply.encode(), headers, True)
         except BaseException:
             mux.cancel(reply)
             raise
-        conn = self._conn
-        remaining = timeout
-        if conn is not None and conn.can_lead:
-            # Read the reply on this thread if the reader stepped aside (one wake-up);
-            # whatever is left of the timeout is then waited for as usual.
-            deadline = time.monotonic() + timeout
-            conn.lead(waiter.is_done, deadline)
-            remaining = max(deadline - time.monotonic(), 0.0)
+        # Read the reply on this thread if the reader stepped aside (one wake-up);
+        # whatever is left of the timeout is then waited for as usual.
+        deadline = time.monotonic() + timeout
+        self._host.read_own_reply(waiter.is_done, deadline)
+        remaining = max(deadline - time.monotonic(), 0.0)
         return self._await_reply(mux, waiter, reply, subject, remaining, timeout)
 
     def _await_reply(
@@ -143,18 +163,15 @@ class RequestsMixin:
         """Publishes a request and returns a future of its reply."""
         _check_timeout(timeout)
         mux = self._request_mux()
-        future = ReplyFuture(subject, self.run_callback)
+        future = ReplyFuture(subject, self._run_callback)
         reply = mux.register(future)
-        self._wake_reader()  # nobody waits on this thread: the reader must read it
+        self._host.wake_reader()  # nobody waits on this thread: the reader must read it
         try:
-            self.publish_request(subject, payload, reply.encode(), headers, True)
+            self._publisher.publish_request(subject, payload, reply.encode(), headers, True)
         except BaseException:
             mux.cancel(reply)
             raise
-        with self._timer:
-            heapq.heappush(self._deadlines,
-                           (time.monotonic() + timeout, next(self._deadline_seq), reply))
-            self._timer.notify()
+        self._timer.schedule(time.monotonic() + timeout, lambda: _expire(mux, reply))
         return future
 
     def request_batch(
@@ -183,7 +200,7 @@ class RequestsMixin:
             prefix: bytes | None = proto.pub_prefix(subject)
         except Error:
             prefix = None  # each item gets publish's error
-        largest = min(self.max_payload, _LARGE_PAYLOAD - 1)
+        largest = min(self._publisher.max_payload, _LARGE_PAYLOAD - 1)
         chunk: list[bytes] = []
         chunk_items: list[int] = []
         chunk_bytes = 0
@@ -194,9 +211,7 @@ class RequestsMixin:
             if not chunk:
                 return
             try:
-                if self.state is not State.CONNECTED:
-                    self._check_can_publish()
-                self.outbox.put_messages(chunk, chunk_bytes, chunk_payload)
+                self._publisher.queue_messages(chunk, chunk_bytes, chunk_payload)
             except Error as err:  # closed, draining, buffer full: those items' result
                 for index in chunk_items:
                     entry = in_flight[index]
@@ -227,7 +242,7 @@ class RequestsMixin:
             slot = BatchSlot(subject, batch)
             reply = mux.register(slot)
             if not results:
-                self._wake_reader()  # registered first: a parked reader now stays awake
+                self._host.wake_reader()  # registered first: a parked reader now stays awake
             results.append(None)
             if (prefix is not None and headers is None and type(payload) is bytes
                     and len(payload) <= largest):
@@ -242,7 +257,8 @@ class RequestsMixin:
                 continue
             queue_chunk()  # keeps the order on the wire
             try:
-                self.publish_request(subject, payload, reply.encode(), headers, False)
+                self._publisher.publish_request(subject, payload, reply.encode(), headers,
+                                                False)
             except (Error, TypeError, ValueError) as err:
                 # One bad item (wrong type, too big, ...) is that item's result.
                 mux.cancel(reply)
@@ -255,14 +271,12 @@ class RequestsMixin:
             settle(index)
         return cast(list[Msg | BaseException], results)  # every slot was settled above
 
-    def _expire(self, replies: list[str]) -> None:
-        mux = self._mux
-        if mux is None:
-            return
-        for reply in replies:
-            waiter = mux.cancel(reply)
-            if waiter is not None:
-                waiter.fail(TimeoutError(f"no reply to request {reply!r} in time"))
+
+def _expire(mux: RequestMux, reply: str) -> None:
+    """Timer thread: fails a ``request_future`` still waiting at its deadline."""
+    waiter = mux.cancel(reply)
+    if waiter is not None:
+        waiter.fail(TimeoutError(f"no reply to request {reply!r} in time"))
 
 
 def _check_timeout(timeout: float) -> None:

@@ -138,7 +138,6 @@ class ReplyFuture(Future[Msg]):
     def __init__(self, subject: str, run_callback: Callable[..., None]) -> None:
         super().__init__()
         self.subject = subject
-        self._subject = subject
         self._run_callback = run_callback
 
     def add_done_callback(self, fn: Callable[[Future[Msg]], object]) -> None:
@@ -149,7 +148,7 @@ class ReplyFuture(Future[Msg]):
     def resolve(self, msg: Msg) -> None:
         """Completes with the reply (or NoRespondersError for a 503 status)."""
         if msg.is_no_responders:
-            self.fail(no_responders(self._subject))
+            self.fail(no_responders(self.subject))
             return
         try:
             self.set_result(msg)

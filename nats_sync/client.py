@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import ssl
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from types import TracebackType
@@ -178,7 +179,7 @@ class Client:
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
         # The hot path without this method's own frame: same signature, same behaviour.
-        self.publish = handler.publish  # type: ignore[method-assign]
+        self.publish = handler.publisher.publish  # type: ignore[method-assign]
 
     # --- publishing and subscribing -------------------------------------------------
 
@@ -201,7 +202,7 @@ class Client:
             ConnectionDrainingError: the client is draining its publishes.
             OutboundBufferLimitError: the outgoing buffer is full.
         """
-        self._handler.publish(subject, payload, reply, headers)
+        self._handler.publisher.publish(subject, payload, reply, headers)
 
     def subscribe(
         self,
@@ -258,7 +259,7 @@ class Client:
             TimeoutError: no reply within ``timeout`` seconds.
             ConnectionClosedError: the client closed while waiting.
         """
-        return self._handler.request(subject, payload, timeout, headers)
+        return self._handler.requester.request(subject, payload, timeout, headers)
 
     def request_future(
         self,
@@ -273,7 +274,7 @@ class Client:
         ``ConnectionClosedError`` as ``request`` would raise them. Its done-callbacks
         run on the client's callback thread.
         """
-        return self._handler.request_future(subject, payload, timeout, headers)
+        return self._handler.requester.request_future(subject, payload, timeout, headers)
 
     def request_batch(
         self,
@@ -289,11 +290,13 @@ class Client:
         request's failure never raises. ``timeout`` applies to each request from the
         moment it is sent.
         """
-        return self._handler.request_batch(subject, payloads, timeout, headers, max_in_flight)
+        return self._handler.requester.request_batch(
+            subject, payloads, timeout, headers, max_in_flight
+        )
 
     def new_inbox(self) -> str:
         """A unique subject under ``inbox_prefix``, for replies."""
-        return f"{self._handler.options.inbox_prefix}.{self._handler._nuid.next()}"
+        return self._handler.requester.new_inbox()
 
     # --- flush, drain, close -----------------------------------------------------------
 
@@ -308,7 +311,9 @@ class Client:
 
     def rtt(self) -> float:
         """The round-trip time to the server, in seconds."""
-        return self._handler.rtt()
+        start = time.perf_counter()
+        self._handler.flush()
+        return time.perf_counter() - start
 
     def drain(self, timeout: float | None = None) -> None:
         """Unsubscribes everything, processes what arrived, flushes, then closes.
@@ -402,12 +407,13 @@ class Client:
     @property
     def servers(self) -> list[str]:
         """Every server of the pool, secrets shown as ``***``."""
-        return [server.redacted_url for server in self._handler.pool_servers()]
+        return [server.redacted_url for server in self._handler.reconnector.servers()]
 
     @property
     def discovered_servers(self) -> list[str]:
-        """Servers learned from INFO (none until the resilience work lands)."""
-        return [server.redacted_url for server in self._handler.pool_servers() if server.discovered]
+        """Servers learned from the servers' INFO (``connect_urls``)."""
+        servers = self._handler.reconnector.servers()
+        return [server.redacted_url for server in servers if server.discovered]
 
     @property
     def server_info(self) -> dict[str, Any]:
@@ -417,7 +423,7 @@ class Client:
     @property
     def max_payload(self) -> int:
         """The largest payload the server accepts."""
-        return self._handler.max_payload
+        return self._handler.publisher.max_payload
 
     @property
     def client_id(self) -> int | None:
@@ -438,7 +444,7 @@ class Client:
     @property
     def pending_data_size(self) -> int:
         """Bytes queued for the server and not yet sent."""
-        return self._handler.pending_data_size
+        return self._handler.outbox.size
 
     @property
     def stats(self) -> dict[str, int]:

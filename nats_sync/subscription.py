@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from nats_sync._defaults import DEFAULT_NEXT_MSG_TIMEOUT
 from nats_sync.errors import (
@@ -40,9 +40,6 @@ from nats_sync.errors import (
     TimeoutError,
 )
 from nats_sync.msg import Msg
-
-if TYPE_CHECKING:
-    from nats_sync._handler import Handler
 
 log = logging.getLogger("nats_sync")
 
@@ -185,6 +182,22 @@ class _MessageQueue:
             return len(messages)
 
 
+class SubscriptionOwner(Protocol):
+    """What a subscription needs from the client that made it (the handler)."""
+
+    def report_error(self, error: BaseException) -> None:
+        """Hands ``error`` to ``error_cb`` (or the log)."""
+
+    def check_process(self) -> None:
+        """Raises if used after a fork, in another process."""
+
+    def unsubscribe(self, sub: Subscription, limit: int = 0) -> None:
+        """Sends UNSUB now, or after ``limit`` messages in total."""
+
+    def drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
+        """UNSUB, wait until the server confirmed it, then end ``sub``."""
+
+
 class Subscription:
     """Interest in a subject; made by :meth:`nats_sync.Client.subscribe`.
 
@@ -194,7 +207,7 @@ class Subscription:
 
     def __init__(
         self,
-        handler: Handler,
+        owner: SubscriptionOwner,
         sid: int,
         subject: str,
         queue: str,
@@ -203,7 +216,7 @@ class Subscription:
         pending_msgs_limit: int,
         pending_bytes_limit: int,
     ) -> None:
-        self._handler = handler
+        self._owner = owner
         self._sid = sid
         self._subject = subject
         self._queue_group = queue
@@ -310,7 +323,7 @@ class Subscription:
         self._dropped += 1
         if not self._slow:
             self._slow = True
-            self._handler.report_error(
+            self._owner.report_error(
                 SlowConsumerError(
                     f"subscription {self._sid} on {self._subject!r} dropped a message on "
                     f"{msg.subject!r}: pending {limit} limit reached",
@@ -372,7 +385,7 @@ class Subscription:
                 f"subscription {self._sid} on {self._subject!r} has a callback; "
                 "next_msg works only without one"
             )
-        self._handler.check_process()
+        self._owner.check_process()
         messages = self._messages
         with messages._lock:  # the common case, a message waiting, without more calls
             items = messages._items
@@ -421,7 +434,7 @@ class Subscription:
                 (counting those already received), and so does this subscription; a
                 callback gets exactly ``limit`` messages, even when more were queued.
         """
-        self._handler.unsubscribe(self, limit)
+        self._owner.unsubscribe(self, limit)
 
     def drain(self, timeout: float | None = None) -> None:
         """Unsubscribes, waits until the server confirmed it, then ends the subscription.
@@ -435,7 +448,7 @@ class Subscription:
         Raises:
             DrainTimeoutError: the server did not confirm in time.
         """
-        self._handler.drain_subscription(self, timeout)
+        self._owner.drain_subscription(self, timeout)
 
     # --- callback thread -------------------------------------------------------------
 
@@ -462,10 +475,64 @@ class Subscription:
                 except Exception as err:
                     log.exception("nats_sync: callback of subscription %d on %r raised",
                                   self._sid, self._subject)
-                    self._handler.report_error(err)
+                    self._owner.report_error(err)
 
     def __repr__(self) -> str:
         state = "closed" if self._ended else "active"
         group = f" queue={self._queue_group!r}" if self._queue_group else ""
         return f"<Subscription sid={self._sid} subject={self._subject!r}{group} {state}>"
 
+
+
+StartThread = Callable[[Callable[[], None], str], threading.Thread]
+
+
+class Deliveries:
+    """The delivery threads of one client's callback subscriptions.
+
+    A thread is remembered from its start until it ends, which may be after its
+    subscription ended (a drain hands over what is queued; a stuck callback outlives
+    close()), so that close() can stop every callback still running. State: ``_running``
+    under ``_lock``.
+    """
+
+    def __init__(self, start_thread: StartThread) -> None:
+        self._start_thread = start_thread
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[Subscription, threading.Thread]] = {}
+
+    def start(self, sub: Subscription) -> None:
+        """Starts ``sub``'s delivery thread."""
+        with self._lock:
+            thread = self._start_thread(lambda: self._run(sub), f"sub-{sub.sid}")
+            self._running[sub.sid] = (sub, thread)
+
+    def _run(self, sub: Subscription) -> None:
+        """Delivery thread: runs the callbacks; forgets itself when it ends."""
+        try:
+            sub._run_callbacks()
+        finally:
+            with self._lock:
+                self._running.pop(sub.sid, None)
+
+    def join(self, sub: Subscription, deadline: float) -> bool:
+        """Waits until ``deadline`` for ``sub``'s thread; False if it still runs.
+
+        Called from the delivery thread itself (a callback draining), it returns True.
+        """
+        with self._lock:
+            entry = self._running.get(sub.sid)
+        if entry is None or entry[1] is threading.current_thread():
+            return True
+        entry[1].join(max(deadline - time.monotonic(), 0.0))
+        return not entry[1].is_alive()
+
+    def subscriptions(self) -> list[Subscription]:
+        """The subscriptions whose thread still runs."""
+        with self._lock:
+            return [sub for sub, _ in self._running.values()]
+
+    def threads(self) -> list[threading.Thread]:
+        """The threads still running."""
+        with self._lock:
+            return [thread for _, thread in self._running.values()]

@@ -435,7 +435,7 @@ def test_error_and_closed_callbacks_run_in_order_on_the_callback_thread(
         error_cb=lambda err: events.append((type(err).__name__, threading.current_thread())),
         closed_cb=lambda: events.append(("closed", threading.current_thread())),
     )
-    reader, writer = nc._handler._conn_threads
+    reader, writer = nc._handler.debug_snapshot()["connection_threads"]
 
     _cause_slow_consumer(nc, "cb.slow")
     nc.close()

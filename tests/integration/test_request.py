@@ -29,9 +29,9 @@ def _echo_responder(nc: nats_sync.Client, subject: str, prefix: bytes = b"") -> 
 
 def _mux_size(nc: nats_sync.Client) -> int:
     """Requests the client's multiplexer still holds a waiter for."""
-    mux = nc._handler._mux
-    assert mux is not None, "the client has made no request yet"
-    return len(mux)
+    snapshot = nc._handler.debug_snapshot()
+    assert snapshot["request_inbox"] is not None, "the client has made no request yet"
+    return int(snapshot["requests_in_flight"])
 
 
 @pytest.mark.timeout(20)
@@ -92,10 +92,9 @@ def test_late_reply_to_a_timed_out_request_is_dropped_and_not_kept(
     responder.flush(5)
     client.flush(5)  # the late reply has reached the client's reader by now
 
-    mux = client._handler._mux
-    assert mux is not None
-    assert len(mux) == 0
-    assert mux.late_replies == 1
+    snapshot = client._handler.debug_snapshot()
+    assert snapshot["requests_in_flight"] == 0
+    assert snapshot["late_replies"] == 1
     # The request path still works after the dropped reply.
     _echo_responder(responder, "svc.fine")
     assert client.request("svc.fine", b"ok", timeout=5).data == b"ok"
@@ -357,7 +356,8 @@ def test_many_requests_share_one_inbox_subscription(
     assert conn["subscriptions"] == 1
     (inbox_subject,) = conn["subscriptions_list"]
     assert inbox_subject.startswith("_INBOX.") and inbox_subject.endswith(".*")
-    assert requester._handler.subs == {}, "the inbox is not a user subscription"
+    assert requester._handler.debug_snapshot()["subscriptions"] == 0, (
+        "the inbox is not a user subscription")
 
 
 @pytest.mark.timeout(20)

@@ -37,13 +37,13 @@ def _wait_until(check: Callable[[], bool], what: str) -> None:
 
 
 def _parked(nc: nats_sync.Client) -> bool:
-    conn = nc._handler._conn
-    return conn is not None and conn._parked
+    conn = nc._handler.debug_snapshot()["connection"]
+    return conn is not None and bool(conn._parked)
 
 
 def _count_leads(nc: nats_sync.Client) -> list[int]:
     """Counts the requests that found the reader parked (and so read on their own)."""
-    conn = nc._handler._conn
+    conn = nc._handler.debug_snapshot()["connection"]
     assert conn is not None and conn.can_lead
     counted = [0]
     lead = conn.lead
@@ -65,7 +65,8 @@ def test_sequential_requests_read_their_own_replies(connect: ClientFactory) -> N
     replies = [nc.request("lead.echo", b"%d" % n, timeout=2).data for n in range(300)]
     assert replies == [b"re:%d" % n for n in range(300)]
     assert led[0] >= 250  # all but the first few, whatever the scheduling
-    assert nc._handler._mux is not None and len(nc._handler._mux) == 0
+    snapshot = nc._handler.debug_snapshot()
+    assert snapshot["request_inbox"] is not None and snapshot["requests_in_flight"] == 0
 
 
 @pytest.mark.timeout(30)

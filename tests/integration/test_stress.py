@@ -207,10 +207,12 @@ def _run_the_mix(server: NatsServer, made: list[nats_sync.Client]) -> None:
     nc.flush(timeout=5)
     assert nc.request("mix.echo", b"after", timeout=5).data == b"after"
     handler = nc._handler
-    assert handler._mux is not None and len(handler._mux) == 0  # every request settled
-    assert handler.subs == {}
+    snapshot = handler.debug_snapshot()
+    assert snapshot["request_inbox"] is not None
+    assert snapshot["requests_in_flight"] == 0  # every request settled
+    assert snapshot["subscriptions"] == 0
     assert _wait_until(
-        lambda: not any(t.is_alive() for t in handler.delivery_threads()), 5
+        lambda: not any(t.is_alive() for t in handler.debug_snapshot()["delivery_threads"]), 5
     ), "delivery threads of unsubscribed subscriptions are still running"
     assert 3 <= nc.stats["reconnects"] <= counts["force_reconnect"]  # a no-op while reconnecting
     assert _server_subscriptions(server, nc.client_id) == 1  # only the request inbox
@@ -238,19 +240,19 @@ def test_10000_timed_out_batch_requests_then_their_late_replies_leave_nothing(
     assert len(results) == 10_000
     assert all(isinstance(result, nats_sync.TimeoutError) for result in results), {
         type(result).__name__ for result in results}
-    mux = nc._handler._mux
-    assert mux is not None and len(mux) == 0
+    assert nc._handler.debug_snapshot()["requests_in_flight"] == 0
 
     for _ in range(10_000):  # now answer every one of them: all too late
         request = inbox.next_msg(timeout=5)
         request.respond(request.data)
     silent.flush(timeout=5)
     nc.flush(timeout=5)  # its PONG comes after every reply the server routed to nc
-    assert mux.late_replies == 10_000
-    assert len(mux) == 0
+    snapshot = nc._handler.debug_snapshot()
+    assert snapshot["late_replies"] == 10_000
+    assert snapshot["requests_in_flight"] == 0
     with pytest.raises(nats_sync.TimeoutError):
         nc.request("leak.slow", b"still works", timeout=0.05)
-    assert len(mux) == 0
+    assert nc._handler.debug_snapshot()["requests_in_flight"] == 0
 
 
 @pytest.mark.timeout(30)
@@ -277,10 +279,10 @@ def test_10000_futures_no_responders_and_cancelled_leave_nothing(
     assert outcomes["cancelled"] == cancelled
     assert outcomes["no responders"] == 10_000 - cancelled
     handler = nc._handler
-    assert _wait_until(lambda: handler._mux is not None and len(handler._mux) == 0, 5), (
-        f"{len(handler._mux or [])} requests still in the map")
-    assert _wait_until(lambda: len(handler._deadlines) == 0, 5), (
-        f"{len(handler._deadlines)} deadlines left on the timer")
+    assert _wait_until(lambda: handler.debug_snapshot()["requests_in_flight"] == 0, 5), (
+        f"{handler.debug_snapshot()['requests_in_flight']} requests still in the map")
+    assert _wait_until(lambda: handler.debug_snapshot()["timer_entries"] == 1, 5), (
+        f"{handler.debug_snapshot()['timer_entries'] - 1} deadlines left on the timer")
 
 
 @pytest.mark.timeout(30)
@@ -306,7 +308,8 @@ def test_10000_subscribe_unsubscribe_cycles_leave_nothing_here_or_on_the_server(
                     sub.unsubscribe()
                     if n >= 2_250:
                         survivors.append(weakref.ref(sub))
-                    largest_table[0] = max(largest_table[0], len(handler.delivery_threads()))
+                    running = len(handler.debug_snapshot()["delivery_threads"])
+                    largest_table[0] = max(largest_table[0], running)
             except BaseException as err:
                 errors.append(err)
 
@@ -326,11 +329,11 @@ def test_10000_subscribe_unsubscribe_cycles_leave_nothing_here_or_on_the_server(
             assert sub.is_closed
         nc.flush(timeout=5)
 
-        assert handler.subs == {}
+        assert handler.debug_snapshot()["subscriptions"] == 0
         assert largest_table[0] <= 64 + 4, largest_table[0]  # pruned as it grows
-        assert len(handler.delivery_threads()) <= 64
+        assert len(handler.debug_snapshot()["delivery_threads"]) <= 64
         assert _wait_until(
-            lambda: not any(t.is_alive() for t in handler.delivery_threads()), 5
+            lambda: not any(t.is_alive() for t in handler.debug_snapshot()["delivery_threads"]), 5
         )
         del sub
         gc.collect()

@@ -104,9 +104,8 @@ def test_10000_timed_out_requests_leave_nothing_in_the_request_map(
             future.result(timeout=30)
         timed_out += 1
     assert timed_out == 10_000
-    mux = nc._handler._mux
-    assert mux is not None and len(mux) == 0
-    assert len(nc._handler._deadlines) == 0
+    assert nc._handler.debug_snapshot()["requests_in_flight"] == 0
+    assert nc._handler.debug_snapshot()["timer_entries"] == 1  # the keepalive alone
 
 
 @pytest.mark.timeout(60)
@@ -117,10 +116,10 @@ def test_10000_subscribe_unsubscribe_cycles_leave_no_state(connect: ClientFactor
     for n in range(200):  # callback subscriptions start and end a thread each
         nc.subscribe(f"stress.cb.{n}", cb=lambda msg: None).unsubscribe()
     nc.flush(timeout=10)
-    assert nc._handler.subs == {}
-    threads = nc._handler.delivery_threads()
+    assert nc._handler.debug_snapshot()["subscriptions"] == 0
+    threads = nc._handler.debug_snapshot()["delivery_threads"]
     for thread in threads:  # each ends on its own once it sees the end marker
         thread.join(5)
     alive = [t for t in threads if t.is_alive()]
     assert alive == []
-    assert nc._handler.delivery_threads() == []  # each forgets itself as it ends
+    assert nc._handler.debug_snapshot()["delivery_threads"] == []  # each forgets itself as it ends

@@ -179,10 +179,6 @@ def test_per_submitter_order_is_kept_across_threads() -> None:
     assert seen == {0: list(range(300)), 1: list(range(300))}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CallbackRunner.run sets _finished before draining the calls queued behind the stop "
-    "marker, so a submit() during that drain runs at once on the caller's thread: ahead "
-    "of calls submitted before it, and while the callback thread is still running one"))
 def test_a_call_submitted_while_the_stopped_thread_drains_waits_its_turn() -> None:
     runner = CallbackRunner()
     release_busy, release_draining = threading.Event(), threading.Event()

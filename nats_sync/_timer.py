@@ -1,0 +1,81 @@
+"""The timer: one thread that runs short calls at given times.
+
+How it works: any thread :meth:`Timer.schedule`\\ s ``fn`` for a monotonic deadline; the
+entries sit in a heap under the timer's own condition, and the timer thread (started
+by :meth:`Timer.start`) sleeps until the earliest one, pops every entry that is due and
+runs them in deadline order *outside* the condition, so a call may schedule again (the
+keepalive does). The calls are the client's own (keepalive PINGs, stale detection,
+``request_future`` deadlines), never user code, and must not block. An exception in
+one is logged and the thread carries on.
+
+State: ``_entries`` and ``_stopped`` under ``_wakeup``; nothing else is shared.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("nats_sync")
+
+
+class Timer:
+    """Runs scheduled calls on one thread of its own."""
+
+    __slots__ = ("_entries", "_order", "_stopped", "_wakeup", "thread")
+
+    def __init__(self) -> None:
+        self._wakeup = threading.Condition(threading.Lock())
+        # (deadline, tie-breaker, fn): the tie-breaker keeps fn out of comparisons.
+        self._entries: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._stopped = False
+        self.thread: threading.Thread | None = None
+
+    def start(self, start_thread: Callable[[Callable[[], None], str], threading.Thread]) -> None:
+        """Starts the timer thread with ``start_thread(body, role)``."""
+        self.thread = start_thread(self._run, "timer")
+
+    def schedule(self, deadline: float, fn: Callable[[], None]) -> None:
+        """Runs ``fn()`` on the timer thread at ``deadline`` (``time.monotonic()``)."""
+        with self._wakeup:
+            if self._stopped:
+                return
+            heapq.heappush(self._entries, (deadline, next(self._order), fn))
+            if self._entries[0][2] is fn:
+                self._wakeup.notify()
+
+    def stop(self) -> None:
+        """Ends the timer thread; what is still scheduled never runs."""
+        with self._wakeup:
+            self._stopped = True
+            self._entries.clear()
+            self._wakeup.notify()
+
+    def __len__(self) -> int:
+        with self._wakeup:
+            return len(self._entries)
+
+    def _run(self) -> None:
+        """The timer thread's body."""
+        while True:
+            with self._wakeup:
+                while True:
+                    if self._stopped:
+                        return
+                    now = time.monotonic()
+                    if self._entries and self._entries[0][0] <= now:
+                        break
+                    self._wakeup.wait(self._entries[0][0] - now if self._entries else None)
+                due = []
+                while self._entries and self._entries[0][0] <= now:
+                    due.append(heapq.heappop(self._entries)[2])
+            for fn in due:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("nats_sync: timer call %r failed", fn)

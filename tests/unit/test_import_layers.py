@@ -1,0 +1,125 @@
+"""The package's imports run one way, down the layers of docs/ARCHITECTURE.md, with no
+circle: a module imports only modules of its own layer or below (``TYPE_CHECKING``
+imports included, since a circle there is a circle of design all the same)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nats_sync
+
+PACKAGE_DIR = Path(nats_sync.__file__).parent
+
+#: Layer of every module, bottom up. A new module must be placed here.
+LAYERS: dict[str, int] = {}
+for _layer, _modules in enumerate([
+    # 0 the protocol core and plain data
+    ["errors", "_defaults", "_state", "_version", "_nuid", "msg", "_proto",
+     "_proto.ops", "_proto.headers", "_proto.encoder", "_proto.parser"],
+    # 1 transport: addresses, credentials, options, streams and the handshake
+    ["_pool", "_auth", "_options", "_transport", "_websocket", "_handshake"],
+    # 2 connection threads and the small threaded parts
+    ["_outbox", "_connection", "_callbacks", "_timer"],
+    # 3 components the handler composes
+    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect"],
+    # 4 the handler
+    ["_handler"],
+    # 5 the public client
+    ["client"],
+    # 6 built on the public client
+    ["", "__main__", "_process", "testing", "pytest_plugin", "cli",
+     "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf"],
+]):
+    for _module in _modules:
+        LAYERS[_module] = _layer
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _exists(name: str) -> bool:
+    relative = Path(*name.split(".")) if name else Path()
+    return (PACKAGE_DIR / relative).with_suffix(".py").exists() or (
+        PACKAGE_DIR / relative / "__init__.py").exists()
+
+
+def _imports(path: Path) -> set[str]:
+    """The package modules ``path`` imports, as names relative to the package."""
+    own = _module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                module = f"nats_sync.{module}" if module else "nats_sync"
+            else:
+                module = node.module or ""
+            # ``from pkg import name`` names a module when ``name`` is one.
+            submodules = [f"{module}.{alias.name}" for alias in node.names]
+            inside = [m for m in submodules if m.startswith("nats_sync.")
+                      and _exists(m.removeprefix("nats_sync."))]
+            names = inside or [module]
+        for name in names:
+            if name == "nats_sync" or name.startswith("nats_sync."):
+                relative = name.removeprefix("nats_sync").removeprefix(".")
+                if relative != own:
+                    found.add(relative)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(path): _imports(path) for path in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted(set(_graph()) - set(LAYERS))
+    assert unplaced == [], f"place these modules in LAYERS (and docs/ARCHITECTURE.md): {unplaced}"
+
+
+def test_imports_go_down_the_layers_only() -> None:
+    upward = [
+        f"{module or 'nats_sync'} (layer {LAYERS[module]}) imports "
+        f"{target or 'nats_sync'} (layer {LAYERS[target]})"
+        for module, targets in _graph().items() if module in LAYERS
+        for target in sorted(targets) if target in LAYERS and LAYERS[target] > LAYERS[module]
+    ]
+    assert upward == []
+
+
+def test_there_is_no_import_circle() -> None:
+    graph = _graph()
+    visiting: list[str] = []
+    done: set[str] = set()
+    circles: list[str] = []
+
+    def visit(module: str) -> None:
+        if module in done:
+            return
+        if module in visiting:
+            circles.append(" -> ".join([*visiting[visiting.index(module):], module]))
+            return
+        visiting.append(module)
+        for target in sorted(graph.get(module, ())):
+            visit(target)
+        visiting.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+    assert circles == []
+
+
+def test_the_checker_sees_a_known_import() -> None:
+    assert "_handler" in _graph()["client"]
+    assert "_proto" in _graph()["_publishing"]
