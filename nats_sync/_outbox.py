@@ -75,6 +75,13 @@ class Outbox:
         full_wait: how long a publisher waits for room while connected.
     """
 
+    # Every publish reads and writes these under ``lock``.
+    __slots__ = (
+        "_room", "_wakeup", "connected", "frames", "full_wait", "limit", "lock", "out_bytes",
+        "out_msgs", "pong_waiters", "room_waiters", "sending", "size", "stopping",
+        "writer_waiting",
+    )
+
     def __init__(self, limit: int, full_wait: float) -> None:
         self.lock = threading.Lock()
         self._wakeup = threading.Condition(self.lock)

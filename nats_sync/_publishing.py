@@ -144,8 +144,8 @@ class Publisher:
             raise MaxPayloadError(
                 f"payload of {size} bytes exceeds the server's max_payload of {self.max_payload}"
             )
-        subject_bytes = proto.publish_subject(subject)
         if headers:
+            subject_bytes = proto.publish_subject(subject)
             block = proto.encode_headers(headers)
             if size + len(block) > self.max_payload:
                 raise MaxPayloadError(
@@ -155,7 +155,7 @@ class Publisher:
             line = proto.encode_hpub_line(subject_bytes, reply, len(block), len(block) + size)
             prefix = line + block
         else:
-            prefix = proto.encode_pub_line(subject_bytes, reply, size)
+            prefix = proto.pub_line(proto.pub_prefix(subject), reply, size)
         if size < _LARGE_PAYLOAD:
             frame = prefix + payload + _CRLF
             conn = self._host.connection() if direct else None
@@ -170,7 +170,7 @@ class Publisher:
     ) -> bytes:
         """``PUB <subject> <size>\\r\\n``, validating ``subject`` unless cached."""
         prefix = proto.pub_prefix(subject) if entry is None else entry[0]
-        line = b"%b%d\r\n" % (prefix, size)
+        line = proto.pub_line(prefix, b"", size)
         if subject.startswith(d.DEFAULT_INBOX_PREFIX + "."):
             return line  # a reply inbox is used once: caching it only evicts the rest
         if entry is None and len(self._pub_lines) >= d.SUBJECT_CACHE_SIZE:

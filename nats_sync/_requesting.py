@@ -246,8 +246,8 @@ class Requester:
             results.append(None)
             if (prefix is not None and headers is None and type(payload) is bytes
                     and len(payload) <= largest):
-                chunk.append(b"%b%b %d\r\n%b\r\n" % (prefix, reply.encode(), len(payload),
-                                                       payload))
+                chunk.append(proto.pub_line(prefix, reply.encode(), len(payload)) + payload
+                             + proto.CRLF)
                 chunk_items.append(len(in_flight))
                 chunk_bytes += len(chunk[-1])
                 chunk_payload += len(payload)

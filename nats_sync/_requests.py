@@ -173,6 +173,10 @@ class RequestMux:
         prefix: ``<inbox_prefix>.<nuid>.``; the wildcard subscription is ``prefix + "*"``.
     """
 
+    # The reader thread resolves every reply through it.
+    __slots__ = ("_prefix_len", "_tokens", "_waiters", "last_request", "late_replies", "prefix",
+                 "subject")
+
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self.subject = prefix + "*"

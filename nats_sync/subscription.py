@@ -205,6 +205,13 @@ class Subscription:
     was given, in which case they are handed to it on this subscription's own thread.
     """
 
+    # The reader thread touches these for every message.
+    __slots__ = (
+        "__weakref__", "_cb", "_discarded", "_dropped", "_end_error", "_ended", "_handed",
+        "_handout_limit", "_messages", "_owner", "_queue_group", "_received", "_sid",
+        "_slow", "_subject", "max_msgs",
+    )
+
     def __init__(
         self,
         owner: SubscriptionOwner,

@@ -150,11 +150,12 @@ def connect_fields(
     return fields
 
 
-def encode_pub_line(subject: bytes, reply: bytes, size: int) -> bytes:
-    """The ``PUB`` control line for already validated subject and reply."""
+def pub_line(prefix: bytes, reply: bytes, size: int) -> bytes:
+    """``PUB <subject> [<reply>] <size>\\r\\n`` from :func:`pub_prefix`'s
+    ``b"PUB <subject> "`` and an already validated reply: every PUB line is made here."""
     if reply:
-        return b"PUB %b %b %d\r\n" % (subject, reply, size)
-    return b"PUB %b %d\r\n" % (subject, size)
+        return b"%b%b %d\r\n" % (prefix, reply, size)
+    return b"%b%d\r\n" % (prefix, size)
 
 
 #: Subjects under the conventional inbox prefix are answered once and never cached.
@@ -185,7 +186,7 @@ def encode_pub(subject: str, payload: bytes = b"", reply: str = "") -> bytes:
     Raises:
         BadSubjectError: the subject or reply breaks the subject rules.
     """
-    line = encode_pub_line(publish_subject(subject), reply_subject(reply), len(payload))
+    line = pub_line(pub_prefix(subject), reply_subject(reply), len(payload))
     return line + payload + CRLF
 
 

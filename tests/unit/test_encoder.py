@@ -17,9 +17,10 @@ from nats_sync._proto import (
     encode_hpub,
     encode_hpub_line,
     encode_pub,
-    encode_pub_line,
     encode_sub,
     encode_unsub,
+    pub_line,
+    pub_prefix,
     publish_subject,
     queue_group,
     reply_subject,
@@ -150,8 +151,9 @@ def test_pub_utf8_subject_is_encoded() -> None:
 
 
 def test_pub_and_hpub_lines() -> None:
-    assert encode_pub_line(b"s", b"", 3) == b"PUB s 3\r\n"
-    assert encode_pub_line(b"s", b"r", 0) == b"PUB s r 0\r\n"
+    assert pub_line(b"PUB s ", b"", 3) == b"PUB s 3\r\n"
+    assert pub_line(b"PUB s ", b"r", 0) == b"PUB s r 0\r\n"
+    assert pub_line(pub_prefix("a.b"), b"_INBOX.x", 12) == b"PUB a.b _INBOX.x 12\r\n"
     assert encode_hpub_line(b"s", b"", 12, 15) == b"HPUB s 12 15\r\n"
     assert encode_hpub_line(b"s", b"r", 12, 12) == b"HPUB s r 12 12\r\n"
 
