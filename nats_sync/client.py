@@ -1,4 +1,4 @@
-"""The public facade: :func:`connect` and :class:`Client`, as API.md fixes them.
+"""The public facade: :func:`connect` and :class:`Client` (layers: docs/ARCHITECTURE.md).
 
 How it works: ``connect()`` validates its keywords into a frozen ``Options`` and has the
 handler make the first connection. ``Client`` keeps no state of its own: every call is
