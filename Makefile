@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEV_STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test lint demo bench reliability fuzz soak clean
+.PHONY: test test-fast lint demo bench reliability fuzz soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ $(DEV_STAMP): setup.cfg pyproject.toml | $(PY)
 
 test: $(DEV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Everyday work: everything but the slow (stress, soak, misbehaving servers) and Spark
+# tests, in about a minute.
+test-fast: $(DEV_STAMP)
+	$(PY) -m pytest -m "not slow and not spark" $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check nats_sync tests examples benchmarks tools

@@ -13,7 +13,7 @@ from fake_servers import FakeServerFactory, handshake, info_line, read_until
 
 import nats_sync
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = [pytest.mark.timeout(20), pytest.mark.slow]
 
 
 class Watch:

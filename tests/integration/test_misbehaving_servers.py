@@ -27,7 +27,7 @@ import pytest
 
 import nats_sync
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.slow]
 
 INFO = (
     b'INFO {"server_id":"fake","version":"2.10.0","max_payload":1048576,'

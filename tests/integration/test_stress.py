@@ -26,6 +26,8 @@ import nats_sync
 from nats_sync.msg import Msg
 from nats_sync.testing import NatsServer
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out
+
 ClientFactory = Callable[..., nats_sync.Client]
 ServerFactory = Callable[..., NatsServer]
 

@@ -13,6 +13,8 @@ import pytest
 
 import nats_sync
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out
+
 ClientFactory = Callable[..., nats_sync.Client]
 
 #: What a call may raise while the client is being forced to reconnect.

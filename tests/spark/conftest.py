@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,3 +49,11 @@ def server() -> Iterator[NatsServer]:
 def client(server: NatsServer) -> Iterator[nats_sync.Client]:
     with nats_sync.connect(server.url, name="spark-test-driver") as nc:
         yield nc
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/spark is marked ``spark`` (make test-fast leaves them out)."""
+    spark_dir = Path(__file__).parent
+    for item in items:
+        if spark_dir in item.path.parents:
+            item.add_marker(pytest.mark.spark)
