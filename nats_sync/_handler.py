@@ -56,6 +56,7 @@ from nats_sync._requesting import Requester
 from nats_sync._requests import RequestMux
 from nats_sync._state import DRAINING, State
 from nats_sync._timer import Timer
+from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -64,6 +65,7 @@ from nats_sync.errors import (
     DrainTimeoutError,
     Error,
     FlushTimeoutError,
+    InvalidArgumentError,
     NatsConnectionError,
     NoServersError,
     PermissionsViolationError,
@@ -436,7 +438,7 @@ class Handler:
     def force_reconnect(self) -> None:
         """Drops the live connection and runs the reconnect process."""
         if not self.options.allow_reconnect or self.options.max_reconnect_attempts == 0:
-            raise Error(
+            raise InvalidArgumentError(
                 "force_reconnect() needs reconnecting to be allowed "
                 "(allow_reconnect=True and max_reconnect_attempts != 0)"
             )
@@ -516,8 +518,7 @@ class Handler:
 
     def unsubscribe(self, sub: Subscription, limit: int = 0) -> None:
         """Sends UNSUB now, or after ``limit`` messages in total."""
-        if not isinstance(limit, int) or limit < 0:
-            raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+        check_int(limit, "limit", 0)
         with self._lock:
             self._check_open()
             if self.state in DRAINING:
@@ -545,6 +546,7 @@ class Handler:
         before it processed the UNSUB are still on the socket and must be delivered.
         """
         budget = self.options.drain_timeout if timeout is None else timeout
+        check_timeout(budget)
         deadline = time.monotonic() + budget
         with self._lock:
             self._check_open()
@@ -576,8 +578,7 @@ class Handler:
 
     def flush(self, timeout: float = d.DEFAULT_FLUSH_TIMEOUT) -> None:
         """PING, then wait for its PONG (everything queued before went out first)."""
-        if not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a number > 0, got {timeout!r}")
+        check_timeout(timeout)
         self._check_open()
         done = threading.Event()
         outcome: list[BaseException | None] = []
@@ -618,8 +619,7 @@ class Handler:
     def drain(self, timeout: float | None) -> None:
         """Unsubscribe all, deliver what arrived, flush publishes, then close."""
         budget = self.options.drain_timeout if timeout is None else timeout
-        if not isinstance(budget, (int, float)) or budget <= 0:
-            raise ValueError(f"timeout must be a number > 0, got {timeout!r}")
+        check_timeout(budget)
         deadline = time.monotonic() + budget
         with self._lock:
             self._check_open()

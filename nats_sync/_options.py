@@ -15,7 +15,8 @@ from typing import Any
 from nats_sync import _defaults as d
 from nats_sync._auth import read_creds_file, read_seed_file
 from nats_sync._pool import parse_server_url
-from nats_sync.errors import BadCredentialsError, Error
+from nats_sync._validate import check_int, check_timeout
+from nats_sync.errors import BadCredentialsError, InvalidArgumentError
 
 ErrorCallback = Callable[[BaseException], None]
 EventCallback = Callable[[], None]
@@ -80,24 +81,18 @@ class Options:
         return self.flush_timeout if self.flush_timeout is not None else d.DEFAULT_FLUSH_TIMEOUT
 
 
-def _check_positive(name: str, value: Any, *, zero_ok: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Error(f"{name} must be a number, got {value!r}")
-    if value < 0 or (value == 0 and not zero_ok):
-        raise Error(f"{name} must be {'>= 0' if zero_ok else '> 0'}, got {value!r}")
-
-
 def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Options:
     """Validates ``connect()``'s keywords into :class:`Options`.
 
     Raises:
-        Error: an unknown keyword or a value of the wrong kind, named in the message.
+        InvalidArgumentError: an unknown keyword or a value of the wrong kind, named in
+            the message.
         BadCredentialsError: a credential file or callback option that cannot be used.
     """
     known = {item.name for item in fields(Options)}
     unknown = sorted(set(keywords) - known)
     if unknown:
-        raise Error(f"unknown connect option(s): {', '.join(unknown)}")
+        raise InvalidArgumentError(f"unknown connect option(s): {', '.join(unknown)}")
     if servers is None:
         server_list: tuple[str, ...] = (d.DEFAULT_URL,)
     elif isinstance(servers, str):
@@ -105,36 +100,32 @@ def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Optio
     else:
         server_list = tuple(servers)
     if not server_list:
-        raise Error("no server URLs given")
+        raise InvalidArgumentError("no server URLs given")
     for url in server_list:
         if not isinstance(url, str):
-            raise Error(f"server URLs must be str, got {url!r}")
+            raise InvalidArgumentError(f"server URLs must be str, got {url!r}")
     options = Options(servers=server_list, **keywords)
     for name in ("connect_timeout", "drain_timeout", "ping_interval"):
-        _check_positive(name, getattr(options, name))
-    _check_positive("reconnect_time_wait", options.reconnect_time_wait, zero_ok=True)
-    _check_positive("pending_size", options.pending_size, zero_ok=True)
+        check_timeout(getattr(options, name), name)
+    check_timeout(options.reconnect_time_wait, "reconnect_time_wait", zero_ok=True)
     if options.flush_timeout is not None:
-        _check_positive("flush_timeout", options.flush_timeout)
-    if (
-        isinstance(options.max_reconnect_attempts, bool)
-        or not isinstance(options.max_reconnect_attempts, int)
-        or options.max_reconnect_attempts < -1
-    ):
-        raise Error(f"max_reconnect_attempts must be an int >= -1 (-1 = forever), got "
-                    f"{options.max_reconnect_attempts!r}")
-    if not isinstance(options.max_outstanding_pings, int) or options.max_outstanding_pings < 1:
-        raise Error(f"max_outstanding_pings must be an int >= 1, got "
-                    f"{options.max_outstanding_pings!r}")
+        check_timeout(options.flush_timeout, "flush_timeout")
+    check_int(options.pending_size, "pending_size", 0)
+    check_int(options.max_reconnect_attempts, "max_reconnect_attempts (-1: forever)", -1)
+    check_int(options.max_outstanding_pings, "max_outstanding_pings", 1)
     if not options.inbox_prefix or "*" in options.inbox_prefix or ">" in options.inbox_prefix:
-        raise Error(f"inbox_prefix must be a plain subject, got {options.inbox_prefix!r}")
+        raise InvalidArgumentError(
+            f"inbox_prefix must be a plain subject, got {options.inbox_prefix!r}"
+        )
     for name in ("error_cb", "disconnected_cb", "reconnected_cb", "closed_cb",
                  "discovered_server_cb", "lame_duck_mode_cb", "reconnect_delay_cb"):
         value = getattr(options, name)
         if value is not None and not callable(value):
-            raise Error(f"{name} must be callable, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be callable, got {value!r}")
     if options.tls is not None and not isinstance(options.tls, ssl.SSLContext):
-        raise Error(f"tls must be an ssl.SSLContext, got {type(options.tls).__name__}")
+        raise InvalidArgumentError(
+            f"tls must be an ssl.SSLContext, got {type(options.tls).__name__}"
+        )
     _check_credentials(options)
     return options
 
@@ -144,18 +135,22 @@ def _check_credentials(options: Options) -> None:
     (the handshake reads them again each time, so rotated files are picked up).
 
     Raises:
-        Error: a path or callback of the wrong type.
+        InvalidArgumentError: a path or callback of the wrong type.
         BadCredentialsError: an unusable file, half of the callback pair, or an nkey
             combined with a JWT (a connection is one nkey user or one JWT user).
     """
     for name in ("user_credentials", "nkeys_seed"):
         value = getattr(options, name)
         if value is not None and not isinstance(value, str | os.PathLike):
-            raise Error(f"{name} must be a file path, got {type(value).__name__}")
+            raise InvalidArgumentError(
+                f"{name} must be a file path, got {type(value).__name__}"
+            )
     for name in ("user_jwt_cb", "signature_cb"):
         value = getattr(options, name)
         if value is not None and not callable(value):
-            raise Error(f"{name} must be callable, got {type(value).__name__}")
+            raise InvalidArgumentError(
+                f"{name} must be callable, got {type(value).__name__}"
+            )
     callbacks = options.user_jwt_cb is not None
     if callbacks != (options.signature_cb is not None):
         raise BadCredentialsError(

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 import tenacity
 
 from nats_sync._defaults import DEFAULT_PORT, MAX_RECONNECT_DELAY
-from nats_sync.errors import Error
+from nats_sync.errors import InvalidArgumentError
 
 _DEFAULT_PORTS = {"nats": DEFAULT_PORT, "tls": DEFAULT_PORT, "ws": 80, "wss": 443}
 
@@ -82,10 +82,10 @@ def parse_server_url(url: str) -> ServerAddress:
     ``user:pass@host`` carries a user and password, ``token@host`` a token.
 
     Raises:
-        Error: the URL cannot be parsed or names an unknown scheme.
+        InvalidArgumentError: the URL cannot be parsed or names an unknown scheme.
     """
     if not isinstance(url, str) or not url.strip():
-        raise Error(f"server URL must be a non-empty str, got {url!r}")
+        raise InvalidArgumentError(f"server URL must be a non-empty str, got {url!r}")
     text = url.strip()
     if "://" not in text:
         text = "nats://" + text
@@ -93,13 +93,13 @@ def parse_server_url(url: str) -> ServerAddress:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as err:
-        raise Error(f"bad server URL {_redact_raw(url)!r}: {err}") from None
+        raise InvalidArgumentError(f"bad server URL {_redact_raw(url)!r}: {err}") from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise Error(f"server URL {_redact_raw(url)!r} has unknown scheme {scheme!r}; "
-                    "use nats://, tls://, ws:// or wss://")
+        raise InvalidArgumentError(f"server URL {_redact_raw(url)!r} has unknown scheme "
+                                   f"{scheme!r}; use nats://, tls://, ws:// or wss://")
     if not parts.hostname:
-        raise Error(f"server URL {_redact_raw(url)!r} has no host")
+        raise InvalidArgumentError(f"server URL {_redact_raw(url)!r} has no host")
     user = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
     token = None
@@ -142,7 +142,7 @@ class ServerPool:
     ) -> None:
         self._servers = [parse_server_url(url) for url in urls]
         if not self._servers:
-            raise Error("no server URLs given")
+            raise InvalidArgumentError("no server URLs given")
         self._randomize = randomize
         self._rng = rng or random.Random()
         self._ignore_discovered = ignore_discovered
@@ -211,7 +211,7 @@ class ServerPool:
                 continue
             try:
                 parsed = parse_server_url(url if "://" in url else f"{via.scheme}://{url}")
-            except Error:
+            except InvalidArgumentError:
                 continue
             if parsed.netloc in known:
                 continue

@@ -33,6 +33,7 @@ from nats_sync._requests import (
     no_responders,
 )
 from nats_sync._timer import Timer
+from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, TimeoutError
 from nats_sync.msg import Msg
 
@@ -119,7 +120,7 @@ class Requester:
         self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
     ) -> Msg:
         """Publishes with a reply subject and waits for the first reply."""
-        _check_timeout(timeout)
+        check_timeout(timeout)
         mux = self._request_mux()
         waiter = ReplyWaiter(subject)
         reply = mux.register(waiter)
@@ -161,7 +162,7 @@ class Requester:
         self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
     ) -> ReplyFuture:
         """Publishes a request and returns a future of its reply."""
-        _check_timeout(timeout)
+        check_timeout(timeout)
         mux = self._request_mux()
         future = ReplyFuture(subject, self._run_callback)
         reply = mux.register(future)
@@ -188,9 +189,8 @@ class Requester:
         once and queued up to ``_BATCH_CHUNK`` at a time; the rest go through
         ``publish``. All share one :class:`BatchWait`.
         """
-        _check_timeout(timeout)
-        if not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be an int >= 1, got {max_in_flight!r}")
+        check_timeout(timeout)
+        check_int(max_in_flight, "max_in_flight", 1)
         mux = self._request_mux()
         batch = BatchWait()
         results: list[Msg | BaseException | None] = []
@@ -277,8 +277,3 @@ def _expire(mux: RequestMux, reply: str) -> None:
     waiter = mux.cancel(reply)
     if waiter is not None:
         waiter.fail(TimeoutError(f"no reply to request {reply!r} in time"))
-
-
-def _check_timeout(timeout: float) -> None:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a number > 0, got {timeout!r}")

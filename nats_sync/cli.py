@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import nats_sync
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
-from nats_sync.errors import Error
+from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
 from nats_sync.testing import NatsServer
 
@@ -114,7 +114,7 @@ def _headers(pairs: Sequence[str]) -> dict[str, list[str]] | None:
     for pair in pairs:
         key, sep, value = pair.partition(":")
         if not sep or not key.strip():
-            raise Error(f"--header takes KEY:VALUE, got {pair!r}")
+            raise InvalidArgumentError(f"--header takes KEY:VALUE, got {pair!r}")
         headers.setdefault(key.strip(), []).append(value.strip())
     return headers or None
 

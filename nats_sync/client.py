@@ -22,6 +22,7 @@ from nats_sync._options import DelayCallback, ErrorCallback, EventCallback, buil
 from nats_sync._pool import parse_server_url
 from nats_sync._publishing import HeadersArg
 from nats_sync._state import State
+from nats_sync._validate import check_int
 from nats_sync.errors import NotSupportedError
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
@@ -122,7 +123,7 @@ def connect(
         AuthorizationError: the server refused the credentials.
         BadCredentialsError: a seed or .creds file cannot be used, the credential
             options do not fit together, or ``user_jwt_cb``/``signature_cb`` failed.
-        Error: an option was invalid (the message names it).
+        InvalidArgumentError: an option was invalid (the message names it).
     """
     options = build_options(
         servers,
@@ -226,15 +227,15 @@ class Client:
 
         Raises:
             BadSubjectError: the subject or queue group is invalid.
+            InvalidArgumentError: a limit is not an int >= 0.
             ConnectionClosedError: the client is closed.
             ConnectionDrainingError: the client is draining.
         """
         if cb is not None and not callable(cb):
             raise TypeError(f"cb must be callable, got {cb!r}")
-        for label, value in (("max_msgs", max_msgs), ("pending_msgs_limit", pending_msgs_limit),
-                             ("pending_bytes_limit", pending_bytes_limit)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{label} must be an int >= 0, got {value!r}")
+        check_int(max_msgs, "max_msgs", 0)
+        check_int(pending_msgs_limit, "pending_msgs_limit", 0)
+        check_int(pending_bytes_limit, "pending_bytes_limit", 0)
         handler = self._handler
         sub = Subscription(
             handler, handler.next_sid(), subject, queue, cb, max_msgs,

@@ -1,4 +1,4 @@
-"""The nats_sync exception hierarchy: one root, four families.
+"""The nats_sync exception hierarchy: one root, five families.
 
 Every error the library raises or reports to ``error_cb`` derives from :class:`Error`.
 The families group errors by what a caller can do about them:
@@ -8,11 +8,12 @@ The families group errors by what a caller can do about them:
 - :class:`TimeoutError`: something did not happen in time (also a builtin
   ``TimeoutError``, so ``except TimeoutError`` works without importing us).
 - :class:`ProtocolError`: the server sent bytes we cannot accept.
-- :class:`ServerError`: the server answered ``-ERR``.
-
-Errors about bad arguments (:class:`BadSubjectError`, :class:`BadHeaderError`,
-:class:`BadCredentialsError`, :class:`MaxPayloadError`) also derive from the builtin
-``ValueError``.
+- :class:`ServerError`: the server answered ``-ERR``. Where a ``-ERR`` means what a
+  client-side error means, its class derives from both (``ServerStaleConnectionError``
+  is a ``StaleConnectionError`` too), so either ``except`` catches it.
+- :class:`InvalidArgumentError`: a call got a value it cannot use; also the builtin
+  ``ValueError`` (:class:`BadSubjectError`, :class:`BadHeaderError`,
+  :class:`BadCredentialsError` and :class:`MaxPayloadError` are kinds of it).
 
 ``str(err)`` reads ``"nats: <what>: <detail>"``. The detail is kept as the single
 positional argument, and extra fields are keyword-only attributes, so every error
@@ -36,6 +37,7 @@ __all__ = [
     "DrainTimeoutError",
     "Error",
     "FlushTimeoutError",
+    "InvalidArgumentError",
     "MaxPayloadError",
     "NatsConnectionError",
     "NoRespondersError",
@@ -47,6 +49,9 @@ __all__ = [
     "SecureConnFailedError",
     "SecureConnRequiredError",
     "ServerError",
+    "ServerMaxPayloadError",
+    "ServerSecureConnRequiredError",
+    "ServerStaleConnectionError",
     "SlowConsumerError",
     "StaleConnectionError",
     "TimeoutError",
@@ -83,19 +88,29 @@ class Error(Exception):
 # --- argument errors ---------------------------------------------------------------
 
 
-class BadSubjectError(Error, ValueError):
+class InvalidArgumentError(Error, ValueError):
+    """A call got an argument (or option) it cannot use; the message names it.
+
+    Also a builtin ``ValueError``. Wrong types may raise the builtin ``TypeError``
+    instead, as Python itself does.
+    """
+
+    label = "invalid argument"
+
+
+class BadSubjectError(InvalidArgumentError):
     """A subject, reply subject or queue name breaks the NATS subject rules."""
 
     label = "invalid subject"
 
 
-class BadHeaderError(Error, ValueError):
+class BadHeaderError(InvalidArgumentError):
     """A header name or value cannot be written in the NATS/1.0 header block."""
 
     label = "invalid header"
 
 
-class BadCredentialsError(Error, ValueError):
+class BadCredentialsError(InvalidArgumentError):
     """A seed or ``.creds`` file cannot be used (missing, garbage, the wrong kind of key).
 
     The message names the file, never its secret content.
@@ -104,11 +119,11 @@ class BadCredentialsError(Error, ValueError):
     label = "bad credentials"
 
 
-class MaxPayloadError(Error, ValueError):
+class MaxPayloadError(InvalidArgumentError):
     """A message is larger than the server's ``max_payload``.
 
-    Raised by ``publish`` before anything is sent; also reported when the server
-    answers ``-ERR 'Maximum Payload Violation'``.
+    Raised by ``publish`` before anything is sent; when the server answers
+    ``-ERR 'Maximum Payload Violation'`` it is reported as :class:`ServerMaxPayloadError`.
     """
 
     label = "maximum payload exceeded"
@@ -270,12 +285,30 @@ class PermissionsViolationError(ServerError):
         self.queue = queue
 
 
+class ServerMaxPayloadError(ServerError, MaxPayloadError):
+    """The server answered ``-ERR 'Maximum Payload Violation'`` (and closes the connection)."""
+
+    label = "server: maximum payload exceeded"
+
+
+class ServerStaleConnectionError(ServerError, StaleConnectionError):
+    """The server answered ``-ERR 'Stale Connection'``: it saw no PONG from us in time."""
+
+    label = "server: stale connection"
+
+
+class ServerSecureConnRequiredError(ServerError, SecureConnRequiredError):
+    """The server answered ``-ERR 'Secure Connection - TLS Required'``."""
+
+    label = "server: secure connection required"
+
+
 _PERMISSION_RE = re.compile(r'(Publish|Subscription) to "?([^"\s]+)"?', re.IGNORECASE)
 _QUEUE_RE = re.compile(r'using queue "([^"]+)"', re.IGNORECASE)
 
 
-def server_error_from_description(description: str) -> Error:
-    """Maps a ``-ERR`` description to the matching error class.
+def server_error_from_description(description: str) -> ServerError:
+    """Maps a ``-ERR`` description to the matching :class:`ServerError` subclass.
 
     Args:
         description: the text after ``-ERR``, quotes already removed.
@@ -296,9 +329,9 @@ def server_error_from_description(description: str) -> Error:
     if "authorization violation" in lowered or "authentication" in lowered:
         return AuthorizationError(description)
     if "maximum payload" in lowered:
-        return MaxPayloadError(description)
+        return ServerMaxPayloadError(description)
     if "stale connection" in lowered:
-        return StaleConnectionError(description)
+        return ServerStaleConnectionError(description)
     if "secure connection" in lowered and "tls required" in lowered:
-        return SecureConnRequiredError(description)
+        return ServerSecureConnRequiredError(description)
     return ServerError(description)

@@ -13,7 +13,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from nats_sync._defaults import STATUS_NO_RESPONDERS
-from nats_sync.errors import Error
+from nats_sync.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from nats_sync._proto import Headers
@@ -104,13 +104,18 @@ class Msg(tuple):  # type: ignore[type-arg]  # fields are typed below
         """Publishes ``data`` to this message's reply subject.
 
         Raises:
-            Error: the message has no reply subject, or did not come from a client.
+            InvalidArgumentError: the message has no reply subject, or did not come
+                from a client.
         """
         if not self[_REPLY]:
-            raise Error(f"message on {self[_SUBJECT]!r} has no reply subject to respond to")
+            raise InvalidArgumentError(
+                f"message on {self[_SUBJECT]!r} has no reply subject to respond to"
+            )
         publish = self[_PUBLISH]
         if publish is None:
-            raise Error("message was not received by a client, so it cannot respond")
+            raise InvalidArgumentError(
+                "message was not received by a client, so it cannot respond"
+            )
         publish(self[_REPLY], data, "", headers)
 
     def __repr__(self) -> str:

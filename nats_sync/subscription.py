@@ -36,6 +36,7 @@ from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
     Error,
+    InvalidArgumentError,
     SlowConsumerError,
     TimeoutError,
 )
@@ -386,9 +387,11 @@ class Subscription:
             BadSubscriptionError: the subscription ended (unsubscribed, drained,
                 reached max_msgs) and no message is left.
             PermissionsViolationError: the server refused this subscription.
+            InvalidArgumentError: the subscription has a callback, which takes every
+                message.
         """
         if self._cb is not None:
-            raise Error(
+            raise InvalidArgumentError(
                 f"subscription {self._sid} on {self._subject!r} has a callback; "
                 "next_msg works only without one"
             )

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nats_sync.errors import InvalidArgumentError
+
 #: Options that go to ``connect()``; the value is the keyword they become there.
 CONNECT_OPTIONS = {
     "servers": "servers",
@@ -61,7 +63,7 @@ def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> S
         The settings.
 
     Raises:
-        ValueError: an unknown option, a missing ``servers`` (or ``subject`` when
+        InvalidArgumentError: an unknown option, a missing ``servers`` (or ``subject`` when
             needed), or a value that is not of the right kind; the message names it.
     """
     given = {
@@ -72,19 +74,19 @@ def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> S
     known = set(CONNECT_OPTIONS) | set(SOURCE_OPTIONS)
     unknown = sorted(set(given) - known)
     if unknown:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"nats data source: unknown option(s) {', '.join(map(repr, unknown))}; "
             f"known options are {', '.join(sorted(known))}"
         )
     servers = tuple(url.strip() for url in given.get("servers", "").split(",") if url.strip())
     if not servers:
-        raise ValueError(
+        raise InvalidArgumentError(
             "nats data source: option 'servers' is required "
             "(a NATS URL, or several separated by commas)"
         )
     subject = given.get("subject") or None
     if need_subject and subject is None:
-        raise ValueError("nats data source: option 'subject' is required for reading")
+        raise InvalidArgumentError("nats data source: option 'subject' is required for reading")
     connect_options: list[tuple[str, Any]] = []
     for option, keyword in CONNECT_OPTIONS.items():
         if option == "servers" or option not in given:
@@ -113,11 +115,11 @@ def _positive_float(option: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"nats data source: option {option!r} must be a number of seconds, got {text!r}"
         ) from None
     if not value > 0:
-        raise ValueError(f"nats data source: option {option!r} must be > 0, got {text!r}")
+        raise InvalidArgumentError(f"nats data source: option {option!r} must be > 0, got {text!r}")
     return value
 
 
@@ -125,11 +127,11 @@ def _positive_int(option: str, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"nats data source: option {option!r} must be a whole number, got {text!r}"
         ) from None
     if value <= 0:
-        raise ValueError(f"nats data source: option {option!r} must be > 0, got {text!r}")
+        raise InvalidArgumentError(f"nats data source: option {option!r} must be > 0, got {text!r}")
     return value
 
 

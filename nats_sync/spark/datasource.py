@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from nats_sync.errors import Error
+from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
 from nats_sync.spark._options import SourceSettings, parse_source_options
 from nats_sync.spark._worker import worker_client
@@ -69,7 +69,7 @@ class NatsDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """Refuses batch reads: core NATS keeps no history to read back."""
-        raise ValueError(
+        raise InvalidArgumentError(
             "the nats data source has no batch read: core NATS keeps no history; "
             "use spark.readStream.format('nats') to consume live messages"
         )
@@ -88,7 +88,7 @@ class NatsDataSource(DataSource):
 
     def _write_settings(self, schema: StructType, overwrite: bool) -> SourceSettings:
         if overwrite:
-            raise ValueError("the nats data source only appends: use .mode('append')")
+            raise InvalidArgumentError("the nats data source only appends: use .mode('append')")
         settings = parse_source_options(self.options, need_subject=False)
         check_write_schema(schema, has_subject_option=settings.subject is not None)
         return settings
@@ -98,34 +98,34 @@ def check_write_schema(schema: StructType, *, has_subject_option: bool) -> None:
     """Checks the columns of a DataFrame to be published, before any task starts.
 
     Raises:
-        ValueError: a missing ``data`` column, an unknown column, a column of the wrong
+        InvalidArgumentError: a missing ``data`` column, an unknown column, a column of the wrong
             type, or no subject at all (neither option nor column).
     """
     columns = {field.name: field.dataType for field in schema.fields}
     unknown = sorted(set(columns) - _WRITE_COLUMNS)
     if "data" not in columns:
-        raise ValueError("nats data source: the DataFrame needs a 'data' column")
+        raise InvalidArgumentError("nats data source: the DataFrame needs a 'data' column")
     if unknown:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"nats data source: unknown column(s) {unknown}; "
             "allowed are data, subject, reply, headers"
         )
     if not isinstance(columns["data"], BinaryType | StringType):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"nats data source: column 'data' must be binary or string, not {columns['data']}"
         )
     for name in ("subject", "reply"):
         if name in columns and not isinstance(columns[name], StringType):
-            raise ValueError(f"nats data source: column {name!r} must be a string")
+            raise InvalidArgumentError(f"nats data source: column {name!r} must be a string")
     headers = columns.get("headers")
     if headers is not None and not (
         isinstance(headers, MapType)
         and isinstance(headers.keyType, StringType)
         and isinstance(headers.valueType, StringType)
     ):
-        raise ValueError("nats data source: column 'headers' must be map<string,string>")
+        raise InvalidArgumentError("nats data source: column 'headers' must be map<string,string>")
     if not has_subject_option and "subject" not in columns:
-        raise ValueError(
+        raise InvalidArgumentError(
             "nats data source: give option 'subject' or a 'subject' column to publish to"
         )
 
@@ -162,7 +162,7 @@ def _publish_batch(
     for index, value in enumerate(data):
         subject = (subjects[index] if subjects else None) or settings.subject
         if subject is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"nats data source: row {first_row + index} has a null 'subject' "
                 "and no 'subject' option is set"
             )

@@ -19,7 +19,8 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from nats_sync import _defaults as d
 from nats_sync._proto import publish_subject
-from nats_sync.errors import Error
+from nats_sync._validate import check_int, check_timeout
+from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
 from nats_sync.spark._worker import worker_client
 
@@ -110,7 +111,7 @@ def request_udf(
 
     Raises:
         BadSubjectError: ``subject`` is not a valid publish subject.
-        ValueError: ``timeout`` or ``max_in_flight`` is not positive.
+        InvalidArgumentError: ``timeout`` or ``max_in_flight`` is not positive.
     """
     publish_subject(subject)
     _check_limits(timeout, max_in_flight)
@@ -158,16 +159,18 @@ def request_df(
         null on success).
 
     Raises:
-        ValueError: ``payload_col`` is missing, or ``df`` already has a ``reply`` or
+        InvalidArgumentError: ``payload_col`` is missing, or ``df`` already has a ``reply`` or
             ``error`` column.
     """
     publish_subject(subject)
     _check_limits(timeout, max_in_flight)
     if payload_col not in df.columns:
-        raise ValueError(f"request_df: column {payload_col!r} not in {df.columns}")
+        raise InvalidArgumentError(f"request_df: column {payload_col!r} not in {df.columns}")
     clashing = {REPLY_FIELD, ERROR_FIELD} & set(df.columns)
     if clashing:
-        raise ValueError(f"request_df: the input already has column(s) {sorted(clashing)}")
+        raise InvalidArgumentError(
+            f"request_df: the input already has column(s) {sorted(clashing)}"
+        )
     schema = StructType(
         [
             *df.schema.fields,
@@ -192,7 +195,5 @@ def request_df(
 
 
 def _check_limits(timeout: float, max_in_flight: int) -> None:
-    if not timeout > 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
-    if max_in_flight < 1:
-        raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight!r}")
+    check_timeout(timeout)
+    check_int(max_in_flight, "max_in_flight", 1)

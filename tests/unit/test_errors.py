@@ -6,6 +6,8 @@ import builtins
 import copy
 import inspect
 import pickle
+import re
+from pathlib import Path
 
 import pytest
 
@@ -187,15 +189,52 @@ def test_connection_family(cls: type[errors.Error]) -> None:
     assert not issubclass(cls, OSError)
 
 
-@pytest.mark.parametrize("cls", [errors.AuthorizationError, errors.PermissionsViolationError])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        errors.AuthorizationError,
+        errors.PermissionsViolationError,
+        errors.ServerMaxPayloadError,
+        errors.ServerStaleConnectionError,
+        errors.ServerSecureConnRequiredError,
+    ],
+)
 def test_server_error_family(cls: type[errors.Error]) -> None:
     assert issubclass(cls, errors.ServerError)
 
 
 @pytest.mark.parametrize(
-    "cls", [errors.BadSubjectError, errors.BadHeaderError, errors.MaxPayloadError]
+    ("server_cls", "client_cls"),
+    [
+        (errors.ServerMaxPayloadError, errors.MaxPayloadError),
+        (errors.ServerStaleConnectionError, errors.StaleConnectionError),
+        (errors.ServerSecureConnRequiredError, errors.SecureConnRequiredError),
+    ],
+)
+def test_server_variants_are_caught_as_the_client_error_too(
+    server_cls: type[errors.Error], client_cls: type[errors.Error]
+) -> None:
+    # An ``except MaxPayloadError`` written before the server variants existed still works.
+    with pytest.raises(client_cls):
+        raise server_cls("from the server")
+    with pytest.raises(errors.ServerError):
+        raise server_cls("from the server")
+    # The client-side error is not a server error: ``except ServerError`` means -ERR only.
+    assert not issubclass(client_cls, errors.ServerError)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        errors.InvalidArgumentError,
+        errors.BadSubjectError,
+        errors.BadHeaderError,
+        errors.BadCredentialsError,
+        errors.MaxPayloadError,
+    ],
 )
 def test_argument_errors_are_value_errors(cls: type[errors.Error]) -> None:
+    assert issubclass(cls, errors.InvalidArgumentError)
     assert issubclass(cls, ValueError)
 
 
@@ -250,19 +289,40 @@ def test_permissions_violation_without_details() -> None:
     assert (err.operation, err.subject, err.queue) == ("", "", "")
 
 
+#: Every -ERR text server_error_from_description knows: (text, class, what it was before
+#: the server variants existed, so old ``except`` clauses must still catch it).
+KNOWN_DESCRIPTIONS = [
+    ("Maximum Payload Violation", errors.ServerMaxPayloadError, errors.MaxPayloadError),
+    ("Stale Connection", errors.ServerStaleConnectionError, errors.StaleConnectionError),
+    (
+        "Secure Connection - TLS Required",
+        errors.ServerSecureConnRequiredError,
+        errors.SecureConnRequiredError,
+    ),
+    ("Authorization Violation", errors.AuthorizationError, errors.AuthorizationError),
+    ("authorization violation", errors.AuthorizationError, errors.AuthorizationError),
+    ("User Authentication Expired", errors.AuthorizationError, errors.AuthorizationError),
+    (
+        'Permissions Violation for Publish to "x"',
+        errors.PermissionsViolationError,
+        errors.PermissionsViolationError,
+    ),
+    ("Unknown Protocol Operation", errors.ServerError, errors.ServerError),
+]
+
+
 @pytest.mark.parametrize(
-    ("description", "cls"),
-    [
-        ("Maximum Payload Violation", errors.MaxPayloadError),
-        ("Stale Connection", errors.StaleConnectionError),
-        ("Secure Connection - TLS Required", errors.SecureConnRequiredError),
-        ("authorization violation", errors.AuthorizationError),
-    ],
+    ("description", "cls", "was"), KNOWN_DESCRIPTIONS, ids=[d for d, _, _ in KNOWN_DESCRIPTIONS]
 )
-def test_known_descriptions(description: str, cls: type[errors.Error]) -> None:
+def test_known_descriptions(
+    description: str, cls: type[errors.Error], was: type[errors.Error]
+) -> None:
     err = errors.server_error_from_description(description)
     assert type(err) is cls
+    assert isinstance(err, errors.ServerError)
+    assert isinstance(err, was)
     assert err.detail == description
+    assert str(err) == f"nats: {cls.label}: {description}"
 
 
 @pytest.mark.parametrize(
@@ -281,3 +341,24 @@ def test_mapped_errors_pickle() -> None:
     clone = pickle.loads(pickle.dumps(err))
     assert isinstance(clone, errors.PermissionsViolationError)
     assert (clone.operation, clone.subject, clone.queue) == ("subscription", "a.b", "workers")
+
+
+# --- the README names exactly these errors -------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_errors_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"^## Errors\n(.*?)^## ", text, re.MULTILINE | re.DOTALL)
+    assert found, "README.md has no '## Errors' section"
+    return found.group(1)
+
+
+def test_readme_errors_section_names_every_error_class_and_no_other() -> None:
+    named = set(re.findall(r"`(?:nats_sync\.)?([A-Z]\w*Error|Error)`", _readme_errors_section()))
+    classes = {cls.__name__ for cls in EXCEPTION_CLASSES}
+    # The section may also name a builtin an error derives from (ValueError, ...).
+    builtin_names = {name for name in named if isinstance(getattr(builtins, name, None), type)}
+    assert classes - named == set(), "classes the README does not name"
+    assert named - classes - builtin_names == set(), "names in the README that are no class"

@@ -15,7 +15,7 @@ PACKAGE_DIR = Path(nats_sync.__file__).parent
 LAYERS: dict[str, int] = {}
 for _layer, _modules in enumerate([
     # 0 the protocol core and plain data
-    ["errors", "_defaults", "_state", "_version", "_nuid", "msg", "_proto",
+    ["errors", "_validate", "_defaults", "_state", "_version", "_nuid", "msg", "_proto",
      "_proto.ops", "_proto.headers", "_proto.encoder", "_proto.parser"],
     # 1 transport: addresses, credentials, options, streams and the handshake
     ["_pool", "_auth", "_options", "_transport", "_websocket", "_handshake"],
