@@ -8,6 +8,9 @@ Fixtures:
     nats_server: a running `NatsServer` for one test.
     nats_server_factory: ``factory(**kwargs)`` starts a `NatsServer` with those arguments.
     nats_cluster: a running three-server `NatsCluster` for one test.
+    jetstream_server: a running `NatsServer` with JetStream (store in its work folder,
+        kept across ``restart()``).
+    jetstream_cluster: a running three-server `NatsCluster` with JetStream.
     nats_client: a `nats_sync.Client` connected to ``nats_server``, closed after the test.
 
 Example::
@@ -58,6 +61,20 @@ def nats_server_factory() -> Iterator[ServerFactory]:
 def nats_cluster() -> Iterator[NatsCluster]:
     """A running three-server cluster with a full mesh, removed after the test."""
     with NatsCluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def jetstream_server() -> Iterator[NatsServer]:
+    """A running nats-server with JetStream, its store removed after the test."""
+    with NatsServer(jetstream=True) as server:
+        yield server
+
+
+@pytest.fixture
+def jetstream_cluster() -> Iterator[NatsCluster]:
+    """A running three-server JetStream cluster (meta leader elected), removed after."""
+    with NatsCluster(3, jetstream=True) as cluster:
         yield cluster
 
 

@@ -116,6 +116,8 @@ class NatsServer:
         debug: run with ``-DV`` (debug and trace logging into `log_text`).
         startup_timeout: seconds to wait for the server to accept clients.
         binary: path of the binary; found with `find_server_binary` when ``None``.
+        jetstream: run with JetStream (``-js``), its store in the server's work folder:
+            kept across `restart`, removed by `cleanup` (see `store_dir`).
     """
 
     def __init__(
@@ -130,8 +132,10 @@ class NatsServer:
         debug: bool = False,
         startup_timeout: float = 10.0,
         binary: str | None = None,
+        jetstream: bool = False,
     ) -> None:
         self.binary = binary or find_server_binary()
+        self.jetstream = jetstream
         self.host = host
         self.config = config
         self.args = list(args)
@@ -190,6 +194,8 @@ class NatsServer:
             arguments += ["--server_name", self.name]
         if self.debug:
             arguments.append("-DV")
+        if self.jetstream:
+            arguments += ["-js", "-sd", str(self.store_dir)]
         return arguments + self.args
 
     def _wait_ready(self, ports_dir: Path) -> None:
@@ -390,6 +396,11 @@ class NatsServer:
         return self._process.pid
 
     @property
+    def store_dir(self) -> Path:
+        """Where a JetStream server keeps its streams (inside the work folder)."""
+        return self._workdir / "jetstream"
+
+    @property
     def log_path(self) -> Path:
         """The file that holds the server's stdout and stderr."""
         return self._workdir / "server.log"
@@ -451,6 +462,8 @@ class NatsCluster:
         name: cluster name.
         args: extra command-line arguments for every server.
         startup_timeout: seconds to wait for the mesh to form.
+        jetstream: run every server with JetStream (each with its own store); `start`
+            then also waits until the JetStream meta group has a leader.
     """
 
     def __init__(
@@ -460,6 +473,7 @@ class NatsCluster:
         name: str = "nats-sync-test",
         args: Sequence[str] = (),
         startup_timeout: float = 20.0,
+        jetstream: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one server, got size={size}")
@@ -467,30 +481,66 @@ class NatsCluster:
         self.name = name
         self.args = list(args)
         self.startup_timeout = startup_timeout
+        self.jetstream = jetstream
         self.servers: list[NatsServer] = []
 
     def start(self) -> NatsCluster:
         """Starts every server and waits until the mesh is complete."""
         try:
-            seed = self._new_server(0, routes=None).start()
-            self.servers.append(seed)
-            seed_route = f"nats://127.0.0.1:{seed.cluster_port}"
-            for index in range(1, self.size):
-                self.servers.append(self._new_server(index, routes=seed_route).start())
+            if self.jetstream:
+                # A JetStream cluster needs every server to have routes at start, the
+                # first one included: each gets routes to all the others.
+                ports = [_free_port() for _ in range(self.size)]
+                for index, port in enumerate(ports):
+                    routes = ",".join(f"nats://127.0.0.1:{other}" for other in ports
+                                      if other != port)
+                    server = self._new_server(index, routes=routes or None, cluster_port=port)
+                    self.servers.append(server.start())
+            else:
+                seed = self._new_server(0, routes=None).start()
+                self.servers.append(seed)
+                seed_route = f"nats://127.0.0.1:{seed.cluster_port}"
+                for index in range(1, self.size):
+                    self.servers.append(self._new_server(index, routes=seed_route).start())
             self.wait_for_mesh()
+            if self.jetstream:
+                self.wait_for_jetstream()
         except BaseException:
             self.cleanup()
             raise
         return self
 
-    def _new_server(self, index: int, routes: str | None) -> NatsServer:
-        cluster_port = _free_port()
+    def _new_server(
+        self, index: int, routes: str | None, cluster_port: int | None = None
+    ) -> NatsServer:
+        cluster_port = cluster_port or _free_port()
         args = ["--cluster_name", self.name, "--cluster", f"nats://127.0.0.1:{cluster_port}"]
         if routes:
             args += ["--routes", routes]
         return NatsServer(
-            name=f"{self.name}-{index}", monitoring=True, args=[*args, *self.args]
+            name=f"{self.name}-{index}", monitoring=True, args=[*args, *self.args],
+            jetstream=self.jetstream,
         )
+
+    def wait_for_jetstream(self, timeout: float | None = None) -> None:
+        """Blocks until every running server knows the JetStream meta leader."""
+        deadline = time.monotonic() + (timeout or self.startup_timeout)
+        while True:
+            running = [server for server in self.servers if server.is_running]
+            if all(self._meta_leader(server) for server in running):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("the JetStream meta group elected no leader in time")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _meta_leader(server: NatsServer) -> str:
+        try:
+            info = server.monitor("jsz", timeout=1.0)
+        except OSError:
+            return ""
+        cluster = info.get("meta_cluster") or {}
+        return str(cluster.get("leader") or "")
 
     def wait_for_mesh(self, timeout: float | None = None) -> None:
         """Blocks until every running server has a route to every other running one."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -210,3 +211,35 @@ def test_find_server_binary_honours_the_environment_variable(
     monkeypatch.setenv("NATS_SERVER_BIN", str(tmp_path / "missing"))
     with pytest.raises(ServerBinaryNotFoundError):
         find_server_binary()
+
+
+@pytest.mark.timeout(30)
+def test_a_jetstream_server_keeps_its_store_across_a_restart(jetstream_server: NatsServer) -> None:
+    with nats_sync.connect(jetstream_server.url) as nc:
+        created = json.loads(nc.request(
+            "$JS.API.STREAM.CREATE.KEEP", b'{"name":"KEEP","subjects":["keep.>"]}', timeout=5
+        ).data)
+        assert "error" not in created, created
+        nc.request("keep.one", b"stored", timeout=5)
+    port = jetstream_server.port
+    assert jetstream_server.store_dir.is_dir()
+    jetstream_server.restart()
+    assert jetstream_server.port == port
+    with nats_sync.connect(jetstream_server.url) as nc:
+        info = json.loads(nc.request("$JS.API.STREAM.INFO.KEEP", b"", timeout=5).data)
+    assert info["state"]["messages"] == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_jetstream_cluster_places_a_three_replica_stream(
+    jetstream_cluster: NatsCluster,
+) -> None:
+    with nats_sync.connect(jetstream_cluster.urls) as nc:
+        created = json.loads(nc.request(
+            "$JS.API.STREAM.CREATE.R3", b'{"name":"R3","subjects":["r3.>"],"num_replicas":3}',
+            timeout=10,
+        ).data)
+    assert "error" not in created, created
+    cluster = created["cluster"]
+    names = {cluster["leader"], *(replica["name"] for replica in cluster["replicas"])}
+    assert names == {server.name for server in jetstream_cluster.servers}
