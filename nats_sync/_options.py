@@ -25,7 +25,11 @@ DelayCallback = Callable[[int], float]
 
 @dataclass(frozen=True)
 class Options:
-    """Every connect option; see ``nats_sync.connect`` for what each one means."""
+    """Every connect option; see ``nats_sync.connect`` for what each one means.
+
+    The fields are ``connect()``'s parameters: same names, order, types and defaults
+    (``servers`` held parsed, as a tuple). ``tests/unit/test_options.py`` checks it.
+    """
 
     servers: tuple[str, ...] = (d.DEFAULT_URL,)
     name: str | None = None

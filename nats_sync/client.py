@@ -125,44 +125,9 @@ def connect(
             options do not fit together, or ``user_jwt_cb``/``signature_cb`` failed.
         InvalidArgumentError: an option was invalid (the message names it).
     """
-    options = build_options(
-        servers,
-        name=name,
-        allow_reconnect=allow_reconnect,
-        max_reconnect_attempts=max_reconnect_attempts,
-        reconnect_time_wait=reconnect_time_wait,
-        reconnect_delay_cb=reconnect_delay_cb,
-        connect_timeout=connect_timeout,
-        retry_on_failed_connect=retry_on_failed_connect,
-        dont_randomize=dont_randomize,
-        ignore_discovered_servers=ignore_discovered_servers,
-        ping_interval=ping_interval,
-        max_outstanding_pings=max_outstanding_pings,
-        pending_size=pending_size,
-        no_echo=no_echo,
-        verbose=verbose,
-        pedantic=pedantic,
-        inbox_prefix=inbox_prefix,
-        drain_timeout=drain_timeout,
-        flush_timeout=flush_timeout,
-        user=user,
-        password=password,
-        token=token,
-        user_credentials=user_credentials,
-        nkeys_seed=nkeys_seed,
-        tls=tls,
-        tls_hostname=tls_hostname,
-        tls_handshake_first=tls_handshake_first,
-        error_cb=error_cb,
-        disconnected_cb=disconnected_cb,
-        reconnected_cb=reconnected_cb,
-        closed_cb=closed_cb,
-        discovered_server_cb=discovered_server_cb,
-        lame_duck_mode_cb=lame_duck_mode_cb,
-        ignore_auth_error_abort=ignore_auth_error_abort,
-        user_jwt_cb=user_jwt_cb,
-        signature_cb=signature_cb,
-    )
+    # The first statement, so locals() holds exactly the parameters: the option list is
+    # written once, in the signature (tests/unit/test_options.py holds it equal to Options).
+    options = build_options(**locals())
     if any(parse_server_url(url).is_websocket for url in options.servers) and (
         importlib.util.find_spec("wsproto") is None
     ):
