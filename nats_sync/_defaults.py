@@ -37,8 +37,12 @@ READ_BUFFER_SIZE = 256 * 1024
 READER_PARK_POLL = 0.01
 #: ... and goes back to reading once no request was made for this long.
 READER_LEAD_IDLE = 0.05
-#: Payloads at least this large go to the socket as their own buffer (no copy).
-LARGE_PAYLOAD_THRESHOLD = 4096
+#: Payloads at least this large go to the socket as their own buffer (no copy); smaller
+#: ones are joined into their frame. Below ~8 KiB the copy costs less than the frame list,
+#: the extra ``sendmsg`` buffers and the writer's bookkeeping per message (4 KiB: 1.3x the
+#: throughput, a quarter less CPU); from 16 KiB up not copying wins, more so with size
+#: (benchmarks/large_payloads.py, BENCHMARKS.md).
+LARGE_PAYLOAD_THRESHOLD = 8 * 1024
 #: How many buffers one ``sendmsg`` call takes at most (IOV_MAX is 1024 on Linux).
 MAX_IOVECS_PER_SEND = 256
 
