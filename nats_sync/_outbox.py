@@ -104,7 +104,7 @@ class Outbox:
     def put_messages(self, frames: Sequence[Frame], size: int, payload_size: int) -> None:
         """Queues PUB/HPUB frames of ``size`` bytes in all, carrying ``payload_size``.
 
-        The publish hot path (``PublishMixin.publish``) holds an inlined copy of this
+        The publish hot path (``Publisher.publish``) holds an inlined copy of this
         for one frame: keep the two alike.
 
         Raises:

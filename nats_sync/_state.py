@@ -1,4 +1,4 @@
-"""The client's life-cycle states, shared by the handler and its mixins (plain data)."""
+"""The client's life-cycle states, shared by the handler and the parts it composes (plain data)."""
 
 from __future__ import annotations
 
