@@ -134,6 +134,9 @@ class Handler:
         self.reconnects = 0
         self.errors_received = 0
         self._deliveries = Deliveries(self._start_thread)
+        #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
+        #: "closed"; the list is replaced whole under the lock, read without it.
+        self._status_listeners: tuple[Callable[[str], None], ...] = ()
         _live_handlers.add(self)
 
     # --- threads -------------------------------------------------------------------
@@ -411,6 +414,7 @@ class Handler:
         if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
             self.report_error(error)
         self._callbacks.submit(self.options.disconnected_cb)
+        self._tell_listeners("disconnected")
         if not retry:
             self.close()
             return
@@ -427,7 +431,33 @@ class Handler:
             return False
         self.reconnects += 1
         self._callbacks.submit(self.options.reconnected_cb)
+        self._tell_listeners("reconnected")
         return True
+
+    def add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Registers an internal listener; returns the call that removes it.
+
+        ``listener(event)`` runs on the thread that saw the change (reader, writer,
+        timer, reconnect thread or the closing one), outside the handler's lock: it must
+        only note the event and return (set a flag, wake a thread).
+        """
+        with self._lock:
+            self._status_listeners = (*self._status_listeners, listener)
+
+        def remove() -> None:
+            with self._lock:
+                self._status_listeners = tuple(
+                    known for known in self._status_listeners if known is not listener
+                )
+
+        return remove
+
+    def _tell_listeners(self, event: str) -> None:
+        for listener in self._status_listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("nats_sync: status listener %r failed on %s", listener, event)
 
     def _on_given_up(self, error: BaseException) -> None:
         """Reconnect thread: no server could be reached; the client closes."""
@@ -695,6 +725,7 @@ class Handler:
                 sub._end(closed, stop_callbacks=True)
             self.timer.stop()
             self._callbacks.submit(self.options.closed_cb)
+            self._tell_listeners("closed")
             self._callbacks.stop()
         with self._lock:
             threads = conn_threads + [

@@ -24,6 +24,7 @@ from nats_sync._publishing import HeadersArg
 from nats_sync._state import State
 from nats_sync._validate import check_int
 from nats_sync.errors import NotSupportedError
+from nats_sync.jetstream import JetStream
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
 
@@ -307,6 +308,33 @@ class Client:
         own daemon thread, where publishing raises ``ConnectionClosedError``.
         """
         self._handler.close()
+
+    def jetstream(
+        self,
+        domain: str | None = None,
+        api_prefix: str = "$JS.API",
+        timeout: float = 5.0,
+        max_pending_acks: int = 4000,
+        stall_wait: float = 0.2,
+    ) -> JetStream:
+        """A JetStream context over this connection (streams, publish acks, consumers).
+
+        Args:
+            domain: the JetStream domain (its API is ``$JS.<domain>.API``).
+            api_prefix: the API subject prefix, when no domain is given.
+            timeout: seconds for API calls and publish acks, unless a call says otherwise.
+            max_pending_acks: ``publish_async`` acks in flight at most.
+            stall_wait: how long ``publish_async`` waits for room before it raises.
+        """
+        return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
+                         max_pending_acks=max_pending_acks, stall_wait=stall_wait)
+
+    def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Internal hook for readers built on this client (JetStream consumers, KV
+        watchers): ``listener(event)`` gets ``"disconnected"``, ``"reconnected"`` and
+        ``"closed"`` on the client's own threads and must return at once. Returns the call
+        that removes it."""
+        return self._handler.add_status_listener(listener)
 
     def force_reconnect(self) -> None:
         """Drops the current server and runs the reconnect process.

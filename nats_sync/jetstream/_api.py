@@ -1,0 +1,238 @@
+"""The JetStream API on the wire: subjects, JSON requests, errors, units and names.
+
+How it works: every JetStream admin call is a core request to ``<prefix>.<call>`` with a
+JSON body (``$JS.API`` or ``$JS.<domain>.API``). :class:`JsApi` sends it with the
+client's public ``request`` on the caller's thread, decodes the reply and raises the
+mapped error (``errors.api_error``). It keeps no state beyond its settings, so any
+thread may use it at once. The helpers convert units (float seconds <-> integer
+nanoseconds, aware UTC ``datetime`` <-> RFC 3339 with nanoseconds) and validate
+stream and consumer names.
+
+Nothing here imports the client: what JetStream needs from it is :class:`CoreClient`
+(the public API plus the internal status-listener hook), which keeps the package's
+layers one-way (``docs/ARCHITECTURE.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from nats_sync.errors import NoRespondersError
+from nats_sync.jetstream.errors import (
+    InvalidConsumerNameError,
+    InvalidStreamNameError,
+    JetStreamError,
+    JetStreamNotEnabledError,
+    api_error,
+)
+from nats_sync.msg import Msg
+from nats_sync.subscription import MessageCallback, Subscription
+
+Headers = Mapping[str, "str | Sequence[str]"] | None
+
+
+class CoreClient(Protocol):
+    """What JetStream uses of :class:`nats_sync.Client`."""
+
+    def request(
+        self, subject: str, payload: bytes = b"", timeout: float = ...,
+        headers: Headers = None,
+    ) -> Msg:
+        """A core request: the first reply."""
+        ...
+
+    def request_future(
+        self, subject: str, payload: bytes = b"", timeout: float = ...,
+        headers: Headers = None,
+    ) -> Future[Msg]:
+        """A core request whose reply is a future."""
+        ...
+
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str = "", headers: Headers = None
+    ) -> None:
+        """A core publish."""
+
+    def subscribe(
+        self, subject: str, queue: str = "", cb: MessageCallback | None = None,
+        max_msgs: int = 0, pending_msgs_limit: int = ..., pending_bytes_limit: int = ...,
+    ) -> Subscription:
+        """A core subscription."""
+        ...
+
+    def new_inbox(self) -> str:
+        """A unique reply subject."""
+        ...
+
+    def flush(self, timeout: float = ...) -> None:
+        """A PING/PONG round trip."""
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the client is closed."""
+        ...
+
+    def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """The internal disconnected/reconnected/closed hook."""
+        ...
+
+
+# --- units -------------------------------------------------------------------------------
+
+_NS_PER_SECOND = 1_000_000_000
+
+
+def to_ns(seconds: float) -> int:
+    """Float seconds as the integer nanoseconds the server wants."""
+    return round(seconds * _NS_PER_SECOND)
+
+
+def from_ns(nanoseconds: int) -> float:
+    """Integer nanoseconds from the server as float seconds."""
+    return nanoseconds / _NS_PER_SECOND
+
+
+_RFC3339 = re.compile(
+    r"^(?P<base>\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d+))?"
+    r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 time (nanoseconds allowed, as the server writes them) as an aware UTC
+    ``datetime`` (microseconds kept).
+
+    Raises:
+        JetStreamError: the text is not such a time.
+    """
+    match = _RFC3339.match(text)
+    if match is None:
+        raise JetStreamError(f"not an RFC 3339 time: {text!r}")
+    fraction = (match["fraction"] or "")[:6].ljust(6, "0")
+    zone = "+00:00" if match["zone"] in ("Z", "z") else match["zone"]
+    parsed = datetime.fromisoformat(f"{match['base'].replace(' ', 'T')}.{fraction}{zone}")
+    return parsed.astimezone(timezone.utc)
+
+
+def format_time(moment: datetime) -> str:
+    """An aware ``datetime`` as RFC 3339 in UTC (a naive one is taken as UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+# --- names -------------------------------------------------------------------------------
+
+_BAD_NAME_CHARACTERS = frozenset(".*>/\\")
+
+
+def _check_name(name: object, what: str, error: type[JetStreamError]) -> str:
+    if not isinstance(name, str) or not name:
+        raise error(f"{what} must be a non-empty str, got {name!r}")
+    bad = sorted({c for c in name if c in _BAD_NAME_CHARACTERS or c.isspace()})
+    if bad:
+        raise error(f"{what} {name!r} holds {''.join(bad)!r}: "
+                    "names may not contain '.', '*', '>', '/', '\\' or whitespace")
+    return name
+
+
+def check_stream_name(name: object) -> str:
+    """Returns ``name`` if it is a valid stream name.
+
+    Raises:
+        InvalidStreamNameError: empty, not a str, or holding ``. * > / \\`` or whitespace.
+    """
+    return _check_name(name, "stream name", InvalidStreamNameError)
+
+
+def check_consumer_name(name: object) -> str:
+    """Returns ``name`` if it is a valid consumer name.
+
+    Raises:
+        InvalidConsumerNameError: empty, not a str, or holding ``. * > / \\`` or whitespace.
+    """
+    return _check_name(name, "consumer name", InvalidConsumerNameError)
+
+
+# --- requests ----------------------------------------------------------------------------
+
+
+class JsApi:
+    """Sends JetStream API requests and decodes their replies.
+
+    Args:
+        client: the connection.
+        prefix: the API prefix without a trailing dot (``$JS.API``, ``$JS.<domain>.API``).
+        timeout: the default seconds per call.
+    """
+
+    def __init__(self, client: CoreClient, prefix: str, timeout: float) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.timeout = timeout
+
+    def subject(self, call: str) -> str:
+        """The full API subject of ``call`` (e.g. ``STREAM.INFO.ORDERS``)."""
+        return f"{self.prefix}.{call}"
+
+    def request(
+        self, call: str, body: Mapping[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Sends ``body`` (JSON) to ``call`` and returns the decoded reply.
+
+        Raises:
+            APIError: the server refused (the specific subclass by ``err_code``).
+            JetStreamNotEnabledError: nobody answers the API (JetStream is off, or the
+                prefix or domain is wrong).
+            TimeoutError: no reply in time.
+        """
+        payload = json.dumps(body, separators=(",", ":")).encode() if body else b""
+        subject = self.subject(call)
+        try:
+            reply = self.client.request(subject, payload, timeout=timeout or self.timeout)
+        except NoRespondersError:
+            raise JetStreamNotEnabledError(
+                f"no JetStream API answers on {subject!r}: JetStream is not enabled, or the "
+                "domain or API prefix is wrong", code=503, err_code=0,
+            ) from None
+        return decode_reply(reply.data, subject)
+
+    def paged(
+        self, call: str, key: str, body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Any]:
+        """Yields the items under ``key`` of a paged list call, page after page."""
+        offset = 0
+        while True:
+            reply = self.request(call, {**(body or {}), "offset": offset}, timeout)
+            items = reply.get(key) or []
+            yield from items
+            offset += len(items)
+            total = reply.get("total", 0)
+            if not items or not isinstance(total, int) or offset >= total:
+                return
+
+
+def decode_reply(data: bytes, subject: str) -> dict[str, Any]:
+    """The JSON object of an API reply, or the mapped error it carries.
+
+    Raises:
+        APIError: the reply holds ``"error"``.
+        JetStreamError: the reply is not a JSON object.
+    """
+    try:
+        decoded = json.loads(data)
+    except ValueError:
+        raise JetStreamError(
+            f"the reply on {subject!r} is not JSON: {data[:80]!r}"
+        ) from None
+    if not isinstance(decoded, dict):
+        raise JetStreamError(f"the reply on {subject!r} is not a JSON object: {data[:80]!r}")
+    if "error" in decoded:
+        raise api_error(decoded["error"])
+    return decoded

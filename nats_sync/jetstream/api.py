@@ -1,0 +1,314 @@
+"""JetStream's configs and infos as dataclasses, decoded leniently from the server's JSON.
+
+How it works: plain data, no threads. Each class derives from :class:`ApiObject`, whose
+``from_api`` reads the server's JSON (unknown keys go into ``extra`` and are sent back by
+``to_api``, so an update does not drop what a newer server added) and whose ``to_api``
+writes only the fields that are set. A field's ``metadata`` says how it travels:
+``"duration"`` (float seconds here, integer nanoseconds on the wire), ``"durations"``
+(a list of them), ``"time"`` (aware UTC ``datetime`` here, RFC 3339 there) or a nested
+``ApiObject`` class. Policies are plain strings, as in the server's JSON
+(``ack_policy="explicit"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from nats_sync.jetstream._api import format_time, from_ns, parse_time, to_ns
+
+_T = TypeVar("_T", bound="ApiObject")
+
+_DURATION = {"wire": "duration"}
+_DURATIONS = {"wire": "durations"}
+_TIME = {"wire": "time"}
+
+
+def _nested(cls: type[ApiObject]) -> dict[str, Any]:
+    return {"wire": cls}
+
+
+@dataclass
+class ApiObject:
+    """Base of the JetStream dataclasses: lenient JSON in, only what is set out."""
+
+    #: Keys the server sent that this version does not know; sent back by ``to_api``.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, kw_only=True)
+
+    _fields: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @classmethod
+    def _field_map(cls) -> dict[str, dataclasses.Field[Any]]:
+        known = cls.__dict__.get("_fields_cache")
+        if known is None:
+            known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
+            cls._fields_cache = known  # type: ignore[attr-defined]
+        return known
+
+    @classmethod
+    def from_api(cls: type[_T], data: dict[str, Any] | None) -> _T:
+        """Reads the server's JSON object; unknown keys land in ``extra``."""
+        fields = cls._field_map()
+        values: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, raw in (data or {}).items():
+            spec = fields.get(key)
+            if spec is None:
+                extra[key] = raw
+                continue
+            values[key] = _decode(spec.metadata.get("wire"), raw)
+        return cls(**values, extra=extra)
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON object for the server: set fields only, then ``extra``."""
+        out: dict[str, Any] = dict(self.extra)
+        for name, spec in self._field_map().items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            out[name] = _encode(spec.metadata.get("wire"), value)
+        return out
+
+    def replace(self: _T, **changes: Any) -> _T:
+        """A copy with ``changes`` (a dataclasses.replace that keeps ``extra``)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _decode(wire: Any, raw: Any) -> Any:
+    if raw is None or wire is None:
+        return raw
+    if wire == "duration":
+        return from_ns(raw) if isinstance(raw, int) else raw
+    if wire == "durations":
+        return [from_ns(item) for item in raw] if isinstance(raw, list) else raw
+    if wire == "time":
+        if not isinstance(raw, str) or raw.startswith("0001-01-01"):
+            return None  # Go's zero time: not set
+        return parse_time(raw)
+    if isinstance(wire, type) and issubclass(wire, ApiObject):
+        return wire.from_api(raw) if isinstance(raw, dict) else raw
+    return raw
+
+
+def _encode(wire: Any, value: Any) -> Any:
+    if wire == "duration":
+        return to_ns(value)
+    if wire == "durations":
+        return [to_ns(item) for item in value]
+    if wire == "time":
+        return format_time(value) if isinstance(value, datetime) else value
+    if isinstance(value, ApiObject):
+        return value.to_api()
+    return value
+
+
+# --- streams -------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamConfig(ApiObject):
+    """A stream's configuration: every field of the server's (None: the server's default).
+
+    Durations are float seconds (``max_age``, ``duplicate_window``,
+    ``subject_delete_marker_ttl``).
+    """
+
+    name: str | None = None
+    subjects: list[str] | None = None
+    description: str | None = None
+    retention: str | None = None  # "limits" | "interest" | "workqueue"
+    max_consumers: int | None = None
+    max_msgs: int | None = None
+    max_bytes: int | None = None
+    discard: str | None = None  # "old" | "new"
+    discard_new_per_subject: bool | None = None
+    max_age: float | None = field(default=None, metadata=_DURATION)
+    max_msgs_per_subject: int | None = None
+    max_msg_size: int | None = None
+    storage: str | None = None  # "file" | "memory"
+    num_replicas: int | None = None
+    no_ack: bool | None = None
+    duplicate_window: float | None = field(default=None, metadata=_DURATION)
+    placement: dict[str, Any] | None = None
+    mirror: dict[str, Any] | None = None
+    sources: list[dict[str, Any]] | None = None
+    sealed: bool | None = None
+    deny_delete: bool | None = None
+    deny_purge: bool | None = None
+    allow_rollup_hdrs: bool | None = None
+    allow_direct: bool | None = None
+    mirror_direct: bool | None = None
+    republish: dict[str, Any] | None = None
+    subject_transform: dict[str, Any] | None = None
+    compression: str | None = None  # "none" | "s2"
+    first_seq: int | None = None
+    metadata: dict[str, str] | None = None
+    allow_msg_ttl: bool | None = None
+    subject_delete_marker_ttl: float | None = field(default=None, metadata=_DURATION)
+    allow_msg_counter: bool | None = None
+    allow_atomic: bool | None = None
+    allow_msg_schedules: bool | None = None
+
+
+@dataclass
+class StreamState(ApiObject):
+    """What a stream holds now."""
+
+    messages: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_ts: datetime | None = field(default=None, metadata=_TIME)
+    last_seq: int = 0
+    last_ts: datetime | None = field(default=None, metadata=_TIME)
+    num_deleted: int = 0
+    num_subjects: int = 0
+    consumer_count: int = 0
+    subjects: dict[str, int] | None = None
+    deleted: list[int] | None = None
+
+
+@dataclass
+class StreamInfo(ApiObject):
+    """A stream's configuration and state."""
+
+    config: StreamConfig = field(default_factory=StreamConfig, metadata=_nested(StreamConfig))
+    state: StreamState = field(default_factory=StreamState, metadata=_nested(StreamState))
+    created: datetime | None = field(default=None, metadata=_TIME)
+    cluster: dict[str, Any] | None = None
+    mirror: dict[str, Any] | None = None
+    sources: list[dict[str, Any]] | None = None
+    ts: datetime | None = field(default=None, metadata=_TIME)
+
+
+# --- consumers -----------------------------------------------------------------------------
+
+
+@dataclass
+class ConsumerConfig(ApiObject):
+    """A consumer's configuration: every field of the server's (None: its default).
+
+    Durations are float seconds (``ack_wait``, ``backoff``, ``max_expires``,
+    ``inactive_threshold``, ``idle_heartbeat``); ``opt_start_time`` an aware datetime.
+    """
+
+    name: str | None = None
+    durable_name: str | None = None
+    description: str | None = None
+    deliver_policy: str | None = None  # "all" | "last" | "new" | "by_start_sequence" | ...
+    opt_start_seq: int | None = None
+    opt_start_time: datetime | None = field(default=None, metadata=_TIME)
+    ack_policy: str | None = None  # "none" | "all" | "explicit"
+    ack_wait: float | None = field(default=None, metadata=_DURATION)
+    max_deliver: int | None = None
+    backoff: list[float] | None = field(default=None, metadata=_DURATIONS)
+    filter_subject: str | None = None
+    filter_subjects: list[str] | None = None
+    replay_policy: str | None = None  # "instant" | "original"
+    rate_limit_bps: int | None = None
+    sample_freq: str | None = None
+    max_waiting: int | None = None
+    max_ack_pending: int | None = None
+    headers_only: bool | None = None
+    max_batch: int | None = None
+    max_expires: float | None = field(default=None, metadata=_DURATION)
+    max_bytes: int | None = None
+    inactive_threshold: float | None = field(default=None, metadata=_DURATION)
+    num_replicas: int | None = None
+    mem_storage: bool | None = None
+    metadata: dict[str, str] | None = None
+    pause_until: datetime | None = field(default=None, metadata=_TIME)
+    priority_groups: list[str] | None = None
+    priority_policy: str | None = None
+    priority_timeout: float | None = field(default=None, metadata=_DURATION)
+    # push consumers only (the client reads with pull; kept so configs round-trip)
+    deliver_subject: str | None = None
+    deliver_group: str | None = None
+    idle_heartbeat: float | None = field(default=None, metadata=_DURATION)
+    flow_control: bool | None = None
+
+
+@dataclass
+class SequenceInfo(ApiObject):
+    """A consumer's position: consumer and stream sequence, and when it last moved."""
+
+    consumer_seq: int = 0
+    stream_seq: int = 0
+    last_active: datetime | None = field(default=None, metadata=_TIME)
+
+
+@dataclass
+class ConsumerInfo(ApiObject):
+    """A consumer's configuration and where it stands."""
+
+    stream_name: str = ""
+    name: str = ""
+    config: ConsumerConfig = field(
+        default_factory=ConsumerConfig, metadata=_nested(ConsumerConfig)
+    )
+    created: datetime | None = field(default=None, metadata=_TIME)
+    delivered: SequenceInfo = field(default_factory=SequenceInfo, metadata=_nested(SequenceInfo))
+    ack_floor: SequenceInfo = field(default_factory=SequenceInfo, metadata=_nested(SequenceInfo))
+    num_ack_pending: int = 0
+    num_redelivered: int = 0
+    num_waiting: int = 0
+    num_pending: int = 0
+    cluster: dict[str, Any] | None = None
+    push_bound: bool | None = None
+    paused: bool | None = None
+    pause_remaining: float | None = field(default=None, metadata=_DURATION)
+    ts: datetime | None = field(default=None, metadata=_TIME)
+
+
+# --- account, publish acks, stored messages -----------------------------------------------
+
+
+@dataclass
+class ApiStats(ApiObject):
+    """The API's level and call counters (``$JS.API.INFO``)."""
+
+    level: int = 0
+    total: int = 0
+    errors: int = 0
+
+
+@dataclass
+class AccountInfo(ApiObject):
+    """The account's JetStream usage and limits."""
+
+    memory: int = 0
+    storage: int = 0
+    streams: int = 0
+    consumers: int = 0
+    limits: dict[str, Any] | None = None
+    api: ApiStats = field(default_factory=ApiStats, metadata=_nested(ApiStats))
+    domain: str | None = None
+
+    @property
+    def api_level(self) -> int:
+        """The JetStream API level (0 below server 2.11); gate features on it."""
+        return self.api.level
+
+
+@dataclass
+class PubAck(ApiObject):
+    """The stream's acknowledgement of a JetStream publish."""
+
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    domain: str | None = None
+    val: str | None = None
+
+
+@dataclass
+class StoredMsg:
+    """A message read from a stream without a consumer (``get_msg``, ``get_msgs``)."""
+
+    stream: str
+    subject: str
+    seq: int
+    data: bytes
+    headers: dict[str, str | list[str]] | None
+    time: datetime | None

@@ -1,0 +1,410 @@
+"""The JetStream context: account info, stream and consumer management, and the door to
+publishing (``publish``), reading (``Stream``, ``PullConsumer``, ``OrderedConsumer``)
+and the legacy nats-py names.
+
+How it works: :class:`JetStream` is made by ``nc.jetstream(...)`` and holds only its
+settings, the :class:`~nats_sync.jetstream._api.JsApi` and the publisher (which owns
+the ``publish_async`` window and its lock). Management calls are API requests on the
+caller's thread; nothing here starts a thread. Any thread may use one context at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import (
+    CoreClient,
+    Headers,
+    JsApi,
+    check_consumer_name,
+    check_stream_name,
+)
+from nats_sync.jetstream.api import (
+    AccountInfo,
+    ConsumerConfig,
+    ConsumerInfo,
+    PubAck,
+    StoredMsg,
+    StreamConfig,
+    StreamInfo,
+)
+from nats_sync.jetstream.consumer import PullConsumer
+from nats_sync.jetstream.errors import StreamNotFoundError
+from nats_sync.jetstream.ordered import OrderedConsumer
+from nats_sync.jetstream.publish import JsPublisher
+from nats_sync.jetstream.stream import Stream
+
+
+def _config(cls: type[Any], config: Any, fields: dict[str, Any], what: str) -> Any:
+    """``config`` with ``fields`` applied over it (either may be given, or both)."""
+    if config is None:
+        return cls(**fields)
+    if not isinstance(config, cls):
+        raise InvalidArgumentError(
+            f"{what} must be a {cls.__name__}, got {type(config).__name__}"
+        )
+    return config.replace(**fields) if fields else config
+
+
+class JetStream:
+    """JetStream over one connection; made by :meth:`nats_sync.Client.jetstream`.
+
+    Every method blocks and is safe from any thread. Admin calls take ``timeout``
+    (seconds; the context's when None).
+    """
+
+    def __init__(
+        self,
+        client: CoreClient,
+        *,
+        domain: str | None = None,
+        api_prefix: str = "$JS.API",
+        timeout: float = 5.0,
+        max_pending_acks: int = 4000,
+        stall_wait: float = 0.2,
+    ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise InvalidArgumentError(f"timeout must be a number > 0, got {timeout!r}")
+        if domain is not None and (not isinstance(domain, str) or not domain or any(
+                c in domain for c in ".*> \t")):
+            raise InvalidArgumentError(f"domain must be a plain non-empty name, got {domain!r}")
+        prefix = f"$JS.{domain}.API" if domain else api_prefix.rstrip(".")
+        if not prefix:
+            raise InvalidArgumentError("api_prefix must not be empty")
+        self.client = client
+        self.domain = domain
+        self.timeout = float(timeout)
+        self.api = JsApi(client, prefix, self.timeout)
+        self._publisher = JsPublisher(self, max_pending_acks, stall_wait)
+
+    def __repr__(self) -> str:
+        return f"<nats_sync.JetStream {self.api.prefix}>"
+
+    # --- account ----------------------------------------------------------------------
+
+    def account_info(self, timeout: float | None = None) -> AccountInfo:
+        """The account's usage, limits and the API level."""
+        return AccountInfo.from_api(self.api.request("INFO", None, timeout))
+
+    # --- streams ----------------------------------------------------------------------
+
+    def create_stream(
+        self, config: StreamConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> Stream:
+        """Creates a stream (the same config again is fine).
+
+        Raises:
+            StreamNameAlreadyInUseError: a stream of that name has another config.
+        """
+        return self._put_stream("CREATE", _config(StreamConfig, config, fields, "config"),
+                                timeout)
+
+    def update_stream(
+        self, config: StreamConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> Stream:
+        """Changes a stream's config.
+
+        Raises:
+            StreamNotFoundError: there is no such stream.
+        """
+        return self._put_stream("UPDATE", _config(StreamConfig, config, fields, "config"),
+                                timeout)
+
+    def create_or_update_stream(
+        self, config: StreamConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> Stream:
+        """Updates the stream, or creates it when it does not exist."""
+        full = _config(StreamConfig, config, fields, "config")
+        try:
+            return self._put_stream("UPDATE", full, timeout)
+        except StreamNotFoundError:
+            return self._put_stream("CREATE", full, timeout)
+
+    def _put_stream(self, action: str, config: StreamConfig, timeout: float | None) -> Stream:
+        name = check_stream_name(config.name)
+        reply = self.api.request(f"STREAM.{action}.{name}", config.to_api(), timeout)
+        return Stream(self, StreamInfo.from_api(reply))
+
+    def stream(self, name: str, timeout: float | None = None) -> Stream:
+        """Binds to an existing stream.
+
+        Raises:
+            StreamNotFoundError: there is no such stream.
+        """
+        return Stream(self, self.stream_info(name, timeout=timeout))
+
+    def stream_info(
+        self, name: str, subjects_filter: str | None = None, deleted_details: bool = False,
+        *, timeout: float | None = None,
+    ) -> StreamInfo:
+        """A stream's config and state (the legacy nats-py name; see ``Stream.info``)."""
+        body: dict[str, Any] = {}
+        if subjects_filter:
+            body["subjects_filter"] = subjects_filter
+        if deleted_details:
+            body["deleted_details"] = True
+        reply = self.api.request(f"STREAM.INFO.{check_stream_name(name)}", body, timeout)
+        return StreamInfo.from_api(reply)
+
+    def delete_stream(self, name: str, timeout: float | None = None) -> None:
+        """Deletes a stream and everything in it.
+
+        Raises:
+            StreamNotFoundError: there is no such stream.
+        """
+        self.api.request(f"STREAM.DELETE.{check_stream_name(name)}", None, timeout)
+
+    def stream_names(self, subject: str | None = None, timeout: float | None = None
+                     ) -> Iterator[str]:
+        """The names of the streams (those storing ``subject`` when given), page by page."""
+        body = {"subject": subject} if subject else None
+        yield from self.api.paged("STREAM.NAMES", "streams", body, timeout)
+
+    def list_streams(self, subject: str | None = None, timeout: float | None = None
+                     ) -> Iterator[StreamInfo]:
+        """Every stream's info (those storing ``subject`` when given), page by page."""
+        body = {"subject": subject} if subject else None
+        for item in self.api.paged("STREAM.LIST", "streams", body, timeout):
+            yield StreamInfo.from_api(item)
+
+    def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
+        """The stream that stores ``subject``.
+
+        Raises:
+            StreamNotFoundError: no stream stores it.
+        """
+        for name in self.stream_names(subject, timeout):
+            return str(name)
+        raise StreamNotFoundError(f"no stream stores {subject!r}", code=404, err_code=10059,
+                                  description="stream not found")
+
+    # --- consumers --------------------------------------------------------------------
+
+    def create_consumer(
+        self, stream: str, config: ConsumerConfig | None = None, *,
+        timeout: float | None = None, **fields: Any,
+    ) -> PullConsumer:
+        """Creates a consumer (the same config again is fine).
+
+        Raises:
+            ConsumerExistsError: it exists with another config.
+            StreamNotFoundError: there is no such stream.
+        """
+        return self._put_consumer(stream, _config(ConsumerConfig, config, fields, "config"),
+                                  "create", timeout)
+
+    def update_consumer(
+        self, stream: str, config: ConsumerConfig | None = None, *,
+        timeout: float | None = None, **fields: Any,
+    ) -> PullConsumer:
+        """Changes a consumer's config.
+
+        Raises:
+            ConsumerDoesNotExistError: there is no such consumer.
+        """
+        return self._put_consumer(stream, _config(ConsumerConfig, config, fields, "config"),
+                                  "update", timeout)
+
+    def create_or_update_consumer(
+        self, stream: str, config: ConsumerConfig | None = None, *,
+        timeout: float | None = None, **fields: Any,
+    ) -> PullConsumer:
+        """Creates the consumer, or updates it when it exists."""
+        return self._put_consumer(stream, _config(ConsumerConfig, config, fields, "config"),
+                                  "", timeout)
+
+    def _put_consumer(
+        self, stream: str, config: ConsumerConfig, action: str, timeout: float | None
+    ) -> PullConsumer:
+        stream = check_stream_name(stream)
+        if config.durable_name and config.name and config.durable_name != config.name:
+            raise InvalidArgumentError(
+                f"name {config.name!r} and durable_name {config.durable_name!r} differ; "
+                "a durable consumer has one name"
+            )
+        name = config.name or config.durable_name
+        if name is not None:
+            check_consumer_name(name)
+        elif action == "update":
+            raise InvalidArgumentError("update_consumer needs the consumer's name")
+        if config.deliver_subject:
+            raise InvalidArgumentError(
+                "deliver_subject makes a push consumer; nats_sync reads with pull consumers "
+                "(leave it out and use fetch, messages or consume)"
+            )
+        # With one filter subject the server checks it against the subject it was sent to;
+        # nats.go and nats-py use this form too. An ephemeral consumer is named by us.
+        call = f"CONSUMER.CREATE.{stream}"
+        if name is None:
+            name = self._ephemeral_name()
+            config = config.replace(name=name)
+        call += f".{name}"
+        if config.filter_subject and not config.filter_subjects:
+            call += f".{config.filter_subject}"
+        body = {"stream_name": stream, "config": config.to_api(), "action": action}
+        reply = self.api.request(call, body, timeout)
+        return PullConsumer(self, stream, ConsumerInfo.from_api(reply))
+
+    def _ephemeral_name(self) -> str:
+        return self.client.new_inbox().rsplit(".", 1)[-1][:10]
+
+    def consumer(self, stream: str, name: str, timeout: float | None = None) -> PullConsumer:
+        """Binds to an existing consumer.
+
+        Raises:
+            ConsumerNotFoundError: there is no such consumer.
+            StreamNotFoundError: there is no such stream.
+        """
+        stream = check_stream_name(stream)
+        return PullConsumer(self, stream, self.consumer_info(stream, name, timeout=timeout))
+
+    def consumer_info(self, stream: str, name: str, *, timeout: float | None = None
+                      ) -> ConsumerInfo:
+        """A consumer's config and position."""
+        call = f"CONSUMER.INFO.{check_stream_name(stream)}.{check_consumer_name(name)}"
+        return ConsumerInfo.from_api(self.api.request(call, None, timeout))
+
+    def delete_consumer(self, stream: str, name: str, timeout: float | None = None) -> None:
+        """Deletes a consumer.
+
+        Raises:
+            ConsumerNotFoundError: there is no such consumer.
+        """
+        call = f"CONSUMER.DELETE.{check_stream_name(stream)}.{check_consumer_name(name)}"
+        self.api.request(call, None, timeout)
+
+    def consumer_names(self, stream: str, timeout: float | None = None) -> Iterator[str]:
+        """The names of a stream's consumers, page by page."""
+        yield from self.api.paged(f"CONSUMER.NAMES.{check_stream_name(stream)}", "consumers",
+                                  None, timeout)
+
+    def list_consumers(self, stream: str, timeout: float | None = None
+                       ) -> Iterator[ConsumerInfo]:
+        """Every consumer's info on a stream, page by page."""
+        call = f"CONSUMER.LIST.{check_stream_name(stream)}"
+        for item in self.api.paged(call, "consumers", None, timeout):
+            yield ConsumerInfo.from_api(item)
+
+    def ordered_consumer(
+        self, stream: str, *, filter_subjects: Sequence[str] | None = None,
+        deliver_policy: str = "all", opt_start_seq: int | None = None,
+        opt_start_time: Any = None, headers_only: bool = False,
+    ) -> OrderedConsumer:
+        """A consumer that delivers each stream message once, in order, and recreates
+        itself after a gap, a missed heartbeat, a deleted consumer or a reconnect."""
+        return OrderedConsumer(
+            self, check_stream_name(stream), filter_subjects=filter_subjects,
+            deliver_policy=deliver_policy, opt_start_seq=opt_start_seq,
+            opt_start_time=opt_start_time, headers_only=headers_only,
+        )
+
+    # --- publishing -------------------------------------------------------------------
+
+    def publish(
+        self, subject: str, payload: bytes = b"", *, headers: Headers = None,
+        timeout: float | None = None, msg_id: str | None = None,
+        expected_stream: str | None = None, expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None, retry_attempts: int = 2,
+        retry_wait: float = 0.25,
+    ) -> PubAck:
+        """Publishes to a stream and waits for its acknowledgement.
+
+        Raises:
+            NoStreamResponseError: no stream stores the subject (after the retries).
+            WrongLastSequenceError, WrongLastMsgIdError, StreamNotMatchError: an
+                expectation did not hold.
+            PublishAckTimeoutError: no acknowledgement in time.
+        """
+        return self._publisher.publish(
+            subject, payload, headers=headers, timeout=timeout, msg_id=msg_id,
+            expected_stream=expected_stream, expected_last_seq=expected_last_seq,
+            expected_last_subject_seq=expected_last_subject_seq,
+            expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
+            retry_wait=retry_wait,
+        )
+
+    def publish_async(
+        self, subject: str, payload: bytes = b"", *, headers: Headers = None,
+        timeout: float | None = None, msg_id: str | None = None,
+        expected_stream: str | None = None, expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None, retry_attempts: int = 2,
+        retry_wait: float = 0.25,
+    ) -> Future[PubAck]:
+        """Publishes without waiting; the future gets the acknowledgement or the error.
+
+        At most ``max_pending_acks`` acknowledgements are awaited at once; beyond that
+        the caller waits up to ``stall_wait``, then gets ``TooManyStalledMsgsError``.
+        """
+        return self._publisher.publish_async(
+            subject, payload, headers=headers, timeout=timeout, msg_id=msg_id,
+            expected_stream=expected_stream, expected_last_seq=expected_last_seq,
+            expected_last_subject_seq=expected_last_subject_seq,
+            expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
+            retry_wait=retry_wait,
+        )
+
+    def publish_async_pending(self) -> int:
+        """How many ``publish_async`` acknowledgements are still awaited."""
+        return self._publisher.pending()
+
+    def publish_async_completed(self, timeout: float | None = None) -> None:
+        """Waits until every ``publish_async`` so far has its outcome.
+
+        Raises:
+            TimeoutError: some are still awaited after ``timeout`` seconds.
+        """
+        self._publisher.completed(timeout)
+
+    def publish_batch(
+        self, subject: str, payloads: Sequence[bytes], *, headers: Headers = None,
+        timeout: float | None = None,
+    ) -> list[PubAck | Exception]:
+        """Publishes many messages pipelined; each item is its ack or its error."""
+        return self._publisher.publish_batch(subject, payloads, headers=headers,
+                                             timeout=timeout)
+
+    # --- legacy nats-py names ---------------------------------------------------------
+
+    def add_stream(self, config: StreamConfig | None = None, **fields: Any) -> StreamInfo:
+        """nats-py's ``add_stream``: ``create_stream``, returning the info."""
+        return self.create_stream(config, **fields).cached_info
+
+    def find_stream_name_by_subject(self, subject: str) -> str:
+        """nats-py's name for :meth:`stream_name_by_subject`."""
+        return self.stream_name_by_subject(subject)
+
+    def purge_stream(self, name: str, seq: int | None = None, subject: str | None = None,
+                     keep: int | None = None) -> int:
+        """nats-py's ``purge_stream``: ``Stream.purge`` by name."""
+        return self.stream(name).purge(subject=subject, keep=keep, sequence=seq)
+
+    def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None
+                ) -> StoredMsg:
+        """nats-py's ``get_msg``: by sequence, or the last message on ``subject``."""
+        stream = self.stream(stream_name)
+        if seq is not None:
+            return stream.get_msg(seq)
+        if subject is None:
+            raise InvalidArgumentError("get_msg needs seq or subject")
+        return stream.get_last_msg(subject)
+
+    def get_last_msg(self, stream_name: str, subject: str) -> StoredMsg:
+        """nats-py's ``get_last_msg``: the last message stored on ``subject``."""
+        return self.stream(stream_name).get_last_msg(subject)
+
+    def delete_msg(self, stream_name: str, seq: int) -> None:
+        """nats-py's ``delete_msg``: removes one message (erasing it)."""
+        self.stream(stream_name).delete_msg(seq, erase=True)
+
+    def add_consumer(self, stream: str, config: ConsumerConfig | None = None,
+                     **fields: Any) -> ConsumerInfo:
+        """nats-py's ``add_consumer``: ``create_or_update_consumer``, returning the info."""
+        return self.create_or_update_consumer(stream, config, **fields).cached_info

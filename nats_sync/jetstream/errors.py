@@ -1,0 +1,392 @@
+"""JetStream errors: one tree under :class:`nats_sync.Error`, mapped from API replies.
+
+The JetStream API answers a failed call with ``{"error": {"code", "err_code",
+"description"}}``. :func:`api_error` picks the class by ``err_code`` first (the
+description changes between server versions), then by the HTTP-like ``code``; the
+specific classes derive from the generic ones (``StreamNotFoundError`` is a
+``NotFoundError``), so ``except NotFoundError`` written for nats-py keeps working.
+
+As in ``nats_sync.errors``, the detail is the one positional argument and the other
+fields are keyword-only attributes, so every error pickles (Spark ships them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
+
+__all__ = [
+    "APIError",
+    "BadBucketError",
+    "BadObjectMetaError",
+    "BadRequestError",
+    "BucketNotFoundError",
+    "ConsumerDeletedError",
+    "ConsumerDoesNotExistError",
+    "ConsumerExistsError",
+    "ConsumerNameInUseError",
+    "ConsumerNotFoundError",
+    "DigestMismatchError",
+    "InvalidBucketNameError",
+    "InvalidConsumerNameError",
+    "InvalidKeyError",
+    "InvalidObjectNameError",
+    "InvalidStreamNameError",
+    "JetStreamError",
+    "JetStreamNotEnabledError",
+    "KeyDeletedError",
+    "KeyHistoryTooLargeError",
+    "KeyNotFoundError",
+    "KeyValueError",
+    "KeyWrongLastSequenceError",
+    "MaximumConsumersLimitError",
+    "MessageNotFoundError",
+    "MsgAlreadyAckdError",
+    "NoHeartbeatError",
+    "NoKeysError",
+    "NoStreamResponseError",
+    "NotFoundError",
+    "NotJSMessageError",
+    "ObjectDeletedError",
+    "ObjectNotFoundError",
+    "ObjectStoreError",
+    "OrderedConsumerConcurrentRequestsError",
+    "PublishAckTimeoutError",
+    "ServerError",
+    "ServiceUnavailableError",
+    "StatusError",
+    "StreamNameAlreadyInUseError",
+    "StreamNotFoundError",
+    "StreamNotMatchError",
+    "TooManyStalledMsgsError",
+    "WrongLastMsgIdError",
+    "WrongLastSequenceError",
+    "api_error",
+]
+
+
+class JetStreamError(Error):
+    """Root of every JetStream, key-value and object store error."""
+
+    label = "jetstream error"
+
+
+# --- errors the JetStream API answers with -------------------------------------------
+
+
+class APIError(JetStreamError):
+    """The JetStream API refused a call.
+
+    Attributes:
+        code: the HTTP-like status (400, 404, 500, 503, ...).
+        err_code: the server's error number (10059 = stream not found, ...).
+        description: the server's words.
+    """
+
+    label = "jetstream api error"
+
+    def __init__(
+        self, detail: str = "", *, code: int = 0, err_code: int = 0, description: str = ""
+    ) -> None:
+        super().__init__(detail or description)
+        self.code = code
+        self.err_code = err_code
+        self.description = description or detail
+
+    def __str__(self) -> str:
+        if not (self.code or self.err_code):
+            return super().__str__()  # raised by the client itself (e.g. KeyNotFoundError)
+        return (f"nats: {self.label}: code={self.code} err_code={self.err_code} "
+                f"description={self.description!r}")
+
+
+class BadRequestError(APIError):
+    """400: the request was refused as it is."""
+
+
+class NotFoundError(APIError):
+    """404: what the call names does not exist."""
+
+
+class ServerError(APIError):
+    """500: the server failed to do it."""
+
+
+class ServiceUnavailableError(APIError):
+    """503: JetStream cannot answer now (or is not enabled)."""
+
+
+class StreamNameAlreadyInUseError(BadRequestError):
+    """10058: a stream of that name exists with a different configuration."""
+
+
+class WrongLastSequenceError(BadRequestError):
+    """10071 (10164 on replicated streams): an expected last sequence did not match."""
+
+
+class WrongLastMsgIdError(BadRequestError):
+    """10070: the expected last message id did not match."""
+
+
+class StreamNotMatchError(BadRequestError):
+    """10060: the subject is stored by another stream than the expected one."""
+
+
+class ConsumerExistsError(BadRequestError):
+    """10148: create was asked for a consumer that exists with another configuration."""
+
+
+class ConsumerDoesNotExistError(BadRequestError):
+    """10149: update was asked for a consumer that does not exist."""
+
+
+class ConsumerNameInUseError(BadRequestError):
+    """10013: the consumer name is taken."""
+
+
+class MaximumConsumersLimitError(BadRequestError):
+    """10026: the stream has as many consumers as it may have."""
+
+
+class StreamNotFoundError(NotFoundError):
+    """10059: no stream of that name."""
+
+
+class ConsumerNotFoundError(NotFoundError):
+    """10014: no consumer of that name on the stream."""
+
+
+class MessageNotFoundError(NotFoundError):
+    """10037: no stored message matches."""
+
+
+class JetStreamNotEnabledError(ServiceUnavailableError):
+    """10076 / 10039: JetStream is not enabled (for the server, or for this account)."""
+
+
+_BY_ERR_CODE: dict[int, type[APIError]] = {
+    10058: StreamNameAlreadyInUseError,
+    10071: WrongLastSequenceError,
+    10164: WrongLastSequenceError,
+    10070: WrongLastMsgIdError,
+    10060: StreamNotMatchError,
+    10148: ConsumerExistsError,
+    10149: ConsumerDoesNotExistError,
+    10013: ConsumerNameInUseError,
+    10026: MaximumConsumersLimitError,
+    10059: StreamNotFoundError,
+    10014: ConsumerNotFoundError,
+    10037: MessageNotFoundError,
+    10076: JetStreamNotEnabledError,
+    10039: JetStreamNotEnabledError,
+}
+_BY_CODE: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    404: NotFoundError,
+    500: ServerError,
+    503: ServiceUnavailableError,
+}
+
+
+def api_error(error: Any) -> APIError:
+    """The exception for the ``"error"`` object of an API reply.
+
+    Picks the class by ``err_code``, then by ``code``, else :class:`APIError`; a value
+    that is not the expected object still gives an :class:`APIError` naming it.
+    """
+    if not isinstance(error, dict):
+        return APIError(f"malformed error in a JetStream API reply: {error!r}")
+    code = _int(error.get("code"))
+    err_code = _int(error.get("err_code"))
+    description = str(error.get("description", ""))
+    cls = _BY_ERR_CODE.get(err_code) or _BY_CODE.get(code) or APIError
+    return cls(description, code=code, err_code=err_code, description=description)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+# --- errors of the client's own JetStream logic ----------------------------------------
+
+
+class NoStreamResponseError(JetStreamError):
+    """A JetStream publish got no answer: no stream stores that subject (after retries)."""
+
+    label = "no response from stream"
+
+
+class TooManyStalledMsgsError(JetStreamError):
+    """``publish_async`` had ``max_pending_acks`` in flight for longer than ``stall_wait``."""
+
+    label = "stalled with too many outstanding async published messages"
+
+
+class PublishAckTimeoutError(JetStreamError, TimeoutError):
+    """No publish acknowledgement came within the timeout (also a ``TimeoutError``)."""
+
+    label = "timeout waiting for a publish ack"
+
+
+class ConsumerDeletedError(JetStreamError):
+    """The consumer being read was deleted (409 Consumer Deleted, or it is gone)."""
+
+    label = "consumer deleted"
+
+
+class NoHeartbeatError(JetStreamError):
+    """No message and no idle heartbeat came for two heartbeat intervals."""
+
+    label = "no heartbeat received"
+
+
+class NotJSMessageError(JetStreamError):
+    """The message was not delivered by a JetStream consumer (no ack subject)."""
+
+    label = "not a JetStream message"
+
+
+class MsgAlreadyAckdError(JetStreamError):
+    """The message was acknowledged already (ack, nak or term happen once)."""
+
+    label = "message was already acknowledged"
+
+
+class OrderedConsumerConcurrentRequestsError(JetStreamError):
+    """An ordered consumer reads from one place at a time."""
+
+    label = "an ordered consumer allows one read at a time"
+
+
+class StatusError(JetStreamError):
+    """A pull request ended with a status that is not one of the expected ones.
+
+    Attributes:
+        status: the status code (e.g. 400, 409).
+        description: the status text.
+    """
+
+    label = "unexpected status"
+
+    def __init__(self, detail: str = "", *, status: int = 0, description: str = "") -> None:
+        super().__init__(detail or f"{status} {description}".strip())
+        self.status = status
+        self.description = description
+
+
+# --- key-value -------------------------------------------------------------------------
+
+
+class KeyValueError(JetStreamError):
+    """Root of the key-value errors."""
+
+    label = "key-value error"
+
+
+class BucketNotFoundError(KeyValueError, NotFoundError):
+    """No key-value bucket of that name."""
+
+    label = "bucket not found"
+
+
+class BadBucketError(KeyValueError):
+    """The stream is not a key-value bucket."""
+
+    label = "bucket not valid key-value store"
+
+
+class KeyNotFoundError(KeyValueError, NotFoundError):
+    """The key has no value (never set, deleted or purged)."""
+
+    label = "key not found"
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a delete or a purge."""
+
+    label = "key was deleted"
+
+
+class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
+    """A create or update lost the compare-and-swap on the key's revision."""
+
+    label = "wrong last sequence"
+
+
+class NoKeysError(KeyValueError):
+    """The bucket has no keys (``keys()``, as nats-py and nats.go)."""
+
+    label = "no keys found"
+
+
+class KeyHistoryTooLargeError(KeyValueError):
+    """A bucket keeps at most 64 values per key."""
+
+    label = "history limited to a max of 64"
+
+
+# --- object store ----------------------------------------------------------------------
+
+
+class ObjectStoreError(JetStreamError):
+    """Root of the object store errors."""
+
+    label = "object store error"
+
+
+class ObjectNotFoundError(ObjectStoreError, NotFoundError):
+    """No object of that name."""
+
+    label = "object not found"
+
+
+class ObjectDeletedError(ObjectStoreError):
+    """The object was deleted."""
+
+    label = "object was deleted"
+
+
+class DigestMismatchError(ObjectStoreError):
+    """What was read does not match the object's SHA-256 digest."""
+
+    label = "received a corrupt object, digests do not match"
+
+
+class BadObjectMetaError(ObjectStoreError):
+    """The object's meta information cannot be used."""
+
+    label = "object-store meta information invalid"
+
+
+# --- invalid names (also ValueError) ---------------------------------------------------
+
+
+class InvalidStreamNameError(JetStreamError, InvalidArgumentError):
+    """A stream name is empty or holds ``. * > / \\`` or whitespace."""
+
+    label = "invalid stream name"
+
+
+class InvalidConsumerNameError(JetStreamError, InvalidArgumentError):
+    """A consumer name is empty or holds ``. * > / \\`` or whitespace."""
+
+    label = "invalid consumer name"
+
+
+class InvalidBucketNameError(KeyValueError, InvalidArgumentError):
+    """A bucket name holds something other than letters, digits, ``-`` and ``_``."""
+
+    label = "invalid bucket name"
+
+
+class InvalidKeyError(KeyValueError, InvalidArgumentError):
+    """A key is empty, starts or ends with ``.``, or holds a character keys may not."""
+
+    label = "invalid key"
+
+
+class InvalidObjectNameError(ObjectStoreError, InvalidArgumentError):
+    """An object name is empty."""
+
+    label = "invalid object name"

@@ -1,0 +1,202 @@
+"""A bound stream: its info, purge, reading and deleting stored messages, its consumers.
+
+How it works: :class:`Stream` keeps the stream's name and the info it was bound with
+(``cached_info``); every method is an API request on the caller's thread through the
+context, so any thread may use it. ``get_msgs`` reads a sequence range with the batched
+direct get where the server (API level >= 1) and the stream (``allow_direct``) allow,
+else through a temporary consumer (see ``_ranges``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nats_sync import _proto as proto
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import parse_time
+from nats_sync.jetstream._ranges import read_range
+from nats_sync.jetstream.api import ConsumerConfig, StoredMsg, StreamInfo
+from nats_sync.jetstream.errors import JetStreamError
+
+if TYPE_CHECKING:
+    from nats_sync.jetstream.consumer import PullConsumer
+    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream.ordered import OrderedConsumer
+
+
+class Stream:
+    """A stream bound by name; made by ``js.stream``, ``js.create_stream`` and friends."""
+
+    def __init__(self, js: JetStream, info: StreamInfo) -> None:
+        if not info.config.name:
+            raise JetStreamError("the stream info names no stream")
+        self._js = js
+        self._name: str = info.config.name
+        self._info = info
+
+    def __repr__(self) -> str:
+        return f"<nats_sync.jetstream.Stream {self._name!r}>"
+
+    @property
+    def name(self) -> str:
+        """The stream's name."""
+        return self._name
+
+    @property
+    def cached_info(self) -> StreamInfo:
+        """The info as of the last call that returned it (no request)."""
+        return self._info
+
+    def info(self, subjects_filter: str | None = None, deleted_details: bool = False,
+             *, timeout: float | None = None) -> StreamInfo:
+        """The stream's config and state now.
+
+        Args:
+            subjects_filter: also count messages per subject matching this filter
+                (``state.subjects``).
+            deleted_details: also list the deleted sequences (``state.deleted``).
+        """
+        self._info = self._js.stream_info(self._name, subjects_filter, deleted_details,
+                                          timeout=timeout)
+        return self._info
+
+    def purge(self, *, subject: str | None = None, keep: int | None = None,
+              sequence: int | None = None, timeout: float | None = None) -> int:
+        """Removes messages; returns how many.
+
+        Args:
+            subject: only messages on this subject (wildcards allowed).
+            keep: keep this many of the newest.
+            sequence: remove everything below this sequence.
+        """
+        if keep is not None and sequence is not None:
+            raise InvalidArgumentError("purge takes keep or sequence, not both")
+        body: dict[str, Any] = {}
+        if subject is not None:
+            body["filter"] = subject
+        if keep is not None:
+            body["keep"] = _non_negative(keep, "keep")
+        if sequence is not None:
+            body["seq"] = _non_negative(sequence, "sequence")
+        reply = self._js.api.request(f"STREAM.PURGE.{self._name}", body, timeout)
+        return int(reply.get("purged", 0))
+
+    def get_msg(self, seq: int, *, timeout: float | None = None) -> StoredMsg:
+        """The message stored at ``seq`` (read from the stream's leader).
+
+        Raises:
+            MessageNotFoundError: nothing is stored there.
+        """
+        return self._get({"seq": _positive(seq, "seq")}, timeout)
+
+    def get_last_msg(self, subject: str, *, timeout: float | None = None) -> StoredMsg:
+        """The last message stored on ``subject``.
+
+        Raises:
+            MessageNotFoundError: nothing is stored on it.
+        """
+        if not isinstance(subject, str) or not subject:
+            raise InvalidArgumentError(f"subject must be a non-empty str, got {subject!r}")
+        return self._get({"last_by_subj": subject}, timeout)
+
+    def _get(self, body: dict[str, Any], timeout: float | None) -> StoredMsg:
+        reply = self._js.api.request(f"STREAM.MSG.GET.{self._name}", body, timeout)
+        return stored_msg_from_api(self._name, reply.get("message") or {})
+
+    def delete_msg(self, seq: int, *, erase: bool = False, timeout: float | None = None
+                   ) -> None:
+        """Removes the message at ``seq`` (overwriting its bytes on disk with ``erase``).
+
+        Raises:
+            MessageNotFoundError: nothing is stored there.
+        """
+        body = {"seq": _positive(seq, "seq"), "no_erase": not erase}
+        self._js.api.request(f"STREAM.MSG.DELETE.{self._name}", body, timeout)
+
+    def get_msgs(self, start_seq: int = 1, *, subject: str | None = None,
+                 end_seq: int | None = None, batch: int = 1000, max_bytes: int | None = None,
+                 timeout: float | None = None) -> Iterator[StoredMsg]:
+        """Yields the stored messages from ``start_seq`` to ``end_seq`` (inclusive; the
+        end of the stream when None), on ``subject`` when given, skipping gaps.
+
+        Uses the batched direct get where the server and the stream allow it, else a
+        temporary consumer. ``batch`` messages (and at most ``max_bytes``) are asked
+        for at a time.
+        """
+        yield from read_range(self._js, self, start_seq, subject=subject, end_seq=end_seq,
+                              batch=batch, max_bytes=max_bytes, timeout=timeout)
+
+    # --- consumers of this stream -------------------------------------------------------
+
+    def create_consumer(self, config: ConsumerConfig | None = None, **fields: Any
+                        ) -> PullConsumer:
+        """``js.create_consumer`` on this stream."""
+        return self._js.create_consumer(self._name, config, **fields)
+
+    def update_consumer(self, config: ConsumerConfig | None = None, **fields: Any
+                        ) -> PullConsumer:
+        """``js.update_consumer`` on this stream."""
+        return self._js.update_consumer(self._name, config, **fields)
+
+    def create_or_update_consumer(self, config: ConsumerConfig | None = None, **fields: Any
+                                  ) -> PullConsumer:
+        """``js.create_or_update_consumer`` on this stream."""
+        return self._js.create_or_update_consumer(self._name, config, **fields)
+
+    def consumer(self, name: str) -> PullConsumer:
+        """``js.consumer`` on this stream."""
+        return self._js.consumer(self._name, name)
+
+    def delete_consumer(self, name: str) -> None:
+        """``js.delete_consumer`` on this stream."""
+        self._js.delete_consumer(self._name, name)
+
+    def consumer_names(self) -> Iterator[str]:
+        """``js.consumer_names`` on this stream."""
+        return self._js.consumer_names(self._name)
+
+    def list_consumers(self) -> Iterator[Any]:
+        """``js.list_consumers`` on this stream."""
+        return self._js.list_consumers(self._name)
+
+    def ordered_consumer(self, *, filter_subjects: Sequence[str] | None = None,
+                         deliver_policy: str = "all", opt_start_seq: int | None = None,
+                         opt_start_time: Any = None, headers_only: bool = False
+                         ) -> OrderedConsumer:
+        """``js.ordered_consumer`` on this stream."""
+        return self._js.ordered_consumer(
+            self._name, filter_subjects=filter_subjects, deliver_policy=deliver_policy,
+            opt_start_seq=opt_start_seq, opt_start_time=opt_start_time,
+            headers_only=headers_only,
+        )
+
+
+def stored_msg_from_api(stream: str, message: dict[str, Any]) -> StoredMsg:
+    """A ``StoredMsg`` from ``STREAM.MSG.GET``'s ``message`` object (base64 fields)."""
+    headers = None
+    raw_headers = message.get("hdrs")
+    if raw_headers:
+        headers, _, _ = proto.decode_headers(base64.b64decode(raw_headers))
+    raw_time = message.get("time")
+    return StoredMsg(
+        stream=stream,
+        subject=str(message.get("subject", "")),
+        seq=int(message.get("seq", 0)),
+        data=base64.b64decode(message.get("data") or b""),
+        headers=headers,
+        time=parse_time(raw_time) if isinstance(raw_time, str) else None,
+    )
+
+
+def _positive(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{what} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _non_negative(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{what} must be an int >= 0, got {value!r}")
+    return value
