@@ -79,6 +79,7 @@ class JetStream:
         self.timeout = float(timeout)
         self.api = JsApi(client, prefix, self.timeout)
         self._publisher = JsPublisher(self, max_pending_acks, stall_wait)
+        self._api_level: int | None = None
 
     def __repr__(self) -> str:
         return f"<nats_sync.JetStream {self.api.prefix}>"
@@ -87,7 +88,17 @@ class JetStream:
 
     def account_info(self, timeout: float | None = None) -> AccountInfo:
         """The account's usage, limits and the API level."""
-        return AccountInfo.from_api(self.api.request("INFO", None, timeout))
+        info = AccountInfo.from_api(self.api.request("INFO", None, timeout))
+        self._api_level = info.api_level
+        return info
+
+    def api_level(self, timeout: float | None = None) -> int:
+        """The server's JetStream API level (asked once, then remembered): features are
+        gated on it, not on the version string."""
+        level = self._api_level
+        if level is None:
+            level = self.account_info(timeout).api_level
+        return level
 
     # --- streams ----------------------------------------------------------------------
 
