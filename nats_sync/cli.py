@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import nats_sync
+from nats_sync import _cli_jetstream
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import Error, InvalidArgumentError
@@ -64,7 +65,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool)
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nats-sync", description="Publish, subscribe, request and benchmark with NATS."
+        prog="nats-sync",
+        description="Publish, subscribe, request, manage JetStream and benchmark with NATS.",
     )
     parser.add_argument("--version", action="version", version=f"nats-sync {__version__}")
     _add_global_options(parser, with_defaults=True)
@@ -106,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument("--config", help="nats-server configuration file")
     for command in commands.choices.values():
         _add_global_options(command, with_defaults=False)
+    # Added after the loop: they put the options on their own actions' parsers too.
+    _cli_jetstream.add_parsers(
+        commands, lambda parser: _add_global_options(parser, with_defaults=False)
+    )
     return parser
 
 
@@ -306,6 +312,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], None]] = {
     "reply": _cmd_reply,
     "bench": _cmd_bench,
     "server": _cmd_server,
+    **_cli_jetstream.handlers(_connect),
 }
 
 

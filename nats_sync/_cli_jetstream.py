@@ -1,0 +1,165 @@
+"""The command line's JetStream commands: ``stream ls|info|add|rm`` and
+``consumer ls|info|add|rm|next``.
+
+How it works: ``cli`` adds these parsers (with its connection options on each) and
+their handlers; each handler connects one client on the main thread, makes one
+JetStream call through the public API and prints a line per item. Errors are raised
+as ``nats_sync.Error`` and printed by ``cli.main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TextIO
+
+import nats_sync
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream import ApiObject, ConsumerInfo, StreamInfo
+
+Connect = Callable[[argparse.Namespace], nats_sync.Client]
+Handler = Callable[[argparse.Namespace, TextIO], None]
+AddOptions = Callable[[argparse.ArgumentParser], None]
+
+
+def add_parsers(commands: Any, add_options: AddOptions) -> None:
+    """Adds ``stream`` and ``consumer`` (and their actions) to the command parsers."""
+    stream = commands.add_parser("stream", help="list, show, add and remove streams")
+    actions = stream.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("ls", help="the streams, with their message counts")
+    info = actions.add_parser("info", help="a stream's config and state (JSON)")
+    info.add_argument("name")
+    add = actions.add_parser("add", help="create a stream (or keep one that matches)")
+    add.add_argument("name")
+    add.add_argument("--subjects", required=True, help="subjects it stores, commas between")
+    add.add_argument("--storage", choices=("file", "memory"), default="file")
+    add.add_argument("--replicas", type=int, default=1)
+    add.add_argument("--retention", choices=("limits", "interest", "workqueue"),
+                     default="limits")
+    add.add_argument("--max-msgs", type=int, default=None)
+    add.add_argument("--max-bytes", type=int, default=None)
+    add.add_argument("--max-age", type=float, default=None, help="seconds")
+    add.add_argument("--allow-direct", action="store_true", help="allow direct gets")
+    remove = actions.add_parser("rm", help="delete a stream and its messages")
+    remove.add_argument("name")
+    for parser in (stream, *actions.choices.values()):
+        add_options(parser)
+
+    consumer = commands.add_parser("consumer", help="list, show, add, remove and read consumers")
+    actions = consumer.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("ls", help="a stream's consumers")
+    listing.add_argument("stream")
+    info = actions.add_parser("info", help="a consumer's config and position (JSON)")
+    info.add_argument("stream")
+    info.add_argument("name")
+    add = actions.add_parser("add", help="create a durable pull consumer")
+    add.add_argument("stream")
+    add.add_argument("name")
+    add.add_argument("--filter", default=None, help="only this subject (wildcards allowed)")
+    add.add_argument("--ack", choices=("explicit", "none", "all"), default="explicit")
+    add.add_argument("--deliver", choices=("all", "last", "new", "last_per_subject"),
+                     default="all")
+    add.add_argument("--max-ack-pending", type=int, default=None)
+    remove = actions.add_parser("rm", help="delete a consumer")
+    remove.add_argument("stream")
+    remove.add_argument("name")
+    read = actions.add_parser("next", help="fetch messages, print and acknowledge them")
+    read.add_argument("stream")
+    read.add_argument("name")
+    read.add_argument("--count", type=int, default=1, help="messages to fetch (default 1)")
+    read.add_argument("--no-ack", action="store_true", help="print without acknowledging")
+    for parser in (consumer, *actions.choices.values()):
+        add_options(parser)
+
+
+def handlers(connect: Connect) -> dict[str, Handler]:
+    """The handlers of ``stream`` and ``consumer``, connecting with ``connect(args)``."""
+
+    def stream(args: argparse.Namespace, out: TextIO) -> None:
+        with connect(args) as nc:
+            js = nc.jetstream(timeout=args.timeout)
+            if args.action == "ls":
+                for info in js.list_streams():
+                    state = info.state
+                    out.write(f"{info.config.name}\t{state.messages} messages\t"
+                              f"{state.bytes} bytes\t{','.join(info.config.subjects or [])}\n")
+            elif args.action == "info":
+                out.write(_json(js.stream(args.name).info()) + "\n")
+            elif args.action == "add":
+                fields: dict[str, Any] = {
+                    "name": args.name, "subjects": _subjects(args.subjects),
+                    "storage": args.storage, "num_replicas": args.replicas,
+                    "retention": args.retention, "max_msgs": args.max_msgs,
+                    "max_bytes": args.max_bytes, "max_age": args.max_age,
+                }
+                if args.allow_direct:
+                    fields["allow_direct"] = True
+                made = js.create_stream(**fields)
+                out.write(f"stream {made.name} stores {', '.join(fields['subjects'])}\n")
+            else:
+                js.delete_stream(args.name)
+                out.write(f"stream {args.name} deleted\n")
+
+    def consumer(args: argparse.Namespace, out: TextIO) -> None:
+        with connect(args) as nc:
+            js = nc.jetstream(timeout=args.timeout)
+            if args.action == "ls":
+                for info in js.list_consumers(args.stream):
+                    out.write(f"{info.name}\t{info.num_pending} pending\t"
+                              f"{info.num_ack_pending} unacknowledged\n")
+            elif args.action == "info":
+                out.write(_json(js.consumer(args.stream, args.name).info()) + "\n")
+            elif args.action == "add":
+                made = js.create_consumer(
+                    args.stream, durable_name=args.name, filter_subject=args.filter,
+                    ack_policy=args.ack, deliver_policy=args.deliver,
+                    max_ack_pending=args.max_ack_pending,
+                )
+                out.write(f"consumer {made.name} on {args.stream}\n")
+            elif args.action == "rm":
+                js.delete_consumer(args.stream, args.name)
+                out.write(f"consumer {args.name} on {args.stream} deleted\n")
+            else:
+                _next(js, args, out)
+
+    return {"stream": stream, "consumer": consumer}
+
+
+def _next(js: Any, args: argparse.Namespace, out: TextIO) -> None:
+    if args.count < 1:
+        raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
+    reader = js.consumer(args.stream, args.name)
+    batch = reader.fetch(args.count, max_wait=args.timeout)
+    shown = 0
+    for msg in batch:
+        meta = msg.metadata
+        out.write(f"[{msg.subject}] stream seq {meta.sequence.stream}, "
+                  f"delivered {meta.num_delivered}x\n")
+        out.write(msg.data.decode("utf-8", "replace") + "\n")
+        if not args.no_ack:
+            msg.ack()
+        shown += 1
+    if batch.error is not None:
+        raise batch.error
+    if shown == 0:
+        out.write(f"no message within {args.timeout}s\n")
+    elif not args.no_ack:
+        js.client.flush(args.timeout)  # the acks reach the server before we disconnect
+
+
+def _subjects(text: str) -> list[str]:
+    subjects = [part.strip() for part in text.split(",") if part.strip()]
+    if not subjects:
+        raise InvalidArgumentError(f"--subjects needs at least one subject, got {text!r}")
+    return subjects
+
+
+def _json(info: StreamInfo | ConsumerInfo | ApiObject) -> str:
+    def plain(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return value.isoformat()
+        return str(value)
+
+    return json.dumps(info.to_api(), indent=2, sort_keys=True, default=plain)
