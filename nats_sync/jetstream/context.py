@@ -10,11 +10,12 @@ caller's thread; nothing here starts a thread. Any thread may use one context at
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream import _compat
 from nats_sync.jetstream._api import (
     CoreClient,
     Headers,
@@ -22,6 +23,7 @@ from nats_sync.jetstream._api import (
     check_consumer_name,
     check_stream_name,
 )
+from nats_sync.jetstream._compat import JsSubscription, PullSubscription
 from nats_sync.jetstream.api import (
     AccountInfo,
     ConsumerConfig,
@@ -36,6 +38,9 @@ from nats_sync.jetstream.errors import StreamNotFoundError
 from nats_sync.jetstream.ordered import OrderedConsumer
 from nats_sync.jetstream.publish import JsPublisher
 from nats_sync.jetstream.stream import Stream
+
+if TYPE_CHECKING:
+    from nats_sync.jetstream._msg import JsMsg
 
 
 def _config(cls: type[Any], config: Any, fields: dict[str, Any], what: str) -> Any:
@@ -419,3 +424,25 @@ class JetStream:
                      **fields: Any) -> ConsumerInfo:
         """nats-py's ``add_consumer``: ``create_or_update_consumer``, returning the info."""
         return self.create_or_update_consumer(stream, config, **fields).cached_info
+
+    def pull_subscribe(self, subject: str, durable: str | None = None,
+                       stream: str | None = None, config: ConsumerConfig | None = None
+                       ) -> PullSubscription:
+        """nats-py's ``pull_subscribe``: binds the durable consumer (or creates one,
+        ephemeral without ``durable``) filtered on ``subject``; read with
+        ``fetch(batch, timeout)``."""
+        return _compat.pull_subscribe(self, subject, durable, stream, config)
+
+    def subscribe(self, subject: str, queue: str | None = None,
+                  cb: Callable[[JsMsg], None] | None = None, durable: str | None = None,
+                  stream: str | None = None, manual_ack: bool = False,
+                  ordered_consumer: bool = False, deliver_policy: str | None = None,
+                  config: ConsumerConfig | None = None) -> JsSubscription:
+        """nats-py's ``js.subscribe``, built on a pull consumer (or an ordered one).
+
+        Without ``cb``, read with ``next_msg`` or iteration; with it, ``cb(msg)`` runs on
+        a thread of its own and the message is acknowledged after it returns, unless
+        ``manual_ack``. A ``queue`` names the shared durable consumer.
+        """
+        return _compat.subscribe(self, subject, queue, cb, durable, stream, manual_ack,
+                                 ordered_consumer, deliver_policy, config)
