@@ -586,18 +586,22 @@ class NatsCluster:
 
 
 @contextlib.contextmanager
-def server_url(given: str | None = None) -> Iterator[str]:
+def server_url(given: str | None = None, *, jetstream: bool = False) -> Iterator[str]:
     """Yields ``given``, or the URL of an embedded nats-server kept for the block.
 
     For scripts and examples that take ``--server`` but should also run on their own::
 
         with server_url(args.server) as url, nats_sync.connect(url) as nc:
             ...
+
+    Args:
+        given: a server URL to use as it is.
+        jetstream: the embedded server runs JetStream (its store removed afterwards).
     """
     if given:
         yield given
         return
-    with NatsServer() as server:
+    with NatsServer(jetstream=jetstream) as server:
         yield server.url
 
 
