@@ -760,7 +760,7 @@ def test_requests_to_a_server_that_never_reads_do_not_block(harness: Harness) ->
     not wait for a server that will never read."""
     server = harness.serve(handshake_then_idle, rcvbuf=16384)
     nc = harness.connect(server.url, pending_size=64 * 1024, flush_timeout=0.5)
-    payload = b"r" * 4000  # under the 4 KiB "large payload" threshold: may go direct
+    payload = b"r" * 4000  # under the "large payload" threshold (8 KiB): may go direct
     sent = [0]
 
     def request_until_refused() -> None:
