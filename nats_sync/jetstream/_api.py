@@ -53,6 +53,13 @@ class CoreClient(Protocol):
         """A core request whose reply is a future."""
         ...
 
+    def request_batch(
+        self, subject: str, payloads: Sequence[bytes], timeout: float = ...,
+        headers: Headers = None, max_in_flight: int = ...,
+    ) -> list[Msg | BaseException]:
+        """Pipelined core requests: each reply or error, in the payloads' order."""
+        ...
+
     def publish(
         self, subject: str, payload: bytes = b"", reply: str = "", headers: Headers = None
     ) -> None:
