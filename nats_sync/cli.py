@@ -17,7 +17,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any, TextIO
 
 import nats_sync
@@ -25,6 +27,7 @@ from nats_sync import _cli_jetstream
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import Error, InvalidArgumentError
+from nats_sync.jetstream import PubAck
 from nats_sync.msg import Msg
 from nats_sync.testing import NatsServer
 
@@ -32,6 +35,8 @@ from nats_sync.testing import NatsServer
 #: request default because a person at a terminal would rather wait than retry.
 DEFAULT_TIMEOUT = 2.0
 _PROGRESS_WIDTH = 30
+#: ``pub --js`` awaits at most this many acks (below the context's max_pending_acks).
+_JS_PUB_WINDOW = 1000
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
@@ -78,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     pub.add_argument("--count", type=int, default=1)
     pub.add_argument("--header", action="append", default=[], metavar="K:V")
     pub.add_argument("--reply", default="", help="reply subject")
+    pub.add_argument("--js", action="store_true",
+                     help="publish to a JetStream stream and print each ack (stream, seq)")
+    pub.add_argument("--msg-id", default=None,
+                     help="with --js: Nats-Msg-Id for de-duplication ({n} becomes the count)")
 
     sub = commands.add_parser("sub", help="print messages as they arrive")
     sub.add_argument("subject")
@@ -151,12 +160,41 @@ def _show(msg: Msg, out: TextIO) -> None:
 
 def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
     headers = _headers(args.header)
+    if args.js and args.reply:
+        raise InvalidArgumentError("--reply does not go with --js: the stream answers a "
+                                   "JetStream publish")
+    if args.msg_id is not None and not args.js:
+        raise InvalidArgumentError("--msg-id needs --js")
     with _connect(args) as nc:
-        for n in range(1, args.count + 1):
-            data = args.data.replace("{n}", str(n)).encode()
-            nc.publish(args.subject, data, reply=args.reply, headers=headers)
-        nc.flush(timeout=max(args.timeout, 10.0))
+        if args.js:
+            _publish_acked(nc, args, headers, out)
+        else:
+            for n in range(1, args.count + 1):
+                data = args.data.replace("{n}", str(n)).encode()
+                nc.publish(args.subject, data, reply=args.reply, headers=headers)
+            nc.flush(timeout=max(args.timeout, 10.0))
     out.write(f"published {args.count} message(s) to {args.subject!r}\n")
+
+
+def _publish_acked(nc: nats_sync.Client, args: argparse.Namespace,
+                   headers: dict[str, list[str]] | None, out: TextIO) -> None:
+    """``pub --js``: publish_async, printing the acks in order; the first error ends it."""
+    js = nc.jetstream(timeout=args.timeout)
+    awaited: deque[Future[PubAck]] = deque()
+
+    def show(ack: PubAck) -> None:
+        duplicate = "\tduplicate" if ack.duplicate else ""
+        out.write(f"{ack.stream}\tseq {ack.seq}{duplicate}\n")
+
+    for n in range(1, args.count + 1):
+        if len(awaited) >= _JS_PUB_WINDOW:  # stay below max_pending_acks: never stall
+            show(awaited.popleft().result())
+        msg_id = args.msg_id.replace("{n}", str(n)) if args.msg_id is not None else None
+        awaited.append(js.publish_async(args.subject, args.data.replace("{n}", str(n)).encode(),
+                                        headers=headers, msg_id=msg_id))
+    while awaited:
+        show(awaited.popleft().result())
+    out.flush()
 
 
 def _until_interrupted(nc: nats_sync.Client, done: threading.Event) -> None:
