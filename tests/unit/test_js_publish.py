@@ -1,0 +1,358 @@
+"""JetStream publishing without a server: the JetStream headers and their checks, the
+ack decoder, and the publisher over a fake client (retries, the publish_async window,
+ack timeouts, 503 retries, close, publish_batch's results)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nats_sync import errors as core
+from nats_sync.jetstream import errors as js_errors
+from nats_sync.jetstream.api import PubAck
+from nats_sync.jetstream.publish import JsPublisher, decode_ack, js_headers
+from nats_sync.msg import Msg
+
+pytestmark = pytest.mark.timeout(20)
+
+
+# --- headers ---------------------------------------------------------------------------
+
+
+def test_headers_merge_and_the_keywords_win() -> None:
+    assert js_headers(None) is None
+    mine = {"K": "v"}
+    assert js_headers(mine) is mine
+    assert js_headers({"K": "v", "Nats-Msg-Id": "old"}, msg_id="new", expected_stream="S",
+                      expected_last_seq=0, expected_last_subject_seq=7,
+                      expected_last_msg_id="prev") == {
+        "K": "v", "Nats-Msg-Id": "new", "Nats-Expected-Stream": "S",
+        "Nats-Expected-Last-Sequence": "0", "Nats-Expected-Last-Subject-Sequence": "7",
+        "Nats-Expected-Last-Msg-Id": "prev",
+    }
+
+
+@pytest.mark.parametrize(("keyword", "value", "named"), [
+    ("msg_id", "", "msg_id"),
+    ("msg_id", 5, "msg_id"),
+    ("expected_last_msg_id", "", "expected_last_msg_id"),
+    ("expected_last_seq", -1, "expected_last_seq"),
+    ("expected_last_seq", True, "expected_last_seq"),
+    ("expected_last_seq", "3", "expected_last_seq"),
+    ("expected_last_subject_seq", 1.0, "expected_last_subject_seq"),
+    ("expected_stream", "A.B", "stream name"),
+    ("expected_stream", "", "stream name"),
+])
+def test_bad_keyword_values_name_the_keyword(keyword: str, value: object, named: str) -> None:
+    with pytest.raises(core.InvalidArgumentError) as raised:
+        js_headers(None, **{keyword: value})  # type: ignore[arg-type]
+    assert named in str(raised.value)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_headers_that_are_not_a_mapping() -> None:
+    with pytest.raises(core.InvalidArgumentError, match="headers must be a mapping"):
+        js_headers([("K", "v")], msg_id="x")  # type: ignore[arg-type]
+
+
+# --- the ack decoder -------------------------------------------------------------------
+
+
+def reply(data: bytes, status: int | None = None, description: str = "") -> Msg:
+    return Msg("_INBOX.x.1", data=data, status=status, description=description)
+
+
+@pytest.mark.parametrize(("data", "ack"), [
+    (b'{"stream":"ORDERS","seq":6}', PubAck(stream="ORDERS", seq=6)),
+    (b'{"stream":"ORDERS","seq":6,"duplicate": true}',
+     PubAck(stream="ORDERS", seq=6, duplicate=True)),
+    (b'{"stream":"O","domain":"hub","seq":1}', PubAck(stream="O", seq=1, domain="hub")),
+    (b'{"stream":"O", "seq": 2}', PubAck(stream="O", seq=2)),
+])
+def test_acks_decode(data: bytes, ack: PubAck) -> None:
+    assert decode_ack(reply(data), "s") == ack
+
+
+def test_unknown_ack_fields_are_kept() -> None:
+    ack = decode_ack(reply(b'{"stream":"O","seq":3,"batch":"b1","count":2}'), "s")
+    assert (ack.stream, ack.seq, ack.extra) == ("O", 3, {"batch": "b1", "count": 2})
+
+
+def test_a_refused_publish_raises_the_mapped_error() -> None:
+    data = (b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 6"},'
+            b'"stream":"ORDERS","seq":0}')
+    with pytest.raises(js_errors.WrongLastSequenceError) as raised:
+        decode_ack(reply(data), "orders.a")
+    assert raised.value.description == "wrong last sequence: 6"
+
+
+@pytest.mark.parametrize(("msg", "error"), [
+    (reply(b"", 503), js_errors.NoStreamResponseError),
+    (reply(b"", 408, "Request Timeout"), js_errors.JetStreamError),
+    (reply(b"+OK"), js_errors.JetStreamError),
+    (reply(b'{"stream":"O"}'), js_errors.JetStreamError),
+    (reply(b'{"stream":"O","seq":true}'), js_errors.JetStreamError),
+    (reply(b"[1]"), js_errors.JetStreamError),
+])
+def test_replies_that_are_not_acks(msg: Msg, error: type[Exception]) -> None:
+    with pytest.raises(error) as raised:
+        decode_ack(msg, "orders.a")
+    assert "orders.a" in str(raised.value)
+
+
+# --- the publisher over a fake client --------------------------------------------------
+
+
+class FakeClient:
+    """The CoreClient parts the publisher uses; replies are delivered by the test."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, bytes, str, Any]] = []
+        self.requests: list[str] = []
+        self.request_replies: list[Msg | BaseException] = []
+        self.batch_replies: list[Msg | BaseException] = []
+        self.cb: Callable[[Msg], None] | None = None
+        self.listeners: list[Callable[[str], None]] = []
+        self.is_closed = False
+        self.publish_error: BaseException | None = None
+        self.unsubscribed = 0
+        self._inboxes = 0
+
+    def new_inbox(self) -> str:
+        self._inboxes += 1
+        return f"_INBOX.fake{self._inboxes}"
+
+    def subscribe(self, subject: str, cb: Callable[[Msg], None] | None = None,
+                  pending_msgs_limit: int = 0) -> Any:
+        if self.is_closed:
+            raise core.ConnectionClosedError("closed")
+        assert subject.endswith(".*")
+        self.cb = cb
+
+        def unsubscribe() -> None:
+            self.unsubscribed += 1
+
+        return SimpleNamespace(unsubscribe=unsubscribe)
+
+    def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener)
+
+    def publish(self, subject: str, payload: bytes = b"", reply: str = "",
+                headers: Any = None) -> None:
+        if self.publish_error is not None:
+            raise self.publish_error
+        self.published.append((subject, payload, reply, headers))
+
+    def request(self, subject: str, payload: bytes = b"", timeout: float = 1.0,
+                headers: Any = None) -> Msg:
+        self.requests.append(subject)
+        answer = self.request_replies.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def request_batch(self, subject: str, payloads: Sequence[bytes], timeout: float = 1.0,
+                      headers: Any = None, max_in_flight: int = 1
+                      ) -> list[Msg | BaseException]:
+        return self.batch_replies
+
+    def deliver(self, reply_subject: str, data: bytes, status: int | None = None) -> None:
+        """Hands a reply to the subscription's callback on a thread of its own (as the
+        client's delivery thread would)."""
+        assert self.cb is not None
+        cb = self.cb
+        thread = threading.Thread(
+            target=lambda: cb(Msg(reply_subject, data=data, status=status)),
+            name="fake-delivery")
+        thread.start()
+        thread.join(5)
+
+    def close(self) -> None:
+        self.is_closed = True
+        for listener in list(self.listeners):
+            listener("closed")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeClient]:
+    client = FakeClient()
+    yield client
+    client.close()  # ends the publisher's timer thread
+    deadline = time.monotonic() + 5
+    while any(t.name == "nats_sync-js-acks" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the ack timer thread outlived the close"
+        time.sleep(0.01)
+
+
+def publisher(fake: FakeClient, max_pending_acks: int = 100, stall_wait: float = 0.2,
+              timeout: float = 5.0) -> JsPublisher:
+    return JsPublisher(SimpleNamespace(client=fake, timeout=timeout),  # type: ignore[arg-type]
+                       max_pending_acks, stall_wait)
+
+
+def test_the_window_settings_are_checked(fake: FakeClient) -> None:
+    with pytest.raises(core.InvalidArgumentError, match="max_pending_acks"):
+        publisher(fake, max_pending_acks=0)
+    with pytest.raises(core.InvalidArgumentError, match="stall_wait"):
+        publisher(fake, stall_wait=-1)
+
+
+def test_publish_retries_no_responders_then_gives_up(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    fake.request_replies = [core.NoRespondersError("none")] * 3
+    started = time.monotonic()
+    with pytest.raises(js_errors.NoStreamResponseError):
+        pub.publish("s", b"x", retry_attempts=2, retry_wait=0.05)
+    assert len(fake.requests) == 3 and time.monotonic() - started >= 0.1
+    fake.requests.clear()
+    fake.request_replies = [core.NoRespondersError("none"), reply(b'{"stream":"S","seq":1}')]
+    assert pub.publish("s", b"x", retry_wait=0.0) == PubAck(stream="S", seq=1)
+    assert len(fake.requests) == 2
+
+
+def test_publish_timeout_is_not_retried(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    fake.request_replies = [core.TimeoutError("slow")]
+    with pytest.raises(js_errors.PublishAckTimeoutError):
+        pub.publish("s", b"x", timeout=0.1)
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("options", [
+    {"timeout": 0}, {"timeout": -1.0}, {"retry_attempts": -1}, {"retry_attempts": 1.5},
+    {"retry_wait": -0.1}, {"expected_last_seq": -2},
+])
+def test_bad_options_raise_before_anything_is_sent(fake: FakeClient,
+                                                   options: dict[str, Any]) -> None:
+    pub = publisher(fake)
+    with pytest.raises(core.InvalidArgumentError):
+        pub.publish("s", b"x", **options)
+    with pytest.raises(core.InvalidArgumentError):
+        pub.publish_async("s", b"x", **options)
+    assert not fake.requests and not fake.published and pub.pending() == 0
+
+
+def test_async_reply_settles_its_own_future(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    first = pub.publish_async("s.a", b"1", msg_id="m1")
+    second = pub.publish_async("s.b", b"2")
+    assert pub.pending() == 2
+    (_, _, reply1, headers1), (_, _, reply2, headers2) = fake.published
+    assert reply1 != reply2 and reply1.rsplit(".", 1)[0] == reply2.rsplit(".", 1)[0]
+    assert headers1 == {"Nats-Msg-Id": "m1"} and headers2 is None
+    fake.deliver(reply2, b'{"stream":"S","seq":2}')
+    assert second.result(1) == PubAck(stream="S", seq=2) and not first.done()
+    fake.deliver(reply1, b'{"error":{"code":400,"err_code":10070,"description":"x"}}')
+    assert isinstance(first.exception(1), js_errors.WrongLastMsgIdError)
+    pub.completed(timeout=1)
+    assert pub.pending() == 0
+    fake.deliver(reply1, b'{"stream":"S","seq":1}')  # a late duplicate reply: ignored
+
+
+def test_async_503_is_published_again_after_retry_wait(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    future = pub.publish_async("s.a", b"1", retry_attempts=1, retry_wait=0.1)
+    reply_subject = fake.published[0][2]
+    started = time.monotonic()
+    fake.deliver(reply_subject, b"", status=503)
+    deadline = time.monotonic() + 5
+    while len(fake.published) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert time.monotonic() - started >= 0.1
+    assert fake.published[1] == fake.published[0]  # same message, same reply subject
+    assert not future.done()
+    fake.deliver(reply_subject, b"", status=503)  # no attempt left
+    assert isinstance(future.exception(1), js_errors.NoStreamResponseError)
+    assert pub.pending() == 0
+
+
+def test_a_publish_that_raises_takes_no_room(fake: FakeClient) -> None:
+    pub = publisher(fake, max_pending_acks=1)
+    fake.publish_error = core.BadSubjectError("bad subject")
+    for _ in range(3):
+        with pytest.raises(core.BadSubjectError):
+            pub.publish_async("bad subject", b"")
+    assert pub.pending() == 0
+    fake.publish_error = None
+    pub.publish_async("s", b"")
+    assert pub.pending() == 1
+
+
+def test_the_window_stalls_then_raises_and_an_ack_frees_it(fake: FakeClient) -> None:
+    pub = publisher(fake, max_pending_acks=2, stall_wait=0.2)
+    pub.publish_async("s", b"1")
+    pub.publish_async("s", b"2")
+    started = time.monotonic()
+    with pytest.raises(js_errors.TooManyStalledMsgsError, match="max_pending_acks"):
+        pub.publish_async("s", b"3")
+    assert time.monotonic() - started >= 0.2
+    assert len(fake.published) == 2
+    stalled = publisher(fake, max_pending_acks=1, stall_wait=5.0)
+    stalled.publish_async("t", b"1")
+    timer = threading.Timer(0.2, lambda: fake.deliver(fake.published[-1][2],
+                                                       b'{"stream":"S","seq":1}'))
+    timer.start()
+    started = time.monotonic()
+    stalled.publish_async("t", b"2")  # goes on once the ack came
+    assert 0.15 <= time.monotonic() - started < 4.0
+    timer.join()
+
+
+def test_ack_timeouts_each_on_time(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    started = time.monotonic()
+    slow = pub.publish_async("s", b"", timeout=3.0)
+    # Published later with an earlier deadline: the timer must wake for it.
+    quick = pub.publish_async("s", b"", timeout=0.2)
+    error = quick.exception(2)
+    assert isinstance(error, js_errors.PublishAckTimeoutError)
+    assert 0.2 <= time.monotonic() - started < 1.5
+    assert not slow.done() and pub.pending() == 1
+
+
+def test_close_fails_everything_pending_and_later_publishes(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    futures = [pub.publish_async("s", b"") for _ in range(5)]
+    fake.close()
+    for future in futures:
+        assert isinstance(future.exception(2), core.ConnectionClosedError)
+    assert pub.pending() == 0
+    with pytest.raises(core.ConnectionClosedError):
+        pub.publish_async("s", b"")
+
+
+def test_completed_times_out_while_acks_are_awaited(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    pub.completed(timeout=0)  # nothing awaited
+    pub.publish_async("s", b"")
+    with pytest.raises(core.TimeoutError, match="1 publish acks"):
+        pub.completed(timeout=0.1)
+    with pytest.raises(core.InvalidArgumentError):
+        pub.completed(timeout=-1)
+
+
+def test_publish_batch_maps_each_result(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    bad_type = TypeError("payload must be bytes")
+    fake.batch_replies = [
+        reply(b'{"stream":"S","seq":1}'),
+        core.NoRespondersError("none"),
+        core.TimeoutError("slow"),
+        bad_type,
+        reply(b'{"error":{"code":400,"err_code":10060,"description":"x"}}'),
+    ]
+    results = pub.publish_batch("s", [b"1", b"2", b"3", b"4", b"5"])
+    assert results[0] == PubAck(stream="S", seq=1)
+    assert isinstance(results[1], js_errors.NoStreamResponseError)
+    assert isinstance(results[2], js_errors.PublishAckTimeoutError)
+    assert results[3] is bad_type
+    assert isinstance(results[4], js_errors.StreamNotMatchError)
+    with pytest.raises(core.InvalidArgumentError, match="sequence of payloads"):
+        pub.publish_batch("s", b"one payload")
