@@ -332,6 +332,10 @@ class JetStream:
     ) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement.
 
+        ``timeout`` applies to each attempt; only "no responders" (no stream, or its
+        leader changing) is retried, a timeout is not (without ``msg_id`` a retry could
+        store the message twice).
+
         Raises:
             NoStreamResponseError: no stream stores the subject (after the retries).
             WrongLastSequenceError, WrongLastMsgIdError, StreamNotMatchError: an
@@ -358,6 +362,17 @@ class JetStream:
 
         At most ``max_pending_acks`` acknowledgements are awaited at once; beyond that
         the caller waits up to ``stall_wait``, then gets ``TooManyStalledMsgsError``.
+        The future fails with ``PublishAckTimeoutError`` when no ack came within
+        ``timeout`` (not retried), ``NoStreamResponseError`` after the retries,
+        the stream's refusal (``WrongLastSequenceError``, ...) or
+        ``ConnectionClosedError`` when the client closes first. Done-callbacks run on
+        the thread of the context's ack subscription or on its ack timer thread, never
+        on the reader: keep them short; they may publish again.
+
+        Raises:
+            TooManyStalledMsgsError: no room within ``stall_wait``.
+            InvalidArgumentError: a keyword has a value it cannot take.
+            ConnectionClosedError: the client is closed.
         """
         return self._publisher.publish_async(
             subject, payload, headers=headers, timeout=timeout, msg_id=msg_id,
@@ -383,7 +398,11 @@ class JetStream:
         self, subject: str, payloads: Sequence[bytes], *, headers: Headers = None,
         timeout: float | None = None,
     ) -> list[PubAck | Exception]:
-        """Publishes many messages pipelined; each item is its ack or its error."""
+        """Publishes many messages pipelined; each item is its ack or its error.
+
+        At most ``max_pending_acks`` are awaited at once; nothing is retried (a late
+        retry would reorder the stream) and one item's failure never raises.
+        """
         return self._publisher.publish_batch(subject, payloads, headers=headers,
                                              timeout=timeout)
 
