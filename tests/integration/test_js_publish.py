@@ -26,7 +26,7 @@ from nats_sync.jetstream import (
     WrongLastSequenceError,
 )
 from nats_sync.jetstream import publish as publish_module
-from nats_sync.testing import NatsServer
+from nats_sync.testing import NatsCluster, NatsServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -302,7 +302,6 @@ def test_the_idle_session_ends_its_thread_and_comes_back(
     assert js.publish_async("orders.a", b"2").result(10).seq == 2
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_async_publishing_across_a_server_restart(jetstream_server: NatsServer,
                                                   connect: ClientFactory) -> None:
@@ -401,3 +400,27 @@ def test_we_publish_and_nats_py_reads(js: JetStream, jetstream_server: NatsServe
     assert data == b"one"
     assert headers is not None and headers["K"] == "1" and headers["Nats-Msg-Id"] == "ours-1"
     assert fetched == [b"one", b"two", b"three"]
+
+
+# --- a replicated stream ------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_publishing_to_a_three_replica_stream(jetstream_cluster: NatsCluster,
+                                              connect: ClientFactory) -> None:
+    # Each client on its own server: at most one of them talks to the stream's leader.
+    contexts = [connect(servers=server.url).jetstream(timeout=10)
+                for server in jetstream_cluster.servers]
+    contexts[0].create_stream(name="R3", subjects=["r3.>"], num_replicas=3)
+    seqs = [js.publish("r3.a", b"%d" % n, msg_id=f"id-{n}").seq
+            for n, js in enumerate(contexts)]
+    assert seqs == [1, 2, 3]
+    assert contexts[2].publish("r3.a", b"0", msg_id="id-0").duplicate
+    with pytest.raises(WrongLastSequenceError):  # 10071, or 10164 on a replicated stream
+        contexts[1].publish("r3.a", b"x", expected_last_seq=1)
+    futures = [contexts[n % 3].publish_async("r3.b", b"") for n in range(300)]
+    for js in contexts:
+        js.publish_async_completed(timeout=30)
+    assert sorted(future.result(0).seq for future in futures) == list(range(4, 304))
+    results = contexts[1].publish_batch("r3.c", [b"1", b"2", b"3"])
+    assert [r.seq for r in results if isinstance(r, PubAck)] == [304, 305, 306]
