@@ -19,7 +19,15 @@ from nats_sync.jetstream.api import (
     StreamInfo,
     StreamState,
 )
-from nats_sync.jetstream.consumer import PullConsumer
+from nats_sync.jetstream.consumer import (
+    ConsumeContext,
+    JsMsg,
+    MessageBatch,
+    MessageStream,
+    MsgMetadata,
+    PullConsumer,
+    SequencePair,
+)
 from nats_sync.jetstream.context import JetStream
 from nats_sync.jetstream.errors import (
     APIError,
@@ -80,6 +88,7 @@ __all__ = [
     "BadObjectMetaError",
     "BadRequestError",
     "BucketNotFoundError",
+    "ConsumeContext",
     "ConsumerConfig",
     "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
@@ -96,14 +105,18 @@ __all__ = [
     "JetStream",
     "JetStreamError",
     "JetStreamNotEnabledError",
+    "JsMsg",
     "KeyDeletedError",
     "KeyHistoryTooLargeError",
     "KeyNotFoundError",
     "KeyValueError",
     "KeyWrongLastSequenceError",
     "MaximumConsumersLimitError",
+    "MessageBatch",
     "MessageNotFoundError",
+    "MessageStream",
     "MsgAlreadyAckdError",
+    "MsgMetadata",
     "NoHeartbeatError",
     "NoKeysError",
     "NoStreamResponseError",
@@ -118,6 +131,7 @@ __all__ = [
     "PublishAckTimeoutError",
     "PullConsumer",
     "SequenceInfo",
+    "SequencePair",
     "ServerError",
     "ServiceUnavailableError",
     "StatusError",

@@ -1,26 +1,92 @@
 """Pull consumers: fetch, fetch_bytes, fetch_nowait, next, messages() and consume().
 
-(Being written: see the JetStream issue.)
+How it works: :class:`PullConsumer` holds the stream and consumer names and the info it
+was bound with; every read is a pull request on the ``_pull`` machinery.
+
+- ``fetch`` / ``fetch_bytes`` / ``fetch_nowait`` / ``next`` send one pull on a fresh
+  inbox and return a :class:`~nats_sync.jetstream._pull.MessageBatch`, read lazily by
+  the thread that iterates it (nothing else runs).
+- ``messages()`` returns a :class:`~nats_sync.jetstream._pull.MessageStream`, which
+  pulls ahead on the threads that read it and on the client's status listener (after a
+  reconnect).
+- ``consume(cb)`` starts one thread, ``nats_sync-js-consume-<consumer>`` (a daemon),
+  that reads a ``MessageStream`` and runs ``cb(msg)`` for each message, in order. It
+  ends when the stream ends: ``stop()``, ``drain()``, the client's close, or a terminal
+  error (handed to ``error_cb``). A :class:`ConsumeContext` owns the thread and the
+  stream; its only state of its own, the terminal error, is written by that thread
+  before it ends and read after (``join``).
+
+A ``PullConsumer`` keeps no state of its own beyond ``cached_info`` (replaced whole), so
+any thread may use it at once.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from nats_sync._validate import check_int, check_timeout
+from nats_sync.errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    DrainTimeoutError,
+    InvalidArgumentError,
+    TimeoutError,
+)
+from nats_sync.jetstream._msg import JsMsg, MsgMetadata, SequencePair
+from nats_sync.jetstream._pull import (
+    BYTES_ONLY_BATCH,
+    FETCH_MARGIN,
+    ErrorCallback,
+    MessageBatch,
+    MessageStream,
+    pull_body,
+    report,
+)
 from nats_sync.jetstream.api import ConsumerInfo
+from nats_sync.jetstream.errors import ConsumerNotFoundError, StreamNotFoundError
 
 if TYPE_CHECKING:
     from nats_sync.jetstream.context import JetStream
 
+log = logging.getLogger("nats_sync")
+
+__all__ = [
+    "ConsumeContext",
+    "JsMsg",
+    "MessageBatch",
+    "MessageStream",
+    "MsgMetadata",
+    "PullConsumer",
+    "SequencePair",
+]
+
+#: A fetch of at least this many seconds gets a heartbeat by default (nats.go's rule).
+_FETCH_HEARTBEAT_FROM = 10.0
+_FETCH_HEARTBEAT = 5.0
+#: messages()/consume(): each pull's expires at least; the heartbeat's bounds.
+_MIN_STREAM_WAIT = 1.0
+_MIN_HEARTBEAT = 0.5
+_MAX_HEARTBEAT = 30.0
+
 
 class PullConsumer:
-    """A pull consumer bound by stream and name."""
+    """A pull consumer bound by stream and name (``js.consumer``, ``js.create_consumer``...).
+
+    Every method blocks like the core client and is safe from any thread.
+    """
 
     def __init__(self, js: JetStream, stream: str, info: ConsumerInfo) -> None:
         self._js = js
         self._stream = stream
         self._name = info.name
         self._info = info
+        self._next_subject = js.api.subject(f"CONSUMER.MSG.NEXT.{stream}.{info.name}")
+
+    def __repr__(self) -> str:
+        return f"<nats_sync.jetstream.PullConsumer {self._stream!r}/{self._name!r}>"
 
     @property
     def name(self) -> str:
@@ -41,3 +107,261 @@ class PullConsumer:
         """The consumer's config and position now."""
         self._info = self._js.consumer_info(self._stream, self._name, timeout=timeout)
         return self._info
+
+    # --- one pull ---------------------------------------------------------------------
+
+    def fetch(self, max_messages: int = 1, *, max_wait: float = 30.0,
+              heartbeat: float | None = None) -> MessageBatch:
+        """Asks for up to ``max_messages`` and returns at once; the batch yields them as
+        they arrive.
+
+        The batch ends when they all came, when the server has nothing more within
+        ``max_wait`` seconds (an empty batch is normal), when the heartbeats stop, or
+        ``max_wait`` + 1 s after the request at the latest.
+
+        Args:
+            max_messages: the most messages to get.
+            max_wait: how long the server may wait for messages (the pull's expires).
+            heartbeat: the idle heartbeat asked of the server, seconds (at most half of
+                ``max_wait``); None: 5 s for a ``max_wait`` of 10 s or more, else none.
+
+        Raises:
+            InvalidArgumentError: a bad count, wait or heartbeat.
+        """
+        check_int(max_messages, "max_messages", 1)
+        return self._fetch(max_messages, None, max_wait, heartbeat)
+
+    def fetch_bytes(self, max_bytes: int, *, max_wait: float = 30.0,
+                    heartbeat: float | None = None) -> MessageBatch:
+        """Like :meth:`fetch`, limited by size: messages up to ``max_bytes`` in all (as
+        the server counts them: subject, reply, headers and payload).
+
+        Raises:
+            InvalidArgumentError: a bad size, wait or heartbeat.
+        """
+        check_int(max_bytes, "max_bytes", 1)
+        return self._fetch(BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat)
+
+    def fetch_nowait(self, max_messages: int = 1) -> MessageBatch:
+        """Asks for up to ``max_messages`` of what is there now, without waiting for
+        more (an empty batch at once when there is nothing).
+
+        The server ends the request at once when the consumer has nothing, but says
+        nothing while ``max_ack_pending`` holds messages back: the batch then ends 1 s
+        after the request (nats.go's limit too).
+
+        Raises:
+            InvalidArgumentError: a bad count.
+        """
+        check_int(max_messages, "max_messages", 1)
+        body = pull_body(max_messages, no_wait=True)
+        return MessageBatch(self._js.client, self._next_subject, body, batch=max_messages,
+                            max_bytes=None, wait=FETCH_MARGIN, heartbeat=None,
+                            ack_timeout=self._js.timeout)
+
+    def next(self, max_wait: float = 5.0) -> JsMsg:
+        """The next message, waiting up to ``max_wait`` seconds.
+
+        Raises:
+            TimeoutError: no message came in time.
+            ConsumerNotFoundError: the consumer does not exist.
+            ConsumerDeletedError: the consumer was deleted while waiting.
+            InvalidArgumentError: a bad wait.
+        """
+        with self.fetch(1, max_wait=max_wait) as batch:
+            for msg in batch:
+                return msg
+        if batch.error is not None:
+            raise batch.error
+        raise TimeoutError(
+            f"no message from consumer {self._name!r} of stream {self._stream!r} "
+            f"within {max_wait}s"
+        )
+
+    def _fetch(self, batch: int, max_bytes: int | None, max_wait: float,
+               heartbeat: float | None) -> MessageBatch:
+        check_timeout(max_wait, "max_wait")
+        if heartbeat is None:
+            heartbeat = _FETCH_HEARTBEAT if max_wait >= _FETCH_HEARTBEAT_FROM else None
+        else:
+            _check_heartbeat(heartbeat, max_wait)
+        body = pull_body(batch, expires=max_wait, max_bytes=max_bytes, heartbeat=heartbeat)
+        return MessageBatch(self._js.client, self._next_subject, body, batch=batch,
+                            max_bytes=max_bytes, wait=max_wait + FETCH_MARGIN,
+                            heartbeat=heartbeat, ack_timeout=self._js.timeout)
+
+    # --- continuous pulls ----------------------------------------------------------------
+
+    def messages(self, *, max_messages: int = 500, max_bytes: int | None = None,
+                 max_wait: float = 30.0, heartbeat: float | None = None) -> MessageStream:
+        """Messages pulled ahead continuously: ``for msg in consumer.messages(): ...``.
+
+        Up to ``max_messages`` (and ``max_bytes``, when given) are asked for ahead, and
+        asked for again when half of them were handed out. Reconnects and server
+        restarts are survived; a missed heartbeat is a warning (in the ``nats_sync``
+        log) and a new pull. It ends with ``ConsumerDeletedError`` when the consumer is
+        deleted, and at ``stop()``, ``drain()`` or the client's close.
+
+        Args:
+            max_messages: messages buffered or in flight at most.
+            max_bytes: bytes buffered or in flight at most (None: no byte limit).
+            max_wait: each pull request's expiry, seconds (>= 1).
+            heartbeat: the idle heartbeat asked of the server (None: ``max_wait / 2``
+                within 0.5-30 s; at most ``max_wait / 2``).
+
+        Raises:
+            InvalidArgumentError: a bad limit, wait or heartbeat.
+        """
+        return self._stream_of(max_messages, max_bytes, max_wait, heartbeat, None)
+
+    def consume(self, cb: Callable[[JsMsg], None], *, max_messages: int = 500,
+                max_bytes: int | None = None, max_wait: float = 30.0,
+                heartbeat: float | None = None,
+                error_cb: ErrorCallback | None = None) -> ConsumeContext:
+        """Runs ``cb(msg)`` for every message, in order, on a thread of its own.
+
+        The messages come as from :meth:`messages` (same arguments). An exception in
+        ``cb`` goes to ``error_cb`` (or the log) and the next message follows; warnings
+        (missed heartbeats, refused pulls) go there too, and so does the error that
+        ends it (the consumer was deleted).
+
+        Args:
+            cb: ``callable(msg)``; acking is up to it.
+            error_cb: ``callable(exception)``, run on the consume thread.
+
+        Returns:
+            The context to ``stop()``, ``drain()`` or ``join()`` it.
+
+        Raises:
+            InvalidArgumentError: ``cb`` is not callable, or a bad limit.
+        """
+        if not callable(cb):
+            raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
+        if error_cb is not None and not callable(error_cb):
+            raise InvalidArgumentError(f"error_cb must be callable or None, got {error_cb!r}")
+        stream = self._stream_of(max_messages, max_bytes, max_wait, heartbeat, error_cb)
+        return ConsumeContext(stream, cb, error_cb, self._name)
+
+    def _stream_of(self, max_messages: int, max_bytes: int | None, max_wait: float,
+                   heartbeat: float | None, error_cb: ErrorCallback | None) -> MessageStream:
+        check_int(max_messages, "max_messages", 1)
+        if max_bytes is not None:
+            check_int(max_bytes, "max_bytes", 1)
+        check_timeout(max_wait, "max_wait")
+        if max_wait < _MIN_STREAM_WAIT:
+            raise InvalidArgumentError(
+                f"max_wait must be >= {_MIN_STREAM_WAIT}s for a continuous read, got {max_wait!r}"
+            )
+        if heartbeat is None:
+            heartbeat = min(max(max_wait / 2, _MIN_HEARTBEAT), _MAX_HEARTBEAT)
+        else:
+            _check_heartbeat(heartbeat, max_wait)
+        label = f"consumer {self._name!r} of stream {self._stream!r}"
+        return MessageStream(
+            self._js.client, self._next_subject, label, max_messages=max_messages,
+            max_bytes=max_bytes, max_wait=max_wait, heartbeat=heartbeat,
+            ack_timeout=self._js.timeout, exists=self._exists, error_cb=error_cb,
+        )
+
+    def _exists(self, timeout: float) -> bool:
+        """False when the consumer (or its stream) is certainly gone."""
+        try:
+            self._js.consumer_info(self._stream, self._name, timeout=timeout)
+        except (ConsumerNotFoundError, StreamNotFoundError):
+            return False
+        return True
+
+
+def _check_heartbeat(heartbeat: float, max_wait: float) -> None:
+    check_timeout(heartbeat, "heartbeat")
+    if 2 * heartbeat > max_wait:
+        raise InvalidArgumentError(
+            f"heartbeat must be at most half of max_wait ({max_wait}s), got {heartbeat!r}"
+        )
+
+
+class ConsumeContext:
+    """A running ``consume(cb)``: one thread reading a :class:`MessageStream` and calling
+    ``cb`` for each message. A context manager that stops it.
+    """
+
+    def __init__(self, stream: MessageStream, cb: Callable[[JsMsg], None],
+                 error_cb: ErrorCallback | None, name: str) -> None:
+        self._stream = stream
+        self._cb = cb
+        self._error_cb = error_cb
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"nats_sync-js-consume-{name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        """The consume thread: the next message, then ``cb``, until the stream ends."""
+        stream, cb, error_cb = self._stream, self._cb, self._error_cb
+        while True:
+            try:
+                msg = stream.next()
+            except (BadSubscriptionError, ConnectionClosedError):
+                return  # stopped, drained, or the client closed
+            except Exception as err:  # a terminal error: the consumer was deleted, ...
+                self._error = err
+                report(err, error_cb, f"consume of {stream!r} ended: {err}")
+                return
+            try:
+                cb(msg)
+            except Exception as err:
+                if error_cb is None:
+                    log.exception("nats_sync: the consume callback of %r raised", stream)
+                else:
+                    report(err, error_cb, "")
+
+    @property
+    def closed(self) -> bool:
+        """Whether it has ended: the thread returned and ``cb`` will not run again."""
+        return not self._thread.is_alive()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error that ended it (e.g. ``ConsumerDeletedError``), or None."""
+        return self._error
+
+    def stop(self) -> None:
+        """Stops at once: ``cb`` is not called again after the call running now; what
+        was received but not handed over is redelivered by the server after
+        ``ack_wait``. Does not wait (see :meth:`join`)."""
+        self._stream.stop()
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Stops pulling, hands every message already received to ``cb``, and waits
+        for that.
+
+        Args:
+            timeout: seconds to wait in all (None: no limit).
+
+        Raises:
+            DrainTimeoutError: ``cb`` was still busy after ``timeout`` (it goes on).
+        """
+        if timeout is not None:
+            check_timeout(timeout, "timeout")
+        self._stream.drain(timeout)
+        if threading.current_thread() is self._thread:
+            return  # called from cb: the thread ends after it returns
+        if not self.join(timeout):
+            raise DrainTimeoutError(f"consume of {self._stream!r} did not finish within "
+                                    f"{timeout}s")
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Waits until it has ended; returns whether it has (False after ``timeout``)."""
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def __enter__(self) -> ConsumeContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "running"
+        return f"<nats_sync.jetstream.ConsumeContext {self._thread.name} {state}>"
