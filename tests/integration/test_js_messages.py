@@ -18,6 +18,7 @@ from nats_sync.jetstream import (
     JetStream,
     JsMsg,
     MessageStream,
+    NoHeartbeatError,
     PullConsumer,
 )
 from nats_sync.testing import NatsServer
@@ -379,3 +380,64 @@ def test_nats_py_reads_what_we_nak_or_leave(jetstream_server: NatsServer,
             await nc.close()
 
     assert sorted(asyncio.run(read())) == [(2, 2), (4, 2)]
+
+
+@pytest.mark.slow
+def test_consume_goes_on_after_a_server_restart(jetstream_server: NatsServer,
+                                                connect: ClientFactory) -> None:
+    nc = connect(servers=jetstream_server.url, reconnect_time_wait=0.1,
+                 max_reconnect_attempts=-1)
+    js = nc.jetstream()
+    js.create_stream(name="S", subjects=["s.>"])
+    consumer = durable(js, ack_wait=30.0)
+    acked: list[int] = []
+    everything = threading.Event()
+
+    def cb(msg: JsMsg) -> None:
+        for _ in range(20):
+            try:
+                msg.double_ack(timeout=2)
+                break
+            except (nats_sync.TimeoutError, nats_sync.NoRespondersError):
+                time.sleep(0.2)
+        acked.append(msg.metadata.sequence.stream)
+        if len(acked) >= 20:
+            everything.set()
+
+    warnings: list[BaseException] = []
+    with consumer.consume(cb, max_wait=2.0, error_cb=warnings.append) as context:
+        store(js, 10)
+        deadline = time.monotonic() + 10
+        while len(acked) < 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # The consume thread now waits in next(), its pull open on the server.
+        jetstream_server.restart()
+        store_when_connected(js, 10, 10)
+        assert everything.wait(20)
+    assert context.join(5)
+    assert acked == list(range(1, 21))
+    assert context.error is None
+
+
+@pytest.mark.slow
+def test_missed_heartbeats_are_a_warning_not_an_end(jetstream_server: NatsServer,
+                                                    js: JetStream) -> None:
+    consumer = durable(js)
+    warnings: list[BaseException] = []
+    got: list[bytes] = []
+    context = consumer.consume(lambda msg: got.append(msg.data), max_wait=2.0,
+                               heartbeat=0.5, error_cb=warnings.append)
+    time.sleep(0.3)
+    jetstream_server.pause()  # nothing answered: no heartbeats for a while
+    try:
+        time.sleep(2.0)
+    finally:
+        jetstream_server.resume()
+    store(js, 1)
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    context.stop()
+    assert context.join(5)
+    assert got == [b"m0"] and context.error is None
+    assert any(isinstance(w, NoHeartbeatError) for w in warnings)
