@@ -568,7 +568,9 @@ class MessageStream:
         with self._lock:
             state = self._state
             if state == _FAILED:
-                raise self._error  # type: ignore[misc]  # set with the state
+                assert self._error is not None  # set with the state
+                # Raised again at every call: a fresh traceback each time, not a growing one.
+                raise self._error.with_traceback(None)
             if state == _CLOSED:
                 raise ConnectionClosedError(f"the client closed; {self._label} ended")
             if state in (_STOPPED, _ENDED):
