@@ -73,7 +73,9 @@ class JsSubscription:
     """nats-py's ``js.subscribe`` result, read from a pull (or ordered) consumer."""
 
     def __init__(self, js: JetStream, consumer: PullConsumer | None, reader: Any,
-                 *, ephemeral: bool, with_callback: bool) -> None:
+                 *, ephemeral: bool, with_callback: bool,
+                 on_end: Callable[[], None] | None = None) -> None:
+        self._on_end = on_end
         self._js = js
         self._consumer = consumer
         self._reader = reader
@@ -109,14 +111,18 @@ class JsSubscription:
     def unsubscribe(self) -> None:
         """Stops reading; an ephemeral consumer is deleted."""
         self._reader.stop()
+        self._end()
+
+    def _end(self) -> None:
         if self._ephemeral and self._consumer is not None:
             _delete_quietly(self._js, self._consumer)
+        if self._on_end is not None:
+            self._on_end()
 
     def drain(self, timeout: float | None = None) -> None:
         """Lets what was pulled be handed over, then stops."""
         self._reader.drain(timeout) if self._with_callback else self._reader.drain()
-        if self._ephemeral and self._consumer is not None:
-            _delete_quietly(self._js, self._consumer)
+        self._end()
 
 
 def pull_subscribe(js: JetStream, subject: str, durable: str | None = None,
@@ -143,7 +149,8 @@ def subscribe(js: JetStream, subject: str, queue: str | None = None,
         ordered = js.ordered_consumer(stream_name, filter_subjects=[subject],
                                       deliver_policy=deliver_policy or "all")
         reader = _read(ordered, cb, manual_ack=True)
-        return JsSubscription(js, None, reader, ephemeral=False, with_callback=cb is not None)
+        return JsSubscription(js, None, reader, ephemeral=False, with_callback=cb is not None,
+                              on_end=ordered.stop)
     # A queue group shares one durable consumer named after it (nats-py does the same).
     name = durable or queue
     consumer, ephemeral = _bind_or_create(js, stream_name, subject, name, config,
@@ -162,7 +169,7 @@ def _read(source: Any, cb: Callable[[JsMsg], None] | None, *, manual_ack: bool) 
 
     def acking(msg: JsMsg) -> None:
         callback(msg)
-        if msg.metadata is not None and not msg.is_acked:
+        if not msg.is_acked:
             msg.ack()
 
     return source.consume(acking)

@@ -52,10 +52,10 @@ def read_range(js: JetStream, stream: Stream, start_seq: int, *, subject: str | 
     for value, what, minimum in ((start_seq, "start_seq", 1), (batch, "batch", 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise InvalidArgumentError(f"{what} must be an int >= {minimum}, got {value!r}")
-    for value, what in ((end_seq, "end_seq"), (max_bytes, "max_bytes")):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise InvalidArgumentError(f"{what} must be an int >= 1 or None, got {value!r}")
+    for optional, what in ((end_seq, "end_seq"), (max_bytes, "max_bytes")):
+        if optional is not None and (isinstance(optional, bool)
+                                     or not isinstance(optional, int) or optional < 1):
+            raise InvalidArgumentError(f"{what} must be an int >= 1 or None, got {optional!r}")
     if end_seq is not None and end_seq < start_seq:
         return
     if js.api_level(timeout) >= 1 and stream.cached_info.config.allow_direct:

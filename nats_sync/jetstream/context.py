@@ -10,6 +10,7 @@ caller's thread; nothing here starts a thread. Any thread may use one context at
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -261,14 +262,21 @@ class JetStream:
             name = self._ephemeral_name()
             config = config.replace(name=name)
         call += f".{name}"
-        if config.filter_subject and not config.filter_subjects:
-            call += f".{config.filter_subject}"
+        filter_subject = config.filter_subject
+        if filter_subject and not config.filter_subjects and not any(
+                token in ("*", ">") for token in filter_subject.split(".")):
+            # A publish subject cannot hold wildcards, so a wildcard filter travels
+            # in the body only (the server checks it there as well).
+            call += f".{filter_subject}"
         body = {"stream_name": stream, "config": config.to_api(), "action": action}
         reply = self.api.request(call, body, timeout)
         return PullConsumer(self, stream, ConsumerInfo.from_api(reply))
 
     def _ephemeral_name(self) -> str:
-        return self.client.new_inbox().rsplit(".", 1)[-1][:10]
+        # A NUID's first characters are the same for every id of a process: hash the
+        # whole id so names made one after the other differ in every character.
+        unique = self.client.new_inbox().encode()
+        return hashlib.sha256(unique).hexdigest()[:10]
 
     def consumer(self, stream: str, name: str, timeout: float | None = None) -> PullConsumer:
         """Binds to an existing consumer.

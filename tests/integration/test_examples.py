@@ -45,6 +45,15 @@ def test_reconnect() -> None:
     assert out.count("listener got: sent while down") == 5
 
 
+def test_jetstream_pipeline() -> None:
+    out = run_example("jetstream_pipeline.py", "--orders", "300")
+    assert "stored 300 orders (seq 1..300)" in out
+    assert "seq 1, duplicate=True" in out
+    assert "worker 2 finished: 300 orders billed once each" in out
+    assert "replayed 300 orders in order from the start" in out
+    assert "read sequences 10..19 directly: 10 messages" in out
+
+
 def _load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), EXAMPLES / name)
     assert spec is not None and spec.loader is not None

@@ -217,3 +217,18 @@ def test_a_domain_changes_the_api_prefix(js: JetStream) -> None:
     assert js.client.jetstream(api_prefix="$JS.other.API.").api.prefix == "$JS.other.API"
     with pytest.raises(ValueError, match="domain"):
         js.client.jetstream(domain="a.b")
+
+
+def test_get_msgs_without_direct_get_reads_by_a_temporary_consumer(js: JetStream) -> None:
+    stream = js.create_stream(name="T", subjects=["t.>"])  # no allow_direct
+    for n in range(1, 31):
+        store(js, f"t.{'a' if n % 2 else 'b'}", b"%d" % n)
+    stream.delete_msg(5)
+    assert [m.seq for m in stream.get_msgs(batch=7)] == [n for n in range(1, 31) if n != 5]
+    window = list(stream.get_msgs(10, end_seq=14, batch=2))
+    assert [m.seq for m in window] == [10, 11, 12, 13, 14]
+    assert window[0].subject == "t.b" and window[0].data == b"10"
+    assert window[0].time is not None
+    assert [m.seq for m in stream.get_msgs(subject="t.b", end_seq=10)] == [2, 4, 6, 8, 10]
+    assert list(stream.get_msgs(40)) == []
+    assert list(js.consumer_names("T")) == []  # each reading consumer was removed
