@@ -8,7 +8,8 @@ from typing import Any
 
 from benchmarks.scenarios import SPARK_KEY, SPARK_ROW, SPARK_VECTOR, SYNC, TARGETS, Target
 
-NO_RATIO_METRICS = {"lost", "duplicates", "out_of_order", "dropped", "received", "errors"}
+NO_RATIO_METRICS = {"lost", "duplicates", "out_of_order", "dropped", "received", "errors",
+                    "unacked"}
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 PUBLISH_SUBJECT = "bench.nosub"
 PUBSUB_SUBJECT = "bench.pubsub"
@@ -12,6 +14,9 @@ ECHO_SUBJECT = "bench.echo"
 REQUEST_TIMEOUT = 5.0
 BATCH_TIMEOUT = 10.0
 IDLE_TIMEOUT = 3.0  # pub->sub: stop waiting after this long without a new message
+JS_TIMEOUT = 10.0  # JetStream admin calls and acks; generous, a busy VM stalls file writes
+JS_FETCH_BATCH = 500
+JS_FETCH_WAIT = 5.0
 
 
 def payload(size: int) -> bytes:
@@ -24,16 +29,34 @@ def seq_payload(number: int, size: int) -> bytes:
     return b"%0*d" % (size, number)
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far; 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Stopwatch:
-    """Wall and CPU (``time.process_time``, all threads of this process) time of a section."""
+    """Wall and CPU (``time.process_time``, all threads of this process) time of a section.
 
+    With ``peer_pid`` it also takes that process's CPU over the same section (``peer_cpu``,
+    from ``/proc``, clock-tick resolution).
+    """
+
+    peer_pid: int | None = None
     wall_start: float = 0.0
     cpu_start: float = 0.0
+    peer_start: float = 0.0
     wall: float = 0.0
     cpu: float = 0.0
+    peer_cpu: float = 0.0
 
     def start(self) -> Stopwatch:
+        if self.peer_pid is not None:
+            self.peer_start = cpu_seconds(self.peer_pid)
         self.wall_start = time.perf_counter()
         self.cpu_start = time.process_time()
         return self
@@ -43,7 +66,40 @@ class Stopwatch:
         end = time.perf_counter() if wall_end is None else wall_end
         self.cpu = time.process_time() - self.cpu_start
         self.wall = end - self.wall_start
+        if self.peer_pid is not None:
+            self.peer_cpu = cpu_seconds(self.peer_pid) - self.peer_start
         return self
+
+
+@dataclass(frozen=True)
+class JsNames:
+    """Stream, subject and durable of one JetStream run.
+
+    The worker's pid in every name: a worker killed at its timeout leaves its stream
+    behind, and the next run must neither collide with it nor overlap its subjects.
+    The ``benchjs.`` prefix keeps the streams off the core cases' ``bench.*`` subjects.
+    """
+
+    stream: str
+    subject: str
+    durable: str
+
+
+def js_names(scenario: str) -> JsNames:
+    """Fresh names for one run of ``scenario``."""
+    pid = os.getpid()
+    return JsNames(f"BENCH_{scenario.upper()}_{pid}", f"benchjs.{pid}.{scenario}",
+                   f"bench_{pid}")
+
+
+def server_cpu_metric(watch: Stopwatch, count: int) -> dict[str, float]:
+    """The server's CPU per item over the measured section only.
+
+    Measured inside the worker because the JetStream cases store messages and create
+    streams outside the timed section; run.add_peer_cpu (the worker's whole life)
+    would charge that set-up to the measured operations.
+    """
+    return {"server_cpu_us": watch.peer_cpu / count * 1e6}
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:

@@ -70,7 +70,7 @@ def markdown(results: dict[str, Any]) -> str:
     stats = all_stats(results)
     verdicts = verdicts_of(results)
     by_metric = {(v.target.case, v.target.metric): v for v in verdicts
-                 if v.target.denominator == NATSPY}
+                 if NATSPY in (v.target.numerator, v.target.denominator)}
     machine = results["machine"]
     lines = [
         "# Benchmarks: nats_sync vs nats-py",
@@ -193,6 +193,16 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "- Requests: 64 B payloads to `bench.echo`, 200 warm-up requests not measured. "
         "8 requesters = 8 threads (nats_sync) or 8 tasks (nats-py) on one connection. "
         "Pipelined = `request_batch` of 10,000 vs `asyncio.gather` of 10,000 `request()`.",
+        "- JetStream: the same nats-server runs with JetStream (file store in its temp "
+        "folder); every run makes a fresh file stream on its own subject and deletes it "
+        "after. Sequential publish: `js.publish` of 128 B, each waiting for its ack, after "
+        "200 warm-up publishes. publish_async: 50,000 x 128 B `publish_async`, then "
+        "`publish_async_completed` (both clients' default window of 4,000 acks in flight). "
+        "Fetch: 50,000 messages stored first (by the same client, not timed), then a durable "
+        "explicit-ack pull consumer: `fetch(500)` and `ack()` of each until all came, then a "
+        "flush so every ack reached the server (nats-py: `pull_subscribe` + "
+        "`await sub.fetch(500)` + `await msg.ack()`). The nats-server CPU rows of these cases "
+        "cover the timed section only.",
         "- The raw-socket publish sends pre-encoded frames (no per-message Python work at "
         "all), so it is the ceiling of the socket path rather than a reachable target for a "
         "client that encodes every message.",

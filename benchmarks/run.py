@@ -24,6 +24,7 @@ from typing import Any
 
 from benchmarks import chart, report
 from benchmarks.analysis import verdicts_of
+from benchmarks.common import cpu_seconds
 from benchmarks.procs import ROOT, Responder, python_command, run_streaming
 from benchmarks.scenarios import CASES, NATSPY, RAW, SPARK_FULL, SPARK_QUICK, SYNC, Case
 from nats_sync.testing import NatsServer
@@ -31,7 +32,8 @@ from nats_sync.testing import NatsServer
 HERE = Path(__file__).resolve().parent
 WORKER_TIMEOUT = 120.0
 SPARK_TIMEOUT = 480.0
-HEADLINE_UNITS = {"msgs_per_s": "msgs/s", "reqs_per_s": "req/s", "p50_us": "µs p50"}
+HEADLINE_UNITS = {"msgs_per_s": "msgs/s", "reqs_per_s": "req/s", "acks_per_s": "acks/s",
+                  "p50_us": "µs p50"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -63,7 +65,24 @@ def _command_output(command: list[str]) -> str:
     return (done.stdout or done.stderr).strip()
 
 
-def machine_info(server_binary: str) -> dict[str, str]:
+def filesystem_of(path: Path) -> str:
+    """The type of the file system ``path`` lives on (the longest mount point above it)."""
+    best, kind = "", "unknown"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 3:
+                continue
+            mount = fields[1]
+            inside = str(path) == mount or str(path).startswith(mount.rstrip("/") + "/")
+            if inside and len(mount) > len(best):
+                best, kind = mount, fields[2]
+    except OSError:
+        pass
+    return kind
+
+
+def machine_info(server_binary: str, store_dir: Path) -> dict[str, str]:
     """What the numbers were measured on."""
     cpu = "unknown"
     try:
@@ -83,6 +102,8 @@ def machine_info(server_binary: str) -> dict[str, str]:
         "nats_sync": _version("nats-sync"),
         "nats-py": _version("nats-py"),
         "pyspark": _version("pyspark"),
+        # A tmpfs store would flatter JetStream; say where the file store really was.
+        "JetStream store": f"{store_dir} ({filesystem_of(store_dir.parent)}), file storage",
         "load average at start (1/5/15 min)": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
         "git commit": _command_output(["git", "rev-parse", "--short", "HEAD"])
         + " (plus any uncommitted changes in the working tree)",
@@ -110,30 +131,22 @@ def run_worker(client: str, case: Case, args: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a process has used so far; 0 if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def add_peer_cpu(result: dict[str, Any], server_s: float, responder_s: float) -> None:
     """Adds the server's and the responder's CPU per message/request during the run.
 
     Counted over the worker's whole life (connect and warm-up included), divided by
     the measured count: it shows what the other processes on the machine's two cores
-    spent for each unit of work the client did.
+    spent for each unit of work the client did. A worker that measured the server over
+    its timed section itself (the JetStream cases) keeps its own figure.
     """
     metrics = result.get("metrics")
     if not result.get("ok") or not metrics or "elapsed_s" not in metrics:
         return
-    rate = metrics.get("reqs_per_s") or metrics.get("msgs_per_s")
+    rate = metrics.get("reqs_per_s") or metrics.get("msgs_per_s") or metrics.get("acks_per_s")
     if not rate:
         return
     count = rate * metrics["elapsed_s"]
-    metrics["server_cpu_us"] = server_s / count * 1e6
+    metrics.setdefault("server_cpu_us", server_s / count * 1e6)
     metrics["responder_cpu_us"] = responder_s / count * 1e6
 
 
@@ -170,7 +183,10 @@ def run_clients(
                         print("  (the echo responder had died: restarted it)", flush=True)
                     server_before = cpu_seconds(server_pid)
                     responder_before = cpu_seconds(responder.process.pid)
-                    result = run_worker(client, case, {**case.args(quick), "url": url})
+                    args = {**case.args(quick), "url": url}
+                    if case.jetstream:
+                        args["server_pid"] = server_pid
+                    result = run_worker(client, case, args)
                     add_peer_cpu(result, cpu_seconds(server_pid) - server_before,
                                  cpu_seconds(responder.process.pid) - responder_before)
                 except RuntimeError as error:  # the responder could not be restarted
@@ -219,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     command = "make bench" + (f" BENCH_ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")
     print(f"{command}: {len(cases)} cases x {reps} repetition(s)"
           f"{'' if options.no_spark else ' + Spark'}", flush=True)
-    with NatsServer() as server:
-        machine = machine_info(server.binary)
+    # JetStream on for the whole run, so its cases share the server with the core ones
+    # (an idle JetStream adds no traffic on the core subjects); the store is a file store
+    # in the server's temp folder, removed at the end.
+    with NatsServer(jetstream=True) as server:
+        machine = machine_info(server.binary, server.store_dir)
         print(f"nats-server {server.url} ({machine['nats-server']}); CPU {machine['CPU']}, "
               f"{machine['cores']} cores", flush=True)
         responder = Responder(server.url)

@@ -22,6 +22,9 @@ class Case:
     clients: tuple[str, ...] = (SYNC, NATSPY)
     # (metric key, label, unit) rows shown for this case; the first is the headline.
     metrics: tuple[tuple[str, str, str], ...] = ()
+    # JetStream cases get the server's pid and take its CPU over the timed section
+    # themselves (they create streams and store messages outside it).
+    jetstream: bool = False
 
     def args(self, quick: bool) -> dict[str, Any]:
         return dict(self.quick if quick else self.full)
@@ -52,6 +55,8 @@ _PEER_CPU = (("server_cpu_us", "nats-server CPU per request", "µs"),
 _REQ_METRICS = (("reqs_per_s", "throughput", "req/s"), ("cpu_us_per_req", "CPU per request", "µs"),
                 *_PEER_CPU)
 _WARMUP = 200
+#: The server's CPU over the timed section (taken by the worker itself; see common.Stopwatch).
+_JS_SERVER_CPU = "nats-server CPU per msg"
 
 CASES: tuple[Case, ...] = (
     Case("publish_16", "publish 16 B", "publish",
@@ -85,6 +90,29 @@ CASES: tuple[Case, ...] = (
          {"size": 64, "count": 10_000, "warmup": _WARMUP},
          {"size": 64, "count": 2_000, "warmup": 50},
          metrics=_REQ_METRICS),
+    # JetStream last: a file store's background writes must not fall into the core cases.
+    Case("js_publish_seq", "JetStream publish, sequential 128 B", "js_publish_seq",
+         {"size": 128, "count": 3_000, "warmup": _WARMUP},
+         {"size": 128, "count": 300, "warmup": 50},
+         metrics=(("p50_us", "latency p50", "µs"), ("p90_us", "latency p90", "µs"),
+                  ("p99_us", "latency p99", "µs"), ("cpu_us_per_req", "CPU per publish", "µs"),
+                  ("server_cpu_us", "nats-server CPU per publish", "µs")),
+         jetstream=True),
+    Case("js_publish_async", "JetStream publish_async 128 B", "js_publish_async",
+         {"size": 128, "count": 50_000, "warmup": _WARMUP},
+         {"size": 128, "count": 5_000, "warmup": 50},
+         metrics=(("acks_per_s", "acked", "acks/s"), ("cpu_us_per_msg", "CPU per msg", "µs"),
+                  ("server_cpu_us", _JS_SERVER_CPU, "µs"),
+                  ("errors", "failed or not stored", "msgs")),
+         jetstream=True),
+    Case("js_fetch", "JetStream fetch(500) + ack 128 B", "js_fetch",
+         {"size": 128, "count": 50_000}, {"size": 128, "count": 5_000},
+         metrics=(("msgs_per_s", "received and acked", "msgs/s"),
+                  ("cpu_us_per_msg", "CPU per msg", "µs"),
+                  ("server_cpu_us", _JS_SERVER_CPU, "µs"),
+                  ("errors", "not received", "msgs"),
+                  ("unacked", "left un-acked", "msgs")),
+         jetstream=True),
 )
 
 SPARK_KEY = "spark"
@@ -104,6 +132,12 @@ TARGETS: tuple[Target, ...] = (
            "p50 ≤ 1.3x raw (ratio ≥ 0.77x)"),
     Target("8 requesters req/s", "request_8", "reqs_per_s", SYNC, NATSPY, 2.0, "≥ 2.0x"),
     Target("pipelined req/s", "request_pipelined", "reqs_per_s", SYNC, NATSPY, 1.5, "≥ 1.5x"),
+    Target("JetStream publish p50 vs nats-py", "js_publish_seq", "p50_us", NATSPY, SYNC,
+           1 / 0.75, "p50 ≤ 0.75x nats-py (ratio ≥ 1.33x)"),
+    Target("JetStream publish_async acks/s", "js_publish_async", "acks_per_s", SYNC, NATSPY,
+           2.0, "≥ 2.0x, 0 failed", zero=("errors",)),
+    Target("JetStream fetch(500) + ack msgs/s", "js_fetch", "msgs_per_s", SYNC, NATSPY, 2.0,
+           "≥ 2.0x, 0 missed", zero=("errors", "unacked")),
     Target("Spark request_udf vs row UDF rows/s", SPARK_KEY, "rows_per_s", SPARK_VECTOR,
            SPARK_ROW, 20.0, "≥ 20x"),
 )

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any
 
 import nats
 from nats.aio.msg import Msg
 from nats.errors import SlowConsumerError
+from nats.js.api import StorageType
 
 from benchmarks import common as c
 
@@ -145,6 +147,123 @@ async def _request_pipelined(url: str, size: int, count: int, warmup: int) -> Me
     return metrics
 
 
+# --- JetStream ------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def _js_stream(url: str, scenario: str) -> AsyncIterator[tuple[Any, Any, c.JsNames]]:
+    """A connection, its JetStream context and a fresh file stream, deleted after."""
+    names = c.js_names(scenario)
+    nc = await _connect(url)
+    try:
+        js = nc.jetstream(timeout=c.JS_TIMEOUT)
+        await js.add_stream(name=names.stream, subjects=[names.subject],
+                            storage=StorageType.FILE)
+        try:
+            yield nc, js, names
+        finally:
+            await js.delete_stream(names.stream)
+    finally:
+        await nc.close()
+
+
+async def _stored(js: Any, names: c.JsNames) -> int:
+    return int((await js.stream_info(names.stream)).state.messages)
+
+
+async def _publish_all(js: Any, subject: str, data: bytes, count: int) -> list[Any]:
+    """``count`` publish_async calls, then waits for every ack; returns the futures.
+
+    nats-py's ``publish_async_completed`` takes no timeout, hence the wait_for.
+    """
+    publish_async = js.publish_async
+    futures = [await publish_async(subject, data) for _ in range(count)]
+    await asyncio.wait_for(js.publish_async_completed(), 60)
+    return futures
+
+
+def _failed(futures: list[Any]) -> int:
+    return sum(1 for future in futures if not future.done() or future.exception() is not None)
+
+
+async def _js_publish_seq(url: str, server_pid: int, size: int, count: int, warmup: int
+                          ) -> Metrics:
+    data = c.payload(size)
+    async with _js_stream(url, "js_publish_seq") as (_nc, js, names):
+        for _ in range(warmup):
+            await js.publish(names.subject, data)
+        publish = js.publish
+        subject = names.subject
+        clock = time.perf_counter_ns
+        latencies: list[int] = []
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        for _ in range(count):
+            started = clock()
+            await publish(subject, data)
+            latencies.append(clock() - started)
+        watch.stop()
+        missing = warmup + count - await _stored(js, names)
+    metrics = c.latency_metrics(latencies, watch)
+    metrics.update(c.server_cpu_metric(watch, count), errors=missing)
+    return metrics
+
+
+async def _js_publish_async(url: str, server_pid: int, size: int, count: int, warmup: int
+                            ) -> Metrics:
+    data = c.payload(size)
+    async with _js_stream(url, "js_publish_async") as (_nc, js, names):
+        await _publish_all(js, names.subject, data, warmup)  # opens the ack subscription
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        futures = await _publish_all(js, names.subject, data, count)
+        watch.stop()
+        errors = _failed(futures) + (warmup + count - await _stored(js, names))
+    metrics = c.throughput_metrics(count, watch, "acks")
+    metrics["cpu_us_per_msg"] = metrics.pop("cpu_us_per_ack")
+    metrics.update(c.server_cpu_metric(watch, count), errors=errors)
+    return metrics
+
+
+async def _js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics:
+    data = c.payload(size)
+    async with _js_stream(url, "js_fetch") as (nc, js, names):
+        failed = _failed(await _publish_all(js, names.subject, data, count))
+        # pull_subscribe creates the durable; nats-py's ConsumerConfig defaults to
+        # explicit ack, as the nats_sync side asks for by name.
+        sub = await js.pull_subscribe(names.subject, durable=names.durable,
+                                      stream=names.stream)
+        fetch = sub.fetch
+        batch, wait = c.JS_FETCH_BATCH, c.JS_FETCH_WAIT
+        received = 0
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        while received < count:
+            try:
+                msgs = await fetch(batch, timeout=wait)
+            except nats.errors.TimeoutError:
+                break  # nothing within the wait: the count below shows the shortfall
+            for msg in msgs:
+                await msg.ack()
+            received += len(msgs)
+        await nc.flush(timeout=c.JS_TIMEOUT)
+        watch.stop()
+        unacked = await _unacked(js, names)
+        await sub.unsubscribe()
+    metrics = c.throughput_metrics(max(received, 1), watch, "msgs")
+    metrics.update(c.server_cpu_metric(watch, max(received, 1)),
+                   errors=failed + count - received, unacked=unacked)
+    return metrics
+
+
+async def _unacked(js: Any, names: c.JsNames) -> int:
+    """The consumer's ack-pending count once it settles (the server applies acks
+    asynchronously, so right after the flush a few may still be queued)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        info = await js.consumer_info(names.stream, names.durable)
+        if not info.num_ack_pending or time.monotonic() >= deadline:
+            return int(info.num_ack_pending or 0)
+        await asyncio.sleep(0.05)
+
+
 def _sync(coroutine_fn: Callable[..., Coroutine[Any, Any, Metrics]]) -> Callable[..., Metrics]:
     def run(**kwargs: Any) -> Metrics:
         return asyncio.run(coroutine_fn(**kwargs))
@@ -158,4 +277,7 @@ SCENARIOS = {
     "request_seq": _sync(_request_seq),
     "request_concurrent": _sync(_request_concurrent),
     "request_pipelined": _sync(_request_pipelined),
+    "js_publish_seq": _sync(_js_publish_seq),
+    "js_publish_async": _sync(_js_publish_async),
+    "js_fetch": _sync(_js_fetch),
 }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import nats_sync
@@ -133,10 +135,125 @@ def request_pipelined(url: str, size: int, count: int, warmup: int) -> Metrics:
     return metrics
 
 
+# --- JetStream ------------------------------------------------------------------------
+# nats_sync.jetstream is reached through nc.jetstream() only, so the core cases above
+# never import it.
+
+
+@contextmanager
+def _js_stream(url: str, scenario: str) -> Iterator[tuple[Any, Any, c.JsNames]]:
+    """A connection, its JetStream context and a fresh file stream, deleted after."""
+    names = c.js_names(scenario)
+    with nats_sync.connect(url) as nc:
+        js = nc.jetstream(timeout=c.JS_TIMEOUT)
+        js.create_stream(name=names.stream, subjects=[names.subject], storage="file")
+        try:
+            yield nc, js, names
+        finally:
+            js.delete_stream(names.stream)
+
+
+def _stored(js: Any, names: c.JsNames) -> int:
+    return int(js.stream(names.stream).info().state.messages)
+
+
+def _publish_all(js: Any, subject: str, data: bytes, count: int) -> list[Any]:
+    """``count`` publish_async calls, then waits for every ack; returns the futures."""
+    publish_async = js.publish_async
+    futures = [publish_async(subject, data) for _ in range(count)]
+    js.publish_async_completed(timeout=60)
+    return futures
+
+
+def _failed(futures: list[Any]) -> int:
+    return sum(1 for future in futures if not future.done() or future.exception() is not None)
+
+
+def js_publish_seq(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
+    """``count`` ``js.publish`` calls one after another (each waits for its ack)."""
+    data = c.payload(size)
+    with _js_stream(url, "js_publish_seq") as (_nc, js, names):
+        for _ in range(warmup):
+            js.publish(names.subject, data)
+        publish = js.publish
+        subject = names.subject
+        clock = time.perf_counter_ns
+        latencies: list[int] = []
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        for _ in range(count):
+            started = clock()
+            publish(subject, data)
+            latencies.append(clock() - started)
+        watch.stop()
+        missing = warmup + count - _stored(js, names)
+    metrics = c.latency_metrics(latencies, watch)
+    metrics.update(c.server_cpu_metric(watch, count), errors=missing)
+    return metrics
+
+
+def js_publish_async(url: str, server_pid: int, size: int, count: int, warmup: int
+                     ) -> Metrics:
+    """``count`` ``publish_async`` calls, then ``publish_async_completed``."""
+    data = c.payload(size)
+    with _js_stream(url, "js_publish_async") as (_nc, js, names):
+        _publish_all(js, names.subject, data, warmup)  # opens the ack subscription
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        futures = _publish_all(js, names.subject, data, count)
+        watch.stop()
+        errors = _failed(futures) + (warmup + count - _stored(js, names))
+    metrics = c.throughput_metrics(count, watch, "acks")
+    metrics["cpu_us_per_msg"] = metrics.pop("cpu_us_per_ack")
+    metrics.update(c.server_cpu_metric(watch, count), errors=errors)
+    return metrics
+
+
+def js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics:
+    """``count`` stored messages through a durable explicit-ack pull consumer:
+    ``fetch(500)``, ``ack()`` each, then flush so every ack has reached the server."""
+    data = c.payload(size)
+    with _js_stream(url, "js_fetch") as (nc, js, names):
+        failed = _failed(_publish_all(js, names.subject, data, count))
+        consumer = js.create_consumer(names.stream, durable_name=names.durable,
+                                      ack_policy="explicit")
+        fetch = consumer.fetch
+        batch, wait = c.JS_FETCH_BATCH, c.JS_FETCH_WAIT
+        received = 0
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        while received < count:
+            got = 0
+            for msg in fetch(batch, max_wait=wait):
+                msg.ack()
+                got += 1
+            if not got:
+                break  # nothing within max_wait: the count below shows the shortfall
+            received += got
+        nc.flush(timeout=c.JS_TIMEOUT)
+        watch.stop()
+        unacked = _unacked(lambda: consumer.info().num_ack_pending)
+    metrics = c.throughput_metrics(max(received, 1), watch, "msgs")
+    metrics.update(c.server_cpu_metric(watch, max(received, 1)),
+                   errors=failed + count - received, unacked=unacked)
+    return metrics
+
+
+def _unacked(ack_pending: Callable[[], int]) -> int:
+    """The consumer's ack-pending count once it settles (the server applies acks
+    asynchronously, so right after the flush a few may still be queued)."""
+    deadline = time.monotonic() + 2.0
+    pending = int(ack_pending())
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pending = int(ack_pending())
+    return pending
+
+
 SCENARIOS = {
     "publish": publish,
     "pubsub": pubsub,
     "request_seq": request_seq,
     "request_concurrent": request_concurrent,
     "request_pipelined": request_pipelined,
+    "js_publish_seq": js_publish_seq,
+    "js_publish_async": js_publish_async,
+    "js_fetch": js_fetch,
 }
