@@ -247,21 +247,24 @@ def test_consume_drain_hands_over_what_was_received(js: JetStream) -> None:
     store(js, 20)
     consumer = durable(js)
     got: list[int] = []
-    started = threading.Event()
+    gate = threading.Event()
 
-    def slow(msg: JsMsg) -> None:
-        started.set()
-        time.sleep(0.02)
+    def held(msg: JsMsg) -> None:
+        gate.wait(10)  # the first call holds the thread: the other nine wait received
         got.append(msg.metadata.sequence.stream)
         msg.ack()
 
-    context = consumer.consume(slow, max_messages=10)
-    assert started.wait(10)
+    context = consumer.consume(held, max_messages=10)
+    deadline = time.monotonic() + 10
+    while consumer.info().num_ack_pending < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the ten the server sent have reached the client
+    threading.Timer(0.3, gate.set).start()
     context.drain(timeout=10)
-    assert context.closed
-    assert got == list(range(1, len(got) + 1)) and len(got) >= 10
+    assert context.closed and context.error is None
+    assert got == list(range(1, 11))  # all ten received, none pulled after the drain
     js.client.flush()
-    assert consumer.info().num_ack_pending == 0  # everything received was handed over
+    assert consumer.info().num_ack_pending == 0
 
 
 def test_consume_survives_a_raising_callback(js: JetStream) -> None:
