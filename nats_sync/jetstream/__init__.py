@@ -77,6 +77,13 @@ from nats_sync.jetstream.errors import (
     WrongLastSequenceError,
     api_error,
 )
+from nats_sync.jetstream.kv import (
+    Entry,
+    KeyValue,
+    KeyValueConfig,
+    KeyValueStatus,
+    KeyWatcher,
+)
 from nats_sync.jetstream.ordered import OrderedConsumer
 from nats_sync.jetstream.stream import Stream
 
@@ -97,6 +104,7 @@ __all__ = [
     "ConsumerNameInUseError",
     "ConsumerNotFoundError",
     "DigestMismatchError",
+    "Entry",
     "InvalidBucketNameError",
     "InvalidConsumerNameError",
     "InvalidKeyError",
@@ -109,7 +117,11 @@ __all__ = [
     "KeyDeletedError",
     "KeyHistoryTooLargeError",
     "KeyNotFoundError",
+    "KeyValue",
+    "KeyValueConfig",
     "KeyValueError",
+    "KeyValueStatus",
+    "KeyWatcher",
     "KeyWrongLastSequenceError",
     "MaximumConsumersLimitError",
     "MessageBatch",

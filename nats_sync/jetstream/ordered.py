@@ -233,6 +233,25 @@ class OrderedConsumer:
         return OrderedConsumeContext(self.messages(max_messages=max_messages,
                                                    max_wait=max_wait), cb, error_cb)
 
+    def start(self, max_wait: float = 5.0) -> int:
+        """Makes the server-side consumer now (if it is not made yet) and returns how
+        many messages it had to deliver when it was made.
+
+        A key-value watcher needs that count before its first read: zero means the
+        end of the initial values is now, not after some message.
+
+        Raises:
+            OrderedConsumerConcurrentRequestsError: a read is under way.
+        """
+        if not self._lock.acquire(blocking=False):
+            raise OrderedConsumerConcurrentRequestsError(
+                f"the ordered consumer of {self._stream!r} is being read already"
+            )
+        try:
+            return self._current(time.monotonic() + max_wait).cached_info.num_pending
+        finally:
+            self._lock.release()
+
     def stop(self) -> None:
         """Ends every read and removes the server-side consumer."""
         self._stopped.set()

@@ -1,0 +1,181 @@
+"""Watching key-value keys: :class:`KeyWatcher`, on the ordered consumer.
+
+How it works: a watcher is an :class:`~nats_sync.jetstream.ordered.OrderedConsumer` on
+the bucket's stream, filtered on the watched subjects by the server, starting with the
+last entry of each key (``last_per_subject``), every kept entry (``all``, with
+``include_history``) or the stream's next sequence (``updates_only``). The ordered
+consumer is made when the watcher is, so nothing stored after ``watch()`` returns is
+missed, and it remakes itself after a reconnect, a server restart or a gap from the
+stream sequence after the last entry it handed over: nothing is lost or repeated.
+
+The end of the initial values is the first message with no pending messages after it
+(its ``num_pending`` is 0), or the moment the watch starts when the consumer had
+nothing to deliver; ``updates()`` then returns ``None`` exactly once. Iteration skips
+that ``None``.
+
+Threads: none of its own. ``updates()`` and iteration run on the caller's thread, one
+reader at a time (the ordered consumer's lock); ``stop()`` may come from any thread and
+wakes the reader at once; the client's close ends it too (the ordered consumer's
+status listener, on a client thread, only sets its flag). ``_marker_due`` and
+``_init_done`` are touched by the reading thread only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from nats_sync import errors as core_errors
+from nats_sync.jetstream.ordered import OrderedConsumer
+
+if TYPE_CHECKING:
+    from nats_sync.jetstream._msg import JsMsg
+    from nats_sync.jetstream.context import JetStream
+
+
+_OPERATION = "KV-Operation"
+_MARKER_REASON = "Nats-Marker-Reason"
+#: A server-made marker (limit markers, 2.11+) as the operation it stands for.
+_MARKER_OPERATIONS = {"MaxAge": "PURGE", "Purge": "PURGE", "Remove": "DEL"}
+_OPERATIONS = ("PUT", "DEL", "PURGE")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored value (or delete/purge marker) of a key.
+
+    Attributes:
+        bucket: the bucket.
+        key: the key.
+        value: the value (empty for markers and for ``meta_only`` watches).
+        revision: the stream sequence it was stored at.
+        delta: how many newer entries the read had still to deliver (0 for ``get``).
+        created: when it was stored (aware UTC), or None when unknown.
+        operation: ``"PUT"``, ``"DEL"`` or ``"PURGE"``.
+    """
+
+    bucket: str
+    key: str
+    value: bytes
+    revision: int
+    delta: int
+    created: datetime | None
+    operation: str = "PUT"
+
+
+def operation_of(headers: dict[str, Any] | None) -> str:
+    """The operation an entry's headers say (``PUT`` when they say none)."""
+    if not headers:
+        return "PUT"
+    operation = first_value(headers.get(_OPERATION))
+    if operation in _OPERATIONS:
+        return operation
+    reason = first_value(headers.get(_MARKER_REASON))
+    return _MARKER_OPERATIONS.get(reason or "", "PUT")
+
+
+def first_value(value: Any) -> str | None:
+    """A header's value (the first of a repeated one), or None."""
+    if isinstance(value, list):
+        return str(value[0]) if value else None
+    return None if value is None else str(value)
+
+
+class KeyWatcher:
+    """The entries of watched keys: first the current ones, then every change.
+
+    Made by ``kv.watch(...)``/``kv.watch_all(...)``. ``for entry in watcher`` yields
+    entries until ``stop()`` or the client's close (never ``None``); ``updates()`` gives
+    one at a time, with ``None`` once at the end of the initial values. A context
+    manager (``stop()`` on exit).
+    """
+
+    def __init__(self, js: JetStream, bucket: str, stream: str, subjects: list[str], *,
+                 include_history: bool, ignore_deletes: bool, meta_only: bool,
+                 updates_only: bool) -> None:
+        self._bucket = bucket
+        self._prefix_length = len(f"$KV.{bucket}.")
+        self._ignore_deletes = ignore_deletes
+        if updates_only:
+            # "new" would be asked again on a remake before the first update came,
+            # losing what was stored meanwhile: start at a fixed sequence instead.
+            next_seq = js.stream_info(stream).state.last_seq + 1
+            self._ordered = OrderedConsumer(
+                js, stream, filter_subjects=subjects, deliver_policy="by_start_sequence",
+                opt_start_seq=next_seq, headers_only=meta_only)
+        else:
+            self._ordered = OrderedConsumer(
+                js, stream, filter_subjects=subjects,
+                deliver_policy="all" if include_history else "last_per_subject",
+                headers_only=meta_only)
+        try:
+            pending = self._ordered.start(js.timeout)
+        except BaseException:
+            self._ordered.stop()
+            raise
+        self._messages = self._ordered.messages()
+        self._init_done = updates_only
+        self._marker_due = not updates_only and pending == 0
+
+    def __repr__(self) -> str:
+        return f"<nats_sync.jetstream.KeyWatcher on {self._bucket!r}>"
+
+    def __enter__(self) -> KeyWatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __iter__(self) -> Iterator[Entry]:
+        while True:
+            try:
+                entry = self.updates(timeout=None)
+            except core_errors.ConnectionClosedError:
+                return
+            if entry is not None:
+                yield entry
+
+    @property
+    def init_done(self) -> bool:
+        """Whether the end of the initial values was handed over."""
+        return self._init_done
+
+    def updates(self, timeout: float | None = 5.0) -> Entry | None:
+        """The next entry; ``None`` once, at the end of the initial values.
+
+        Args:
+            timeout: seconds to wait (None: until something comes or it stops).
+
+        Raises:
+            TimeoutError: nothing new within ``timeout``.
+            ConnectionClosedError: the watcher was stopped or the client closed.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._marker_due:
+                self._marker_due = False
+                self._init_done = True
+                return None
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            msg = self._messages.next(timeout=remaining)
+            entry = self._entry(msg)
+            if not self._init_done and msg.metadata.num_pending == 0:
+                self._marker_due = True
+            if self._ignore_deletes and entry.operation != "PUT":
+                continue
+            return entry
+
+    def _entry(self, msg: JsMsg) -> Entry:
+        meta = msg.metadata
+        return Entry(bucket=self._bucket, key=msg.subject[self._prefix_length:],
+                     value=msg.data, revision=meta.sequence.stream, delta=meta.num_pending,
+                     created=meta.timestamp, operation=operation_of(msg.headers))
+
+    def stop(self) -> None:
+        """Ends the watch at once (a reader blocked in ``updates`` wakes up) and removes
+        its server-side consumer."""
+        self._messages.stop()
+        self._ordered.stop()

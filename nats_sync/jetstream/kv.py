@@ -1,0 +1,621 @@
+"""Key-value buckets on JetStream: bucket management and ``KeyValue`` (ADR-8).
+
+How it works: a bucket ``b`` is the stream ``KV_b`` storing ``$KV.b.>``; a key is the
+subject ``$KV.b.<key>`` and a revision is the stream sequence of its message. ``put``
+is a JetStream publish; ``create`` and ``update`` add
+``Nats-Expected-Last-Subject-Sequence`` (0 for create), so the stream itself decides a
+compare-and-swap. ``delete`` and ``purge`` store markers (``KV-Operation: DEL``, or
+``PURGE`` with ``Nats-Rollup: sub``, which drops the key's older values). ``get`` asks
+``DIRECT.GET`` (any replica answers) when the bucket allows direct gets, else the
+stream leader through ``STREAM.MSG.GET`` (buckets made by nats-py's legacy
+``create_key_value`` have no ``allow_direct``). ``history`` reads the key's messages
+with ``Stream.get_msgs``; ``keys``/``list_keys``/``purge_deletes`` run a
+``KeyWatcher`` (``_kv_watch``) filtered on the server, headers only.
+
+Threads: everything runs on the caller's thread; nothing here starts one (a watcher
+reads on its caller's thread too). A ``KeyValue`` keeps only its names and the stream
+info it was bound with, never written after ``__init__``, so any thread may use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from nats_sync import errors as core_errors
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import parse_time
+from nats_sync.jetstream._kv_watch import Entry, KeyWatcher, first_value, operation_of
+from nats_sync.jetstream.api import StoredMsg, StreamConfig, StreamInfo
+from nats_sync.jetstream.errors import (
+    BadBucketError,
+    BucketNotFoundError,
+    InvalidBucketNameError,
+    InvalidKeyError,
+    KeyDeletedError,
+    KeyHistoryTooLargeError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    MessageNotFoundError,
+    NoKeysError,
+    StatusError,
+    StreamNotFoundError,
+    WrongLastSequenceError,
+)
+from nats_sync.jetstream.stream import Stream, stored_msg_from_api
+
+if TYPE_CHECKING:
+    from nats_sync.jetstream.context import JetStream
+    from nats_sync.msg import Msg
+
+__all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueStatus"]
+
+MAX_HISTORY = 64
+_BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
+_KEY_RE = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
+_FILTER_RE = re.compile(r"^[-/_=.a-zA-Z0-9*]*>?$")
+_NOT_FOUND = 404
+_OPERATION = "KV-Operation"
+
+
+# --- names ---------------------------------------------------------------------------------
+
+
+def check_bucket_name(bucket: object) -> str:
+    """Returns ``bucket`` if it is a valid bucket name.
+
+    Raises:
+        InvalidBucketNameError: not a non-empty str of letters, digits, ``-`` and ``_``.
+    """
+    if not isinstance(bucket, str) or not bucket:
+        raise InvalidBucketNameError(f"bucket name must be a non-empty str, got {bucket!r}")
+    if not _BUCKET_RE.match(bucket):
+        bad = "".join(sorted({c for c in bucket if not _BUCKET_RE.match(c)}))
+        raise InvalidBucketNameError(
+            f"bucket name {bucket!r} holds {bad!r}: only letters, digits, '-' and '_' are allowed"
+        )
+    return bucket
+
+
+def check_key(key: object, *, writing: bool = False) -> str:
+    """Returns ``key`` if it is a valid key.
+
+    Raises:
+        InvalidKeyError: empty, not a str, starting or ending with ``.``, holding ``..``
+            or a character other than letters, digits and ``- / _ = .``; or, when
+            ``writing``, starting with the reserved ``_kv``.
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidKeyError(f"key must be a non-empty str, got {key!r}")
+    if not _KEY_RE.match(key):
+        bad = "".join(sorted({c for c in key if not _KEY_RE.match(c)}))
+        raise InvalidKeyError(
+            f"key {key!r} holds {bad!r}: keys are letters, digits and '-', '/', '_', '=', '.'"
+        )
+    if key[0] == "." or key[-1] == "." or ".." in key:
+        raise InvalidKeyError(f"key {key!r} starts or ends with '.' or holds '..'")
+    if writing and key.startswith("_kv"):
+        raise InvalidKeyError(f"key {key!r}: keys starting with '_kv' are reserved")
+    return key
+
+
+def check_filter(pattern: object) -> str:
+    """Returns ``pattern`` if it is a valid key filter (``*`` and a final ``>`` allowed).
+
+    Raises:
+        InvalidKeyError: it is not.
+    """
+    if not isinstance(pattern, str) or not pattern or not _FILTER_RE.match(pattern) or (
+            pattern[0] == "." or pattern[-1] == "." or ".." in pattern):
+        raise InvalidKeyError(
+            f"key filter {pattern!r} is not a key, '>', or a key with '*' tokens or a final '>'"
+        )
+    return pattern
+
+
+def stream_name(bucket: str) -> str:
+    """The stream of a bucket."""
+    return f"KV_{bucket}"
+
+
+# --- data ----------------------------------------------------------------------------------
+
+
+@dataclass
+class KeyValueConfig:
+    """A bucket's configuration.
+
+    Attributes:
+        bucket: its name (letters, digits, ``-``, ``_``).
+        description: free text.
+        history: how many values a key keeps (1 to 64).
+        ttl: seconds a value lives (0: for ever).
+        max_value_size: the largest value in bytes (-1: no limit).
+        max_bytes: the bucket's size limit in bytes (-1: no limit).
+        storage: ``"file"`` or ``"memory"``.
+        replicas: how many servers keep it.
+        compression: compress the stored values (s2).
+        placement, republish, metadata: passed to the stream as they are.
+    """
+
+    bucket: str
+    description: str | None = None
+    history: int = 1
+    ttl: float = 0.0
+    max_value_size: int = -1
+    max_bytes: int = -1
+    storage: str = "file"
+    replicas: int = 1
+    compression: bool = False
+    placement: dict[str, Any] | None = None
+    republish: dict[str, Any] | None = None
+    metadata: dict[str, str] | None = None
+
+    @classmethod
+    def build(cls, config: KeyValueConfig | None, fields: dict[str, Any]) -> KeyValueConfig:
+        """``config`` with ``fields`` over it (either, or both).
+
+        Raises:
+            InvalidArgumentError: ``config`` is not a KeyValueConfig, a field is unknown,
+                or no bucket is named.
+        """
+        if config is not None and not isinstance(config, KeyValueConfig):
+            raise InvalidArgumentError(
+                f"config must be a KeyValueConfig, got {type(config).__name__}")
+        known = {spec.name for spec in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown KeyValueConfig field(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}")
+        if config is None:
+            if "bucket" not in fields:
+                raise InvalidArgumentError("create_key_value needs a bucket name (bucket=...)")
+            return cls(**fields)
+        return dataclasses.replace(config, **fields)
+
+    def to_stream_config(self) -> StreamConfig:
+        """The stream config of the bucket (nats.go's ``prepareKeyValueConfig``).
+
+        Raises:
+            InvalidBucketNameError: the name is not valid.
+            KeyHistoryTooLargeError: history above 64.
+            InvalidArgumentError: another field has a value it cannot take.
+        """
+        bucket = check_bucket_name(self.bucket)
+        if _bad_int(self.history, 1):
+            raise InvalidArgumentError(f"history must be an int >= 1, got {self.history!r}")
+        if self.history > MAX_HISTORY:
+            raise KeyHistoryTooLargeError(
+                f"history {self.history} is above {MAX_HISTORY}, the most a bucket keeps"
+            )
+        if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or self.ttl < 0:
+            raise InvalidArgumentError(f"ttl must be seconds >= 0, got {self.ttl!r}")
+        for value, what in ((self.max_value_size, "max_value_size"),
+                            (self.max_bytes, "max_bytes")):
+            if _bad_int(value, -1) or value == 0:
+                raise InvalidArgumentError(f"{what} must be an int >= 1 or -1, got {value!r}")
+        if self.storage not in ("file", "memory"):
+            raise InvalidArgumentError(f"storage must be 'file' or 'memory', got {self.storage!r}")
+        if _bad_int(self.replicas, 1):
+            raise InvalidArgumentError(f"replicas must be an int >= 1, got {self.replicas!r}")
+        duplicate_window = 120.0
+        if self.ttl and self.ttl < duplicate_window:
+            duplicate_window = float(self.ttl)
+        return StreamConfig(
+            name=stream_name(bucket), subjects=[f"$KV.{bucket}.>"],
+            description=self.description, max_msgs_per_subject=self.history,
+            max_bytes=self.max_bytes, max_age=float(self.ttl),
+            max_msg_size=self.max_value_size, storage=self.storage,
+            num_replicas=self.replicas, allow_rollup_hdrs=True, deny_delete=True,
+            discard="new", duplicate_window=duplicate_window, max_msgs=-1,
+            max_consumers=-1, allow_direct=True,
+            compression="s2" if self.compression else None,
+            placement=self.placement, republish=self.republish, metadata=self.metadata,
+        )
+
+
+def _bad_int(value: object, minimum: int) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int) or value < minimum
+
+
+@dataclass(frozen=True)
+class KeyValueStatus:
+    """A bucket's state and settings (``kv.status()``).
+
+    Attributes:
+        bucket: its name.
+        values: how many entries it stores (markers and history included).
+        history: values kept per key.
+        ttl: seconds a value lives (0: for ever).
+        bytes: its size in bytes.
+        backing_store: always ``"JetStream"``.
+        is_compressed: whether values are stored compressed.
+        info: the stream info it was read from.
+    """
+
+    bucket: str
+    values: int
+    history: int
+    ttl: float
+    bytes: int
+    backing_store: str = "JetStream"
+    is_compressed: bool = False
+    info: StreamInfo = field(default_factory=StreamInfo, repr=False, compare=False)
+
+
+# --- bucket management (the context's methods call these) -------------------------------
+
+
+def create_bucket(js: JetStream, config: KeyValueConfig, timeout: float | None) -> KeyValue:
+    """Makes the bucket's stream (the same config again is fine)."""
+    stream = js.create_stream(config.to_stream_config(), timeout=timeout)
+    return KeyValue(js, config.bucket, stream.cached_info)
+
+
+def bind_bucket(js: JetStream, bucket: str, timeout: float | None) -> KeyValue:
+    """Binds to an existing bucket.
+
+    Raises:
+        BucketNotFoundError: there is no such bucket.
+        BadBucketError: the stream is not a key-value bucket.
+    """
+    bucket = check_bucket_name(bucket)
+    try:
+        info = js.stream_info(stream_name(bucket), timeout=timeout)
+    except StreamNotFoundError:
+        raise BucketNotFoundError(f"no key-value bucket {bucket!r}") from None
+    if (info.config.max_msgs_per_subject or 0) < 1:
+        raise BadBucketError(f"stream {stream_name(bucket)!r} is not a key-value bucket")
+    return KeyValue(js, bucket, info)
+
+
+def delete_bucket(js: JetStream, bucket: str, timeout: float | None) -> None:
+    """Deletes a bucket and every value in it.
+
+    Raises:
+        BucketNotFoundError: there is no such bucket.
+    """
+    try:
+        js.delete_stream(stream_name(check_bucket_name(bucket)), timeout=timeout)
+    except StreamNotFoundError:
+        raise BucketNotFoundError(f"no key-value bucket {bucket!r}") from None
+
+
+def bucket_names(js: JetStream, timeout: float | None) -> Iterator[str]:
+    """The names of the key-value buckets (streams ``KV_*`` storing ``$KV.*.>``)."""
+    for name in js.stream_names("$KV.*.>", timeout):
+        if isinstance(name, str) and name.startswith("KV_"):
+            yield name[3:]
+
+
+# --- a bucket ------------------------------------------------------------------------------
+
+
+class KeyValue:
+    """A key-value bucket; made by ``js.create_key_value`` and ``js.key_value``.
+
+    Every method blocks and is safe from any thread. Values are bytes.
+    """
+
+    def __init__(self, js: JetStream, bucket: str, info: StreamInfo) -> None:
+        self._js = js
+        self._bucket = bucket
+        self._stream = Stream(js, info)
+        self._prefix = f"$KV.{bucket}."
+        self._direct = bool(info.config.allow_direct)
+
+    def __repr__(self) -> str:
+        return f"<nats_sync.jetstream.KeyValue {self._bucket!r}>"
+
+    @property
+    def bucket(self) -> str:
+        """The bucket's name."""
+        return self._bucket
+
+    @property
+    def stream_name(self) -> str:
+        """The bucket's stream."""
+        return self._stream.name
+
+    # --- reading --------------------------------------------------------------------------
+
+    def get(self, key: str, revision: int | None = None, *, timeout: float | None = None
+            ) -> Entry:
+        """The key's current value, or the one stored at ``revision``.
+
+        Raises:
+            KeyNotFoundError: the key has no value (never set, or deleted or purged:
+                then a ``KeyDeletedError``), or ``revision`` is not one of this key.
+        """
+        entry = self._get_entry(key, revision, timeout)
+        if entry.operation != "PUT":
+            raise KeyDeletedError(f"key {key!r} in bucket {self._bucket!r} was deleted "
+                                  f"(revision {entry.revision}, {entry.operation})")
+        return entry
+
+    def _get_entry(self, key: str, revision: int | None, timeout: float | None) -> Entry:
+        """The key's latest entry (markers included), or the one at ``revision``."""
+        subject = self._prefix + check_key(key)
+        if revision is not None and _bad_int(revision, 1):
+            raise InvalidArgumentError(f"revision must be an int >= 1, got {revision!r}")
+        stored: StoredMsg | None = None
+        if self._direct:
+            stored = self._direct_get(subject, revision, timeout)
+        if stored is None:
+            stored = self._leader_get(subject, revision, timeout)
+        if stored.subject != subject:
+            raise KeyNotFoundError(
+                f"revision {revision} of bucket {self._bucket!r} is not of key {key!r}"
+            )
+        return Entry(bucket=self._bucket, key=key, value=stored.data, revision=stored.seq,
+                     delta=0, created=stored.time, operation=operation_of(stored.headers))
+
+    def _direct_get(self, subject: str, revision: int | None, timeout: float | None
+                    ) -> StoredMsg | None:
+        """The message by direct get; None when nobody answers direct gets."""
+        api = self._js.api
+        if revision is None:
+            call, payload = api.subject(f"DIRECT.GET.{self._stream.name}.{subject}"), b""
+        else:
+            call = api.subject(f"DIRECT.GET.{self._stream.name}")
+            payload = b'{"seq":%d}' % revision
+        try:
+            reply = self._js.client.request(call, payload, timeout=timeout or self._js.timeout)
+        except core_errors.NoRespondersError:
+            return None  # direct gets were turned off since the bind
+        if reply.status == _NOT_FOUND:
+            raise KeyNotFoundError(self._not_found(subject, revision))
+        if reply.status is not None:
+            raise StatusError(status=reply.status, description=reply.description)
+        return _stored_from_direct(self._stream.name, reply)
+
+    def _leader_get(self, subject: str, revision: int | None, timeout: float | None
+                    ) -> StoredMsg:
+        body: dict[str, Any] = ({"last_by_subj": subject} if revision is None
+                                else {"seq": revision})
+        try:
+            reply = self._js.api.request(f"STREAM.MSG.GET.{self._stream.name}", body, timeout)
+        except MessageNotFoundError:
+            raise KeyNotFoundError(self._not_found(subject, revision)) from None
+        return stored_msg_from_api(self._stream.name, reply.get("message") or {})
+
+    def _not_found(self, subject: str, revision: int | None) -> str:
+        key = subject[len(self._prefix):]
+        at = "" if revision is None else f" at revision {revision}"
+        return f"key {key!r} not found in bucket {self._bucket!r}{at}"
+
+    def history(self, key: str, *, timeout: float | None = None) -> list[Entry]:
+        """Every entry the bucket keeps for ``key``, oldest first (markers included).
+
+        Raises:
+            KeyNotFoundError: the bucket keeps nothing for it.
+        """
+        subject = self._prefix + check_key(key)
+        stored = list(self._stream.get_msgs(1, subject=subject, timeout=timeout))
+        if not stored:
+            raise KeyNotFoundError(self._not_found(subject, None))
+        last = len(stored) - 1
+        return [Entry(bucket=self._bucket, key=key, value=msg.data, revision=msg.seq,
+                      delta=last - index, created=msg.time,
+                      operation=operation_of(msg.headers))
+                for index, msg in enumerate(stored)]
+
+    def keys(self, filters: Sequence[str] | None = None, *, timeout: float | None = None
+             ) -> list[str]:
+        """The keys that have a value (matching one of ``filters`` when given).
+
+        Raises:
+            NoKeysError: there are none (as nats-py and nats.go).
+        """
+        found = list(self.list_keys(filters, timeout=timeout))
+        if not found:
+            raise NoKeysError(f"no keys in bucket {self._bucket!r}"
+                              + (f" matching {list(filters)}" if filters else ""))
+        return found
+
+    def list_keys(self, filters: Sequence[str] | None = None, *,
+                  timeout: float | None = None) -> Iterator[str]:
+        """The keys that have a value (matching one of ``filters``), as they are read.
+
+        The server filters: only the last entry of each matching key is sent, headers
+        only. Nothing when there are none.
+        """
+        patterns = self._filters(filters)
+        seen: set[str] = set()
+        for entry in self._scan(patterns, ignore_deletes=True, timeout=timeout):
+            if entry.key not in seen:
+                seen.add(entry.key)
+                yield entry.key
+
+    def _filters(self, filters: Sequence[str] | str | None) -> list[str]:
+        if filters is None:
+            return [">"]
+        if isinstance(filters, str):
+            filters = [filters]
+        patterns = [check_filter(pattern) for pattern in filters]
+        return patterns or [">"]
+
+    def _scan(self, patterns: list[str], *, ignore_deletes: bool, timeout: float | None
+              ) -> Iterator[Entry]:
+        """The last entry of every key matching ``patterns``, headers only."""
+        watcher = self.watch(patterns, ignore_deletes=ignore_deletes, meta_only=True)
+        wait = timeout or self._js.timeout
+        with watcher:
+            while True:
+                entry = watcher.updates(timeout=wait)
+                if entry is None:
+                    return
+                yield entry
+
+    def status(self, *, timeout: float | None = None) -> KeyValueStatus:
+        """The bucket's state and settings now."""
+        info = self._stream.info(timeout=timeout)
+        config = info.config
+        return KeyValueStatus(
+            bucket=self._bucket, values=info.state.messages,
+            history=config.max_msgs_per_subject or 1, ttl=config.max_age or 0.0,
+            bytes=info.state.bytes,
+            is_compressed=config.compression not in (None, "", "none"), info=info,
+        )
+
+    def watch(self, keys: str | Sequence[str] = ">", *, include_history: bool = False,
+              ignore_deletes: bool = False, meta_only: bool = False,
+              updates_only: bool = False) -> KeyWatcher:
+        """Watches the keys matching ``keys`` (one filter or several).
+
+        The watcher first gives the current entry of each matching key (every kept
+        entry with ``include_history``), then ``None`` once from ``updates()`` (not
+        with ``updates_only``), then every change as it is stored. It survives
+        reconnects and server restarts, resuming after the last revision it gave.
+
+        Args:
+            keys: key filters (``*`` for a token, a final ``>`` for the rest).
+            include_history: start with every kept entry, not just the latest.
+            ignore_deletes: leave out delete and purge markers.
+            meta_only: leave out the values (headers only).
+            updates_only: only changes stored after the watch began.
+        """
+        if include_history and updates_only:
+            raise InvalidArgumentError("include_history and updates_only exclude each other")
+        subjects = [self._prefix + pattern for pattern in self._filters(keys)]
+        return KeyWatcher(self._js, self._bucket, self._stream.name, subjects,
+                          include_history=include_history, ignore_deletes=ignore_deletes,
+                          meta_only=meta_only, updates_only=updates_only)
+
+    def watch_all(self, *, include_history: bool = False, ignore_deletes: bool = False,
+                  meta_only: bool = False, updates_only: bool = False) -> KeyWatcher:
+        """Watches every key (``watch(">")``)."""
+        return self.watch(">", include_history=include_history,
+                          ignore_deletes=ignore_deletes, meta_only=meta_only,
+                          updates_only=updates_only)
+
+    # --- writing --------------------------------------------------------------------------
+
+    def put(self, key: str, value: bytes, *, timeout: float | None = None) -> int:
+        """Stores ``value`` under ``key``; returns its revision."""
+        subject = self._prefix + check_key(key, writing=True)
+        return self._js.publish(subject, _value(value), timeout=timeout).seq
+
+    def create(self, key: str, value: bytes, *, timeout: float | None = None) -> int:
+        """Stores ``value`` only if ``key`` has none (never set, deleted or purged).
+
+        Raises:
+            KeyWrongLastSequenceError: the key has a value.
+        """
+        subject = self._prefix + check_key(key, writing=True)
+        data = _value(value)
+        try:
+            return self._js.publish(subject, data, timeout=timeout,
+                                    expected_last_subject_seq=0).seq
+        except WrongLastSequenceError as err:
+            try:
+                latest = self._get_entry(key, None, timeout)
+            except KeyNotFoundError:
+                raise _cas_lost(err, key, self._bucket) from None  # purged meanwhile
+            if latest.operation == "PUT":
+                raise _cas_lost(err, key, self._bucket) from None
+        # Deleted or purged: a create is an update on the marker's revision.
+        return self.update(key, data, latest.revision, timeout=timeout)
+
+    def update(self, key: str, value: bytes, last: int, *, timeout: float | None = None
+               ) -> int:
+        """Stores ``value`` only if the key's latest revision is ``last``
+        (compare-and-swap); returns the new revision.
+
+        Raises:
+            KeyWrongLastSequenceError: the key's latest revision is another.
+        """
+        subject = self._prefix + check_key(key, writing=True)
+        if _bad_int(last, 0):
+            raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
+        try:
+            return self._js.publish(subject, _value(value), timeout=timeout,
+                                    expected_last_subject_seq=last).seq
+        except WrongLastSequenceError as err:
+            raise _cas_lost(err, key, self._bucket) from None
+
+    def delete(self, key: str, *, last: int | None = None, timeout: float | None = None
+               ) -> None:
+        """Marks ``key`` deleted (its history stays); with ``last``, only if its latest
+        revision is ``last``.
+
+        Raises:
+            KeyWrongLastSequenceError: ``last`` was given and is not the latest revision.
+        """
+        self._marker(key, "DEL", last, timeout)
+
+    def purge(self, key: str, *, timeout: float | None = None) -> None:
+        """Marks ``key`` purged and drops every older entry it had."""
+        self._marker(key, "PURGE", None, timeout)
+
+    def _marker(self, key: str, operation: str, last: int | None,
+                timeout: float | None) -> None:
+        subject = self._prefix + check_key(key, writing=True)
+        if last is not None and _bad_int(last, 0):
+            raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
+        headers = {_OPERATION: operation}
+        if operation == "PURGE":
+            headers["Nats-Rollup"] = "sub"
+        try:
+            self._js.publish(subject, b"", headers=headers, timeout=timeout,
+                             expected_last_subject_seq=last)
+        except WrongLastSequenceError as err:
+            raise _cas_lost(err, key, self._bucket) from None
+
+    def purge_deletes(self, *, older_than: float = 1800.0, timeout: float | None = None
+                      ) -> None:
+        """Removes the keys whose latest entry is a delete or purge marker: markers
+        older than ``older_than`` seconds go too, newer ones stay (alone).
+
+        ``older_than <= 0`` removes every marker.
+        """
+        if isinstance(older_than, bool) or not isinstance(older_than, (int, float)):
+            raise InvalidArgumentError(f"older_than must be seconds, got {older_than!r}")
+        markers = [entry for entry in self._scan([">"], ignore_deletes=False, timeout=timeout)
+                   if entry.operation != "PUT"]
+        now = datetime.now().astimezone()
+        for entry in markers:
+            keep = 0
+            if older_than > 0 and entry.created is not None and (
+                    now - entry.created).total_seconds() < older_than:
+                keep = 1
+            self._stream.purge(subject=self._prefix + entry.key, keep=keep, timeout=timeout)
+
+
+def _value(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise InvalidArgumentError(
+        f"a value must be bytes, got {type(value).__name__} (encode a str first)"
+    )
+
+
+def _cas_lost(err: WrongLastSequenceError, key: str, bucket: str) -> KeyWrongLastSequenceError:
+    return KeyWrongLastSequenceError(
+        f"key {key!r} in bucket {bucket!r}: {err.description}", code=err.code,
+        err_code=err.err_code, description=err.description,
+    )
+
+
+#: Headers the server adds to a direct get reply; the stored message's own are the rest.
+_DIRECT_HEADERS = frozenset({"Nats-Stream", "Nats-Subject", "Nats-Sequence",
+                             "Nats-Time-Stamp", "Nats-Num-Pending", "Nats-Last-Sequence"})
+
+
+def _stored_from_direct(stream: str, reply: Msg) -> StoredMsg:
+    headers = dict(reply.headers or {})
+    seq = first_value(headers.get("Nats-Sequence"))
+    if seq is None or not seq.isdigit():
+        raise StatusError(f"a direct get reply from {stream!r} has no Nats-Sequence")
+    stamp = first_value(headers.get("Nats-Time-Stamp"))
+    own = {name: value for name, value in headers.items() if name not in _DIRECT_HEADERS}
+    return StoredMsg(stream=stream, subject=first_value(headers.get("Nats-Subject")) or "",
+                     seq=int(seq), data=reply.data, headers=own or None,
+                     time=parse_time(stamp) if stamp else None)
