@@ -7,6 +7,7 @@ client and is safe from any thread.
 
 from __future__ import annotations
 
+from nats_sync.jetstream._obs_watch import ObjectWatcher
 from nats_sync.jetstream.api import (
     AccountInfo,
     ApiObject,
@@ -84,6 +85,13 @@ from nats_sync.jetstream.kv import (
     KeyValueStatus,
     KeyWatcher,
 )
+from nats_sync.jetstream.object_store import (
+    ObjectInfo,
+    ObjectResult,
+    ObjectStore,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+)
 from nats_sync.jetstream.ordered import OrderedConsumer
 from nats_sync.jetstream.stream import Stream
 
@@ -135,8 +143,14 @@ __all__ = [
     "NotFoundError",
     "NotJSMessageError",
     "ObjectDeletedError",
+    "ObjectInfo",
     "ObjectNotFoundError",
+    "ObjectResult",
+    "ObjectStore",
+    "ObjectStoreConfig",
     "ObjectStoreError",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
     "OrderedConsumer",
     "OrderedConsumerConcurrentRequestsError",
     "PubAck",
