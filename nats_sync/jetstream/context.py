@@ -42,12 +42,6 @@ from nats_sync.jetstream.object_store import (
     create_object_store,
     delete_object_store,
 )
-from nats_sync.jetstream.object_store import (
-    ObjectStore,
-    bind_object_store,
-    create_object_store,
-    delete_object_store,
-)
 from nats_sync.jetstream.ordered import OrderedConsumer
 from nats_sync.jetstream.publish import JsPublisher
 from nats_sync.jetstream.stream import Stream
@@ -339,38 +333,6 @@ class JetStream:
             deliver_policy=deliver_policy, opt_start_seq=opt_start_seq,
             opt_start_time=opt_start_time, headers_only=headers_only,
         )
-
-    # --- object store -----------------------------------------------------------------
-
-    def create_object_store(self, bucket: str, **fields: Any) -> ObjectStore:
-        """Creates an object store bucket (the same settings again is fine).
-
-        Args:
-            bucket: the name (letters, digits, ``-``, ``_``).
-            **fields: ``ObjectStoreConfig``'s: description, ttl (seconds), max_bytes,
-                storage ("file" | "memory"), replicas, compression, metadata, placement.
-
-        Raises:
-            InvalidBucketNameError: a bad name.
-            StreamNameAlreadyInUseError: the bucket exists with other settings.
-        """
-        return create_object_store(self, bucket, fields)
-
-    def object_store(self, bucket: str) -> ObjectStore:
-        """Binds to an existing object store bucket.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-        """
-        return bind_object_store(self, bucket)
-
-    def delete_object_store(self, bucket: str) -> None:
-        """Deletes an object store bucket and every object in it.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-        """
-        delete_object_store(self, bucket)
 
     # --- object store -----------------------------------------------------------------
 
