@@ -69,6 +69,9 @@ DEFAULT_MAX_PAYLOAD = 1024 * 1024
 MAX_PAYLOAD_HEADROOM = 64 * 1024
 #: Validated subjects kept to skip re-validation on hot publish paths.
 SUBJECT_CACHE_SIZE = 4096
+#: Subjects used once each (reply inboxes, JetStream ack subjects): never cached, as
+#: caching them would only evict the subjects that repeat.
+UNCACHED_SUBJECT_PREFIXES = (DEFAULT_INBOX_PREFIX + ".", "$JS.ACK.")
 
 # --- status codes carried in HMSG headers ------------------------------------------
 STATUS_NO_RESPONDERS = 503

@@ -171,8 +171,8 @@ class Publisher:
         """``PUB <subject> <size>\\r\\n``, validating ``subject`` unless cached."""
         prefix = proto.pub_prefix(subject) if entry is None else entry[0]
         line = proto.pub_line(prefix, b"", size)
-        if subject.startswith(d.DEFAULT_INBOX_PREFIX + "."):
-            return line  # a reply inbox is used once: caching it only evicts the rest
+        if subject.startswith(d.UNCACHED_SUBJECT_PREFIXES):
+            return line  # used once (an inbox, an ack): caching it only evicts the rest
         if entry is None and len(self._pub_lines) >= d.SUBJECT_CACHE_SIZE:
             self._pub_lines.clear()
         self._pub_lines[subject] = (prefix, size, line)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nats_sync._defaults import DEFAULT_INBOX_PREFIX, SUBJECT_CACHE_SIZE
+from nats_sync._defaults import SUBJECT_CACHE_SIZE, UNCACHED_SUBJECT_PREFIXES
 from nats_sync._proto.headers import HeadersInput, encode_headers
 from nats_sync.errors import BadSubjectError
 
@@ -61,7 +61,7 @@ def publish_subject(subject: str) -> bytes:
     encoded = _publish_cache.get(subject)
     if encoded is None:
         encoded = _check_subject(subject, wildcards=False)
-        if subject.startswith(_INBOX_PREFIX):
+        if subject.startswith(UNCACHED_SUBJECT_PREFIXES):
             return encoded  # a reply inbox is used once: caching it only evicts the rest
         if len(_publish_cache) >= SUBJECT_CACHE_SIZE:
             _publish_cache.clear()
@@ -156,10 +156,6 @@ def pub_line(prefix: bytes, reply: bytes, size: int) -> bytes:
     if reply:
         return b"%b%b %d\r\n" % (prefix, reply, size)
     return b"%b%d\r\n" % (prefix, size)
-
-
-#: Subjects under the conventional inbox prefix are answered once and never cached.
-_INBOX_PREFIX = DEFAULT_INBOX_PREFIX + "."
 
 
 

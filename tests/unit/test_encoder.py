@@ -357,6 +357,14 @@ def test_subject_caches_stay_bounded() -> None:
         publish_subject("bound.*")
 
 
+def test_subjects_used_once_are_validated_but_not_cached() -> None:
+    for subject in ("_INBOX.once.1", "$JS.ACK.S.c.1.7.7.1795428846239480290.0"):
+        assert publish_subject(subject) == subject.encode()
+        assert subject not in encoder_module._publish_cache
+    with pytest.raises(BadSubjectError):
+        publish_subject("$JS.ACK..bad")
+
+
 def test_wildcard_subject_validated_for_sub_is_not_publishable() -> None:
     assert subscribe_subject("shared.*") == b"shared.*"
     with pytest.raises(BadSubjectError, match="wildcard"):
