@@ -1,5 +1,5 @@
-"""The command line's JetStream commands: ``stream ls|info|add|rm`` and
-``consumer ls|info|add|rm|next``.
+"""The command line's JetStream commands: ``stream ls|info|add|rm``,
+``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``.
 
 How it works: ``cli`` adds these parsers (with its connection options on each) and
 their handlers; each handler connects one client on the main thread, makes one
@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import nats_sync
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream import ApiObject, ConsumerInfo, StreamInfo
+from nats_sync.jetstream import ApiObject, ConsumerInfo, Entry, JetStream, StreamInfo
 
 Connect = Callable[[argparse.Namespace], nats_sync.Client]
 Handler = Callable[[argparse.Namespace, TextIO], None]
@@ -25,7 +25,7 @@ AddOptions = Callable[[argparse.ArgumentParser], None]
 
 
 def add_parsers(commands: Any, add_options: AddOptions) -> None:
-    """Adds ``stream`` and ``consumer`` (and their actions) to the command parsers."""
+    """Adds ``stream``, ``consumer`` and ``kv`` (and their actions) to the command parsers."""
     stream = commands.add_parser("stream", help="list, show, add and remove streams")
     actions = stream.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("ls", help="the streams, with their message counts")
@@ -72,10 +72,53 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     read.add_argument("--no-ack", action="store_true", help="print without acknowledging")
     for parser in (consumer, *actions.choices.values()):
         add_options(parser)
+    _add_kv_parser(commands, add_options)
+
+
+def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
+    kv = commands.add_parser("kv", help="key-value buckets: add, list, get, put, delete, "
+                                         "history, watch")
+    actions = kv.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="create a bucket (or keep one that matches)")
+    add.add_argument("bucket")
+    add.add_argument("--history", type=int, default=1, help="values kept per key (1..64)")
+    add.add_argument("--ttl", type=float, default=0.0, help="seconds a value lives")
+    add.add_argument("--max-value-size", type=int, default=-1)
+    add.add_argument("--max-bytes", type=int, default=-1)
+    add.add_argument("--storage", choices=("file", "memory"), default="file")
+    add.add_argument("--replicas", type=int, default=1)
+    add.add_argument("--compression", action="store_true", help="compress values (s2)")
+    add.add_argument("--description", default=None)
+    listing = actions.add_parser("ls", help="the buckets, or a bucket's keys")
+    listing.add_argument("bucket", nargs="?", help="list this bucket's keys")
+    get = actions.add_parser("get", help="print a key's value")
+    get.add_argument("bucket")
+    get.add_argument("key")
+    get.add_argument("--revision", type=int, default=None)
+    put = actions.add_parser("put", help="store a value")
+    put.add_argument("bucket")
+    put.add_argument("key")
+    put.add_argument("value")
+    remove = actions.add_parser("del", help="delete a key (or the bucket, without a key)")
+    remove.add_argument("bucket")
+    remove.add_argument("key", nargs="?")
+    remove.add_argument("--purge", action="store_true", help="also drop the key's history")
+    history = actions.add_parser("history", help="a key's kept values, oldest first")
+    history.add_argument("bucket")
+    history.add_argument("key")
+    watch = actions.add_parser("watch", help="print the current values, then every change")
+    watch.add_argument("bucket")
+    watch.add_argument("keys", nargs="?", default=">", help="key filter (default all)")
+    watch.add_argument("--count", type=int, default=None,
+                       help="stop after this many entries (default: until interrupted)")
+    watch.add_argument("--updates-only", action="store_true", help="only new changes")
+    for parser in (kv, *actions.choices.values()):
+        add_options(parser)
 
 
 def handlers(connect: Connect) -> dict[str, Handler]:
-    """The handlers of ``stream`` and ``consumer``, connecting with ``connect(args)``."""
+    """The handlers of ``stream``, ``consumer`` and ``kv``, connecting with
+    ``connect(args)``."""
 
     def stream(args: argparse.Namespace, out: TextIO) -> None:
         with connect(args) as nc:
@@ -124,7 +167,66 @@ def handlers(connect: Connect) -> dict[str, Handler]:
             else:
                 _next(js, args, out)
 
-    return {"stream": stream, "consumer": consumer}
+    def kv(args: argparse.Namespace, out: TextIO) -> None:
+        with connect(args) as nc:
+            _kv(nc.jetstream(timeout=args.timeout), args, out)
+
+    return {"stream": stream, "consumer": consumer, "kv": kv}
+
+
+def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
+    action = args.action
+    if action == "add":
+        made = js.create_key_value(
+            bucket=args.bucket, history=args.history, ttl=args.ttl,
+            max_value_size=args.max_value_size, max_bytes=args.max_bytes,
+            storage=args.storage, replicas=args.replicas, compression=args.compression,
+            description=args.description,
+        )
+        out.write(f"bucket {made.bucket} keeps {args.history} value(s) per key\n")
+    elif action == "ls":
+        names = (js.key_value(args.bucket).list_keys() if args.bucket
+                 else js.key_value_bucket_names())
+        for name in names:
+            out.write(f"{name}\n")
+    elif action == "get":
+        entry = js.key_value(args.bucket).get(args.key, revision=args.revision)
+        out.write(entry.value.decode("utf-8", "replace") + "\n")
+    elif action == "put":
+        revision = js.key_value(args.bucket).put(args.key, args.value.encode())
+        out.write(f"{args.key} revision {revision}\n")
+    elif action == "del":
+        if args.key is None:
+            js.delete_key_value(args.bucket)
+            out.write(f"bucket {args.bucket} deleted\n")
+        else:
+            bucket = js.key_value(args.bucket)
+            (bucket.purge if args.purge else bucket.delete)(args.key)
+            out.write(f"{args.key} {'purged' if args.purge else 'deleted'}\n")
+    elif action == "history":
+        for entry in js.key_value(args.bucket).history(args.key):
+            out.write(_entry_line(entry) + "\n")
+    else:
+        _kv_watch(js, args, out)
+
+
+def _kv_watch(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
+    if args.count is not None and args.count < 1:
+        raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
+    shown = 0
+    with js.key_value(args.bucket).watch(args.keys, updates_only=args.updates_only) as watcher:
+        for entry in watcher:
+            out.write(_entry_line(entry) + "\n")
+            out.flush()
+            shown += 1
+            if args.count is not None and shown >= args.count:
+                return
+
+
+def _entry_line(entry: Entry) -> str:
+    stamp = entry.created.isoformat() if entry.created else "-"
+    value = entry.value.decode("utf-8", "replace")
+    return f"{entry.revision}\t{entry.operation}\t{stamp}\t{entry.key}\t{value}"
 
 
 def _next(js: Any, args: argparse.Namespace, out: TextIO) -> None:

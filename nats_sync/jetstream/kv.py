@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from nats_sync.jetstream.context import JetStream
     from nats_sync.msg import Msg
 
-__all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueStatus"]
+__all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueStatus", "KeyWatcher"]
 
 MAX_HISTORY = 64
 _BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
