@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 import nats_sync
+from nats_sync import _cli_object
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import ApiObject, ConsumerInfo, Entry, JetStream, StreamInfo
 
@@ -25,7 +26,9 @@ AddOptions = Callable[[argparse.ArgumentParser], None]
 
 
 def add_parsers(commands: Any, add_options: AddOptions) -> None:
-    """Adds ``stream``, ``consumer`` and ``kv`` (and their actions) to the command parsers."""
+    """Adds ``stream``, ``consumer`` and ``kv`` (and their actions) to the command parsers,
+    and ``object`` from ``_cli_object``."""
+    _cli_object.add_parsers(commands, add_options)
     stream = commands.add_parser("stream", help="list, show, add and remove streams")
     actions = stream.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("ls", help="the streams, with their message counts")
@@ -171,7 +174,7 @@ def handlers(connect: Connect) -> dict[str, Handler]:
         with connect(args) as nc:
             _kv(nc.jetstream(timeout=args.timeout), args, out)
 
-    return {"stream": stream, "consumer": consumer, "kv": kv}
+    return {"stream": stream, "consumer": consumer, "kv": kv, **_cli_object.handlers(connect)}
 
 
 def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:

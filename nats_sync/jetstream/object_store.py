@@ -542,8 +542,7 @@ def bind_object_store(js: JetStream, bucket: str) -> ObjectStore:
     try:
         stream = js.stream(f"OBJ_{bucket}")
     except StreamNotFoundError:
-        raise BucketNotFoundError(f"no object store bucket {bucket!r}", code=404,
-                                  err_code=10059, description="stream not found") from None
+        raise BucketNotFoundError(f"no object store bucket {bucket!r}") from None
     return ObjectStore(js, bucket, stream)
 
 
@@ -553,8 +552,7 @@ def delete_object_store(js: JetStream, bucket: str) -> None:
     try:
         js.delete_stream(f"OBJ_{bucket}")
     except StreamNotFoundError:
-        raise BucketNotFoundError(f"no object store bucket {bucket!r}", code=404,
-                                  err_code=10059, description="stream not found") from None
+        raise BucketNotFoundError(f"no object store bucket {bucket!r}") from None
 
 
 # --- helpers -----------------------------------------------------------------------------

@@ -34,7 +34,7 @@ for _layer, _modules in enumerate([
     # 6 the public client
     ["client"],
     # 7 built on the public client
-    ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream",
+    ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
      "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf"],
 ]):
     for _module in _modules:
