@@ -54,6 +54,14 @@ def test_jetstream_pipeline() -> None:
     assert "read sequences 10..19 directly: 10 messages" in out
 
 
+def test_kv_feature_flags() -> None:
+    out = run_example("kv_feature_flags.py", "--demo")
+    assert "before: <html><body class='light'>" in out
+    assert "put dark_mode=on (revision 1)" in out
+    assert "after: <html><body class='dark'>" in out
+    assert "after delete: <html><body class='light'>" in out
+
+
 def _load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), EXAMPLES / name)
     assert spec is not None and spec.loader is not None
