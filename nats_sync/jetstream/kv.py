@@ -109,8 +109,10 @@ def check_filter(pattern: object) -> str:
     Raises:
         InvalidKeyError: it is not.
     """
-    if not isinstance(pattern, str) or not pattern or not _FILTER_RE.match(pattern) or (
-            pattern[0] == "." or pattern[-1] == "." or ".." in pattern):
+    tokens = pattern.split(".") if isinstance(pattern, str) else []
+    if not isinstance(pattern, str) or not pattern or not _FILTER_RE.match(pattern) or any(
+            not token or ("*" in token and token != "*") or (">" in token and token != ">")
+            for token in tokens) or ">" in tokens[:-1]:
         raise InvalidKeyError(
             f"key filter {pattern!r} is not a key, '>', or a key with '*' tokens or a final '>'"
         )

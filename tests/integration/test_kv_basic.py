@@ -84,8 +84,9 @@ def test_invalid_names_and_config(js: JetStream) -> None:
         assert isinstance(err.value, ValueError)
     with pytest.raises(InvalidKeyError, match="reserved"):
         kv.put("_kv_x", b"x")
-    with pytest.raises(InvalidKeyError):
-        kv.keys(["a b"])
+    for bad_filter in ("a b", "a*", "a.>.b", "a..b", ""):
+        with pytest.raises(InvalidKeyError):
+            kv.keys([bad_filter])
     with pytest.raises(ValueError, match="bytes"):
         kv.put("k", "text")  # type: ignore[arg-type]
     kv.put("a-b/c_d=e.f", b"ok")
