@@ -54,6 +54,14 @@ def test_jetstream_pipeline() -> None:
     assert "read sequences 10..19 directly: 10 messages" in out
 
 
+def test_object_store_files() -> None:
+    out = run_example("object_store_files.py", "--mib", "3")
+    assert "put datasets/dataset.bin: 3,145,728 bytes in 24 chunks" in out
+    assert "listed datasets/dataset.bin: 3,145,728 bytes" in out
+    assert "got 3,145,728 bytes back into a file; identical: True" in out
+    assert "deleted: the object is gone" in out
+
+
 def test_kv_feature_flags() -> None:
     out = run_example("kv_feature_flags.py", "--demo")
     assert "before: <html><body class='light'>" in out
