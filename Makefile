@@ -44,8 +44,11 @@ bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
 # Fault injection against real nats-servers (kill -9, restart, lame duck, SIGSTOP,
-# force_reconnect) under a 2,000 msgs/s stream; a few minutes. Writes docs/RELIABILITY.md and
-# fails if a buffered message is lost. RELIABILITY_ARGS: --only KEYS, --rate N, --verbose.
+# force_reconnect) under a 2,000 msgs/s stream, then JetStream (kill -9 of a server and of an
+# R3 stream's leader) under acknowledged publish_async and a durable consumer; a few minutes.
+# Writes docs/RELIABILITY.md and fails if a buffered message or an acknowledged JetStream
+# publish is lost. RELIABILITY_ARGS: --only KEYS (e.g. js_restart,js_leader), --rate N,
+# --js-rate N, --verbose.
 reliability: $(DEV_STAMP)
 	$(PY) -m tools.reliability $(RELIABILITY_ARGS)
 

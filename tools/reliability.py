@@ -16,10 +16,17 @@ is unexplained (the stream and this accounting are in tools/_streamcheck.py, sha
 ``make soak``). Recovery is the time from the fault to the publisher's
 ``reconnected_cb``.
 
+The JetStream rows (``js_restart``, ``js_leader``: tools/_jsfaults.py) push an
+acknowledged ``publish_async`` stream and a durable consumer through kill -9 of a
+JetStream server and of an R3 stream's leader, and check that every acknowledged
+publish is stored and every stored message consumed. They write their own section of
+the page; each section keeps the rows a run with ``--only`` did not run.
+
 Every wait is bounded; a watchdog ends the whole run (dumping every thread's stack)
 if it ever takes longer than ``--deadline`` seconds.
 
-Exit status: 0 when nothing buffered was lost, nothing was lost unexplained and every
+Exit status: 0 when nothing buffered was lost, nothing was lost unexplained, no
+acknowledged JetStream publish was lost, every stored message was consumed and every
 fault was recovered from; 1 otherwise; 3 when the watchdog fired.
 """
 
@@ -42,7 +49,21 @@ from typing import Any
 
 import nats_sync
 from nats_sync.testing import NatsCluster, NatsServer, find_server_binary
-from tools._reliability_doc import DEFAULT_PAGE, run_date, write_section
+from tools._jsfaults import JS_FAULTS, JsFault, JsResult, run_js_fault
+from tools._jsfaults import intro as js_intro
+from tools._jsfaults import note_line as js_note_line
+from tools._jsfaults import table_header as js_table_header
+from tools._jsfaults import table_row as js_table_line
+from tools._reliability_doc import (
+    DEFAULT_PAGE,
+    MergedRows,
+    TableRow,
+    earlier_rows,
+    kept_sentence,
+    merge_rows,
+    run_date,
+    write_section,
+)
 from tools._streamcheck import (
     FLUSH_TIMEOUT,
     IN_FLIGHT_BEFORE,
@@ -289,8 +310,9 @@ def analyse(result: RowResult, publisher: StreamPublisher, receiver: Receiver) -
 class LameDuckCluster(NatsCluster):
     """A cluster whose servers run with a short lame duck grace period."""
 
-    def _new_server(self, index: int, routes: str | None) -> NatsServer:
-        server = super()._new_server(index, routes)
+    def _new_server(self, index: int, routes: str | None,
+                    cluster_port: int | None = None) -> NatsServer:
+        server = super()._new_server(index, routes, cluster_port)
         server.config = LDM_CONFIG
         return server
 
@@ -527,51 +549,57 @@ def fmt_ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
 
 
+TABLE_HEADER = [
+    "| fault | injected | published | received (unique) | lost | lost in flight "
+    "| buffered | lost from buffer | duplicates | out of order | refused "
+    "| recovery median | recovery max |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+]
+
+
+def table_line(r: RowResult) -> str:
+    recoveries = r.recoveries
+    median = statistics.median(recoveries) if recoveries else None
+    worst = max(recoveries) if recoveries else None
+    missed = f" ({r.missed_recoveries} never)" if r.missed_recoveries else ""
+    s = r.stream
+    lost = f"{s.lost:,}" + (f" ({len(s.unexplained):,} unexplained)"
+                            if s.unexplained else "")
+    return (
+        f"| {r.fault} | {len(r.injections)} | {s.published:,} | {s.unique:,} | {lost} "
+        f"| {len(s.in_flight):,} | {s.buffered:,} | **{len(s.from_buffer):,}** "
+        f"| {s.duplicates:,} | {s.out_of_order:,} | {s.refused:,} | {fmt_ms(median)} "
+        f"| {fmt_ms(worst)}{missed} |"
+    )
+
+
+def note_line(r: RowResult) -> str | None:
+    items = []
+    if r.moves:
+        items.append(f"{r.moves} preparatory force_reconnect() move{'s' * (r.moves > 1)} "
+                     "(stream held, not counted as a fault) took the publisher off the "
+                     "subscriber's node")
+    items += r.notes
+    if r.dropped:
+        items.append(f"the subscriber dropped {r.dropped} as a slow consumer")
+    if r.error:
+        items.append(f"**row failed**: {r.error}")
+    return f"- {r.fault}: " + "; ".join(items) + "." if items else None
+
+
 def table(results: list[RowResult]) -> list[str]:
-    lines = [
-        "| fault | injected | published | received (unique) | lost | lost in flight "
-        "| buffered | lost from buffer | duplicates | out of order | refused "
-        "| recovery median | recovery max |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
-    ]
-    for r in results:
-        recoveries = r.recoveries
-        median = statistics.median(recoveries) if recoveries else None
-        worst = max(recoveries) if recoveries else None
-        missed = f" ({r.missed_recoveries} never)" if r.missed_recoveries else ""
-        s = r.stream
-        lost = f"{s.lost:,}" + (f" ({len(s.unexplained):,} unexplained)"
-                                if s.unexplained else "")
-        lines.append(
-            f"| {r.fault} | {len(r.injections)} | {s.published:,} | {s.unique:,} | {lost} "
-            f"| {len(s.in_flight):,} | {s.buffered:,} | **{len(s.from_buffer):,}** "
-            f"| {s.duplicates:,} | {s.out_of_order:,} | {s.refused:,} | {fmt_ms(median)} "
-            f"| {fmt_ms(worst)}{missed} |"
-        )
-    return lines
+    return [*TABLE_HEADER, *(table_line(r) for r in results)]
 
 
-def notes(results: list[RowResult]) -> list[str]:
-    lines: list[str] = []
-    for r in results:
-        items = []
-        if r.moves:
-            items.append(f"{r.moves} preparatory force_reconnect() move{'s' * (r.moves > 1)} "
-                         "(stream held, not counted as a fault) took the publisher off the "
-                         "subscriber's node")
-        items += r.notes
-        if r.dropped:
-            items.append(f"the subscriber dropped {r.dropped} as a slow consumer")
-        if r.error:
-            items.append(f"**row failed**: {r.error}")
-        if items:
-            lines.append(f"- {r.fault}: " + "; ".join(items) + ".")
-    return lines
+def merged(section: str, order: list[str], fresh: list[TableRow], titles: dict[str, str],
+           output: Path) -> MergedRows:
+    """This run's rows of ``section`` with the ones it did not run, kept from the page."""
+    return merge_rows(order, fresh, earlier_rows(section, titles, output))
 
 
-def markdown(results: list[RowResult], rate: int, elapsed: float, info: dict[str, str],
-             when: str, command: str) -> str:
-    ok = all(r.ok for r in results)
+def markdown(results: list[RowResult], rows: MergedRows, rate: int, elapsed: float,
+             info: dict[str, str], when: str, command: str) -> str:
+    ok = all(r.ok for r in results) and rows.ok
     out = [
         "# Reliability under faults",
         "",
@@ -584,7 +612,7 @@ def markdown(results: list[RowResult], rate: int, elapsed: float, info: dict[str
         "- **Messages in flight at a crash can be lost**, as with every core NATS client: what",
         "  was already handed to the kernel when a server is killed (or what a frozen server",
         "  never read) is gone with that socket. Core NATS is at-most-once; use JetStream",
-        "  for at-least-once.",
+        "  for at-least-once (its own faults are in the JetStream section below).",
         "- The client finds a new server after each fault and reports it through",
         "  `reconnected_cb`.",
         "",
@@ -644,12 +672,13 @@ def markdown(results: list[RowResult], rate: int, elapsed: float, info: dict[str
         "",
         "## Results",
         "",
-        *table(results),
+        *TABLE_HEADER,
+        *rows.lines,
         "",
+        *kept_sentence(rows, {f.key: f.title for f in FAULTS}),
     ]
-    row_notes = notes(results)
-    if row_notes:
-        out += ["Notes:", "", *row_notes, ""]
+    if rows.notes:
+        out += ["Notes:", "", *rows.notes, ""]
     out += [
         "## Machine",
         "",
@@ -668,6 +697,42 @@ def markdown(results: list[RowResult], rate: int, elapsed: float, info: dict[str
         "or `--rate 1000`; the run exits non-zero when a buffered message is lost, a loss is",
         "unexplained, or a fault was not recovered from.)",
         "",
+        rows.comment,
+    ]
+    return "\n".join(out)
+
+
+def js_markdown(results: list[JsResult], rows: MergedRows, rate: int, elapsed: float,
+                info: dict[str, str], when: str, command: str) -> str:
+    ok = all(r.ok for r in results) and rows.ok
+    out = [
+        *js_intro(rate),
+        "### Results",
+        "",
+        f"Result of the last run: **{'all guarantees held' if ok else 'FAILED'}**.",
+        "",
+        *js_table_header(),
+        *rows.lines,
+        "",
+        *kept_sentence(rows, {f.key: f.title for f in JS_FAULTS}),
+    ]
+    if rows.notes:
+        out += ["Notes:", "", *rows.notes, ""]
+    out += [
+        f"Run on {when}, nats-server {info['nats-server']}, {info['Python']}, "
+        f"{info['Cores']} cores, {info['CPU']} (load average at start "
+        f"{info['Load average at start (1/5/15 min)']}); these rows took {elapsed:.0f} s.",
+        "Reproduce with:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "(`tools/_jsfaults.py`, run by `tools/reliability.py`; the run exits non-zero when an",
+        "acknowledged publish is lost, a stored message is never consumed, a retry is stored",
+        "twice, a publish is never acknowledged, or publishing or consuming does not recover.)",
+        "",
+        rows.comment,
     ]
     return "\n".join(out)
 
@@ -679,27 +744,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--output", type=Path, default=DEFAULT_PAGE,
                         help="markdown file to write (default: docs/RELIABILITY.md)")
-    parser.add_argument("--rate", type=int, default=2000, help="messages per second")
+    parser.add_argument("--rate", type=int, default=2000,
+                        help="messages per second of the core rows")
+    parser.add_argument("--js-rate", type=int, default=1000,
+                        help="publish_async messages per second of the JetStream rows")
     parser.add_argument("--only", default="",
-                        help="comma-separated faults to run: " + ",".join(f.key for f in FAULTS))
-    parser.add_argument("--deadline", type=float, default=480.0,
+                        help="comma-separated faults to run: "
+                        + ",".join([*(f.key for f in FAULTS), *(f.key for f in JS_FAULTS)]))
+    parser.add_argument("--deadline", type=float, default=720.0,
                         help="seconds after which the whole run is abandoned (exit 3)")
     parser.add_argument("--verbose", action="store_true", help="log nats_sync at INFO")
     return parser.parse_args(argv)
+
+
+def selected(only: str) -> tuple[list[Fault], list[JsFault]] | None:
+    """The core and JetStream faults ``--only`` names (all when empty); None if it
+    names an unknown one."""
+    if not only:
+        return FAULTS, JS_FAULTS
+    wanted = {key.strip() for key in only.split(",") if key.strip()}
+    unknown = wanted - {f.key for f in FAULTS} - {f.key for f in JS_FAULTS}
+    if unknown:
+        print(f"unknown fault(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return None
+    return [f for f in FAULTS if f.key in wanted], [f for f in JS_FAULTS if f.key in wanted]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(threadName)s %(name)s %(message)s")
-    faults = FAULTS
-    if args.only:
-        wanted = {key.strip() for key in args.only.split(",") if key.strip()}
-        unknown = wanted - {f.key for f in FAULTS}
-        if unknown:
-            print(f"unknown fault(s): {', '.join(sorted(unknown))}", file=sys.stderr)
-            return 2
-        faults = [f for f in FAULTS if f.key in wanted]
+    chosen = selected(args.only)
+    if chosen is None:
+        return 2
+    faults, js_faults = chosen
     started = now()
     load = os.getloadavg()
     when = run_date()
@@ -711,23 +789,48 @@ def main(argv: list[str] | None = None) -> int:
 
     watchdog = start_watchdog("reliability", args.deadline, cleanup)
     results: list[RowResult] = []
+    js_results: list[JsResult] = []
     try:
         if any(f.key != "restart" for f in faults):
             cluster = LameDuckCluster(3, name="reliability")
             STARTED.append(cluster)
             cluster.start()
         results = [run_fault(fault, cluster, args.rate) for fault in faults]
+        if cluster is not None:
+            cluster.cleanup()  # the JetStream rows get the machine to themselves
+        core_done = now()
+        js_results = [run_js_fault(fault, args.js_rate, STARTED.append) for fault in js_faults]
     finally:
         cleanup()
     elapsed = now() - started
     command = "make reliability" + (f' RELIABILITY_ARGS="{" ".join(argv or sys.argv[1:])}"'
                                     if (argv or sys.argv[1:]) else "")
-    text = markdown(results, args.rate, elapsed, machine(load), when, command)
-    write_section("faults", text, args.output)
+    info = machine(load)
+    # Each section is written only when this run has rows of it, and keeps the rows of
+    # it that were not run (--only): a JetStream run leaves the core table alone.
+    if results:
+        rows = merged("faults", [f.key for f in FAULTS],
+                      [TableRow(r.key, table_line(r), note_line(r), r.ok, when)
+                       for r in results],
+                      {f.key: f.title for f in FAULTS}, args.output)
+        write_section("faults", markdown(results, rows, args.rate, core_done - started, info,
+                                         when, command), args.output)
+    if js_results:
+        rows = merged("jetstream", [f.key for f in JS_FAULTS],
+                      [TableRow(r.key, js_table_line(r), js_note_line(r), r.ok, when)
+                       for r in js_results],
+                      {f.key: f.title for f in JS_FAULTS}, args.output)
+        write_section("jetstream", js_markdown(js_results, rows, args.js_rate,
+                                               started + elapsed - core_done, info, when,
+                                               command),
+                      args.output, after="faults")
     watchdog.set()
-    print("\n".join(table(results)))
+    if results:
+        print("\n".join(table(results)))
+    if js_results:
+        print("\n".join([*js_table_header(), *(js_table_line(r) for r in js_results)]))
     print(f"wrote {args.output} in {elapsed:.0f}s")
-    failed = [r.key for r in results if not r.ok]
+    failed = [r.key for r in results if not r.ok] + [r.key for r in js_results if not r.ok]
     if failed:
         print(f"reliability: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
