@@ -36,6 +36,14 @@ from nats_sync.jetstream.api import (
 )
 from nats_sync.jetstream.consumer import PullConsumer
 from nats_sync.jetstream.errors import StreamNotFoundError
+from nats_sync.jetstream.kv import (
+    KeyValue,
+    KeyValueConfig,
+    bind_bucket,
+    bucket_names,
+    create_bucket,
+    delete_bucket,
+)
 from nats_sync.jetstream.object_store import (
     ObjectStore,
     bind_object_store,
@@ -365,6 +373,43 @@ class JetStream:
             BucketNotFoundError: there is no such bucket.
         """
         delete_object_store(self, bucket)
+
+    # --- key-value --------------------------------------------------------------------
+
+    def create_key_value(self, config: KeyValueConfig | None = None, *,
+                         timeout: float | None = None, **fields: Any) -> KeyValue:
+        """Creates a key-value bucket (the same config again is fine) and binds to it.
+
+        Takes a :class:`KeyValueConfig` or its fields (``bucket``, ``history=1``,
+        ``ttl``, ``max_value_size``, ``max_bytes``, ``storage``, ``replicas``,
+        ``compression``, ``description``, ...).
+
+        Raises:
+            InvalidBucketNameError: the bucket name is not valid.
+            KeyHistoryTooLargeError: history above 64.
+            StreamNameAlreadyInUseError: the bucket exists with another config.
+        """
+        return create_bucket(self, KeyValueConfig.build(config, fields), timeout)
+
+    def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
+        """Binds to an existing key-value bucket.
+
+        Raises:
+            BucketNotFoundError: there is no such bucket.
+        """
+        return bind_bucket(self, bucket, timeout)
+
+    def delete_key_value(self, bucket: str, timeout: float | None = None) -> None:
+        """Deletes a key-value bucket and every value in it.
+
+        Raises:
+            BucketNotFoundError: there is no such bucket.
+        """
+        delete_bucket(self, bucket, timeout)
+
+    def key_value_bucket_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of the key-value buckets, page by page."""
+        return bucket_names(self, timeout)
 
     # --- publishing -------------------------------------------------------------------
 
