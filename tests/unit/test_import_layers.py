@@ -36,7 +36,8 @@ for _layer, _modules in enumerate([
     ["client"],
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
-     "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf"],
+     "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
+     "micro", "micro._api", "micro.request", "micro.service", "micro.discovery", "_cli_micro"],
 ]):
     for _module in _modules:
         LAYERS[_module] = _layer

@@ -1,0 +1,454 @@
+"""A NATS service (:class:`Service`): endpoints, groups, discovery and statistics.
+
+How it works: everything goes through the client's public API. Each endpoint is one
+queue subscription on its subject:
+
+- ``max_workers=1`` (the default) subscribes with a callback, so the client's own
+  delivery thread of that subscription (``nats_sync-sub-<sid>``) runs the handler, one
+  request at a time, in arrival order.
+- ``max_workers=N`` subscribes without a callback and starts N threads
+  ``nats_sync-micro-<service>-<endpoint>-<i>`` that all iterate the same subscription.
+  There is no queue in between: a busy pool simply leaves requests in the
+  subscription's own bounded queue (backpressure, nothing dropped by the pool), and
+  each thread ends when the subscription does (stop, drain, the client closing).
+
+Discovery is three callback subscriptions, ``$SRV.*``, ``$SRV.*.<name>`` and
+``$SRV.*.<name>.<id>`` (no queue group: every instance answers), whose delivery threads
+answer PING, INFO and STATS apart from the endpoints, so a busy endpoint does not
+silence its service.
+
+State: the statistics of every endpoint, ``_started``, ``_active`` (handlers running)
+and ``_stopped`` belong to the service and are read and written under its ``_lock``
+(``_idle`` is a condition on it, for ``stop()`` to wait for running handlers). The
+endpoint list only grows, under the lock, before or while serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from nats_sync._nuid import Nuid
+from nats_sync._validate import check_int, check_timeout
+from nats_sync.errors import Error, InvalidArgumentError
+from nats_sync.micro._api import (
+    DEFAULT_QUEUE_GROUP,
+    VERBS,
+    EndpointInfo,
+    EndpointStats,
+    ServiceInfo,
+    ServicePing,
+    ServiceStats,
+    check_metadata,
+    check_name,
+    check_queue_group,
+    check_subject,
+    check_version,
+    encode,
+)
+from nats_sync.micro.request import Request, ServiceError
+from nats_sync.msg import Msg
+
+if TYPE_CHECKING:
+    from nats_sync.client import Client
+    from nats_sync.subscription import Subscription
+
+log = logging.getLogger("nats_sync")
+
+#: ``handler(request)``: answers with ``request.respond`` or ``request.respond_error``.
+RequestHandler = Callable[[Request], None]
+#: Seconds ``stop()`` waits for running handlers unless told otherwise.
+DEFAULT_STOP_TIMEOUT = 5.0
+_ids = Nuid()
+#: ``handling``: the services whose handler runs on this thread now (stop() from a
+#: handler must not wait for itself).
+_here = threading.local()
+
+
+class _Endpoint:
+    """One endpoint: its configuration, subscription, worker threads and counters.
+
+    The counters are written under the service's lock only.
+    """
+
+    def __init__(self, service: Service, name: str, subject: str, queue_group: str,
+                 metadata: dict[str, str], handler: RequestHandler, max_workers: int) -> None:
+        self.service = service
+        self.name = name
+        self.subject = subject
+        self.queue_group = queue_group
+        self.metadata = metadata
+        self.handler = handler
+        self.max_workers = max_workers
+        self.sub: Subscription | None = None
+        self.workers: list[threading.Thread] = []
+        self.num_requests = 0
+        self.num_errors = 0
+        self.last_error = ""
+        self.processing_time = 0
+
+    def start(self, nc: Client) -> None:
+        if self.max_workers == 1:
+            self.sub = nc.subscribe(self.subject, queue=self.queue_group, cb=self.handle)
+            return
+        self.sub = nc.subscribe(self.subject, queue=self.queue_group)
+        for index in range(self.max_workers):
+            worker = threading.Thread(
+                target=self._work, args=(self.sub,), daemon=True,
+                name=f"nats_sync-micro-{self.service.name}-{self.name}-{index}",
+            )
+            self.workers.append(worker)
+            worker.start()
+
+    def _work(self, sub: Subscription) -> None:
+        """Worker thread: handles requests until the subscription ends."""
+        try:
+            for msg in sub:
+                self.handle(msg)
+        except Error as err:  # e.g. the server refused the subscription
+            log.error("nats_sync: endpoint %r of service %r stopped: %s",
+                      self.name, self.service.name, err)
+
+    def handle(self, msg: Msg) -> None:
+        """Runs the handler for one request and counts it (a handler thread)."""
+        service = self.service
+        with service._lock:
+            service._active += 1
+        request = Request(msg)
+        handling: list[Service] = _here.__dict__.setdefault("handling", [])
+        handling.append(service)
+        start = time.perf_counter_ns()
+        try:
+            self.handler(request)
+        except Exception as err:  # a handler's failure is the caller's answer, not ours
+            self._answer_failure(request, err)
+        finally:
+            handling.pop()
+        elapsed = time.perf_counter_ns() - start
+        with service._lock:
+            self.num_requests += 1
+            self.processing_time += elapsed
+            if request._error is not None:
+                self.num_errors += 1
+                self.last_error = request._error
+            service._active -= 1
+            if not service._active:
+                service._idle.notify_all()
+
+    def _answer_failure(self, request: Request, err: Exception) -> None:
+        if isinstance(err, ServiceError):
+            code, description = err.code or 500, err.description or err.detail
+        else:
+            log.exception("nats_sync: handler of endpoint %r of service %r raised",
+                          self.name, self.service.name)
+            code, description = 500, f"{type(err).__name__}: {err}"
+        if request.responded or not request.reply:
+            request._error = f"{code}:{description}"
+            return
+        try:
+            request.respond_error(code, description)
+        except Error as failure:  # the client closed meanwhile: nobody to tell
+            request._error = f"{code}:{description}"
+            log.warning("nats_sync: could not answer a failed request: %s", failure)
+
+    def info(self) -> EndpointInfo:
+        return EndpointInfo(self.name, self.subject, self.queue_group, dict(self.metadata))
+
+    def stats(self) -> EndpointStats:
+        average = self.processing_time // self.num_requests if self.num_requests else 0
+        return EndpointStats(self.name, self.subject, self.queue_group, self.num_requests,
+                             self.num_errors, self.last_error, self.processing_time, average)
+
+    def reset(self) -> None:
+        self.num_requests = self.num_errors = self.processing_time = 0
+        self.last_error = ""
+
+
+class Group:
+    """A subject prefix (and queue group) that endpoints added through it share.
+
+    Made by :meth:`Service.add_group` or :meth:`Group.add_group`.
+    """
+
+    def __init__(self, service: Service, prefix: str, queue_group: str) -> None:
+        self._service = service
+        self._prefix = prefix
+        self._queue_group = queue_group
+
+    @property
+    def prefix(self) -> str:
+        """The subject prefix of this group's endpoints."""
+        return self._prefix
+
+    @property
+    def queue_group(self) -> str:
+        """The queue group this group's endpoints join unless told otherwise."""
+        return self._queue_group
+
+    def add_endpoint(self, name: str, handler: RequestHandler, subject: str | None = None,
+                     queue_group: str | None = None, metadata: dict[str, str] | None = None,
+                     *, max_workers: int = 1) -> None:
+        """Adds an endpoint on ``<prefix>.<subject or name>``; see
+        :meth:`Service.add_endpoint`."""
+        self._service._add(self._prefix, name, handler, subject,
+                           queue_group or self._queue_group, metadata, max_workers)
+
+    def add_group(self, name: str, queue_group: str | None = None) -> Group:
+        """A nested group on ``<prefix>.<name>``."""
+        check_subject(name, "group name", wildcards=False)
+        group_queue = check_queue_group(queue_group or self._queue_group, "queue_group")
+        return Group(self._service, f"{self._prefix}.{name}", group_queue)
+
+
+class Service:
+    """A running service; made by :func:`add_service`.
+
+    Attributes are read-only: ``name``, ``id``, ``version``, ``description``,
+    ``metadata``, ``queue_group``. A context manager: leaving the block stops it.
+    """
+
+    def __init__(self, nc: Client, name: str, version: str, description: str,
+                 metadata: dict[str, str], queue_group: str) -> None:
+        self._nc = nc
+        self.name = name
+        self.id = _ids.next()
+        self.version = version
+        self.description = description
+        self.metadata = metadata
+        self.queue_group = queue_group
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._active = 0
+        self._stopped = False
+        self._endpoints: list[_Endpoint] = []
+        self._started = datetime.now(timezone.utc)
+        self._discovery: list[Subscription] = []
+
+    def _start_discovery(self) -> None:
+        for subject in ("$SRV.*", f"$SRV.*.{self.name}", f"$SRV.*.{self.name}.{self.id}"):
+            self._discovery.append(self._nc.subscribe(subject, cb=self._answer_discovery))
+
+    def _answer_discovery(self, msg: Msg) -> None:
+        """A discovery subscription's delivery thread: answers PING, INFO or STATS."""
+        verb = msg.subject.split(".", 2)[1]
+        if verb not in VERBS or not msg.reply:
+            return
+        record: ServicePing | ServiceInfo | ServiceStats
+        if verb == "PING":
+            record = ServicePing(self.name, self.id, self.version, dict(self.metadata))
+        elif verb == "INFO":
+            record = self.info()
+        else:
+            record = self.stats()
+        try:
+            msg.respond(encode(record))
+        except Error as err:  # closing meanwhile: the asker times out, as it would anyway
+            log.debug("nats_sync: service %r could not answer %s: %s", self.name, verb, err)
+
+    # --- endpoints ---------------------------------------------------------------------
+
+    def add_endpoint(self, name: str, handler: RequestHandler, subject: str | None = None,
+                     queue_group: str | None = None, metadata: dict[str, str] | None = None,
+                     *, max_workers: int = 1) -> None:
+        """Adds an endpoint and starts serving it at once.
+
+        Args:
+            name: the endpoint's name (letters, digits, ``-``, ``_``).
+            handler: ``handler(request)``, answering with ``request.respond(...)`` or
+                ``request.respond_error(...)``. An exception it raises is answered as
+                a 500 error (a :class:`ServiceError`, with its code) and counted.
+            subject: the subject to listen on (wildcards allowed); default ``name``.
+            queue_group: default the service's (or the group's).
+            metadata: the endpoint's metadata (str -> str).
+            max_workers: handler threads; 1 keeps the requests' order, more run
+                handlers concurrently.
+
+        Raises:
+            InvalidArgumentError: a bad name, subject, queue group, metadata or
+                ``max_workers``, or the service is stopped.
+        """
+        self._add("", name, handler, subject, queue_group or self.queue_group, metadata,
+                  max_workers)
+
+    def add_group(self, name: str, queue_group: str | None = None) -> Group:
+        """A group: endpoints added through it listen on ``<name>.<subject>``.
+
+        Args:
+            name: the subject prefix (tokens without wildcards).
+            queue_group: the group's default queue group (else the service's).
+
+        Raises:
+            InvalidArgumentError: a bad name or queue group.
+        """
+        check_subject(name, "group name", wildcards=False)
+        group_queue = check_queue_group(queue_group or self.queue_group, "queue_group")
+        return Group(self, name, group_queue)
+
+    def _add(self, prefix: str, name: str, handler: RequestHandler, subject: str | None,
+             queue_group: str, metadata: dict[str, str] | None, max_workers: int) -> None:
+        check_name(name, "endpoint name")
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, got {handler!r}")
+        local = check_subject(subject if subject is not None else name, "endpoint subject",
+                              wildcards=True)
+        full = f"{prefix}.{local}" if prefix else local
+        check_queue_group(queue_group, "queue_group")
+        check_int(max_workers, "max_workers", 1)
+        endpoint = _Endpoint(self, name, full, queue_group,
+                             check_metadata(metadata, "endpoint metadata"), handler, max_workers)
+        with self._lock:
+            if self._stopped:
+                raise InvalidArgumentError(f"service {self.name!r} is stopped")
+            self._endpoints.append(endpoint)
+        endpoint.start(self._nc)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Waits until the server has the new subscriptions, so a caller may use them as
+        soon as this returns; offline, they are sent on reconnect, so that is no error."""
+        try:
+            self._nc.flush()
+        except Error as err:
+            log.debug("nats_sync: service %r: flush: %s", self.name, err)
+
+    # --- monitoring --------------------------------------------------------------------
+
+    def info(self) -> ServiceInfo:
+        """What ``$SRV.INFO`` answers: the service and its endpoints."""
+        with self._lock:
+            endpoints = [endpoint.info() for endpoint in self._endpoints]
+        return ServiceInfo(self.name, self.id, self.version, self.description,
+                           dict(self.metadata), endpoints)
+
+    def stats(self) -> ServiceStats:
+        """What ``$SRV.STATS`` answers: each endpoint's counters since the start or the
+        last :meth:`reset`."""
+        with self._lock:
+            endpoints = [endpoint.stats() for endpoint in self._endpoints]
+            started = self._started
+        return ServiceStats(self.name, self.id, self.version, started, dict(self.metadata),
+                            endpoints)
+
+    def reset(self) -> None:
+        """Sets every endpoint's counters to zero and ``started`` to now."""
+        with self._lock:
+            for endpoint in self._endpoints:
+                endpoint.reset()
+            self._started = datetime.now(timezone.utc)
+
+    # --- stopping ----------------------------------------------------------------------
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the service stopped (``stop()``, or its client closed)."""
+        return self._stopped or self._nc.is_closed
+
+    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+        """Stops serving: unsubscribes everything, then waits for running handlers.
+
+        Requests already received are still handled (each subscription is drained);
+        callers that come later get ``NoRespondersError``. Calling it again does
+        nothing. Safe from a handler (it does not wait for its own thread).
+
+        Args:
+            timeout: seconds to wait for the drain and the running handlers.
+
+        Raises:
+            InvalidArgumentError: ``timeout`` is not a positive number.
+        """
+        check_timeout(timeout)
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            endpoints = list(self._endpoints)
+        deadline = time.monotonic() + timeout
+        for sub in self._discovery:
+            self._end(sub, None)
+        for endpoint in endpoints:
+            if endpoint.sub is not None:
+                self._end(endpoint.sub, deadline)
+        me = threading.current_thread()
+        for endpoint in endpoints:
+            for worker in endpoint.workers:
+                if worker is not me:
+                    worker.join(max(deadline - time.monotonic(), 0.0))
+        with self._lock:
+            # A handler calling stop() counts itself: wait for the others only.
+            own = _here.__dict__.get("handling", []).count(self)
+            while self._active > own:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("nats_sync: service %r stopped with %d handlers still running",
+                                self.name, self._active - own)
+                    break
+                self._idle.wait(left)
+
+    def _end(self, sub: Subscription, deadline: float | None) -> None:
+        """Ends one subscription: drained (its queued requests answered) when it has a
+        deadline, else unsubscribed; a closed client or a late drain is no failure."""
+        if self._nc.is_closed:
+            return
+        try:
+            if deadline is None:
+                sub.unsubscribe()
+            else:
+                sub.drain(max(deadline - time.monotonic(), 0.001))
+        except Error as err:
+            log.debug("nats_sync: service %r: ending %r: %s", self.name, sub, err)
+            try:
+                sub.unsubscribe()
+            except Error:
+                pass
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "stopped" if self.stopped else "running"
+        return f"<Service {self.name} {self.version} id={self.id} {state}>"
+
+
+def add_service(nc: Client, name: str, version: str, description: str = "",
+                metadata: dict[str, str] | None = None,
+                queue_group: str = DEFAULT_QUEUE_GROUP) -> Service:
+    """Starts a service on ``nc``: it answers discovery at once; add endpoints to serve.
+
+    Example::
+
+        svc = nats_sync.micro.add_service(nc, "lookup", "1.0.0")
+        svc.add_endpoint("get", lambda req: req.respond(table[req.data]))
+
+    Args:
+        nc: a connected client.
+        name: the service's name (letters, digits, ``-``, ``_``), shared by its
+            instances.
+        version: a semantic version, e.g. ``"1.0.0"``.
+        description: what it does.
+        metadata: str -> str, shown by discovery.
+        queue_group: the queue group endpoints join unless told otherwise, so that
+            instances share the load.
+
+    Raises:
+        InvalidArgumentError: a bad name, version, metadata or queue group.
+        ConnectionClosedError: the client is closed.
+    """
+    check_name(name, "service name")
+    check_version(version)
+    if not isinstance(description, str):
+        raise InvalidArgumentError(f"description must be a str, got {description!r}")
+    service = Service(nc, name, version, description,
+                      check_metadata(metadata, "service metadata"),
+                      check_queue_group(queue_group, "queue_group"))
+    service._start_discovery()
+    service._flush()
+    return service
