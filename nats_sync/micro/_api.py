@@ -181,6 +181,7 @@ class EndpointStats:
         last_error: the last error, ``"<code>:<description>"`` ("" when none).
         processing_time: total handler time, integer nanoseconds.
         average_processing_time: ``processing_time // num_requests``, nanoseconds.
+        data: the endpoint's own statistics, any JSON value (None when none).
     """
 
     name: str
@@ -191,13 +192,16 @@ class EndpointStats:
     last_error: str = ""
     processing_time: int = 0
     average_processing_time: int = 0
+    data: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's JSON object."""
         return {"name": self.name, "subject": self.subject, "queue_group": self.queue_group,
                 "num_requests": self.num_requests, "num_errors": self.num_errors,
                 "last_error": self.last_error, "processing_time": self.processing_time,
-                "average_processing_time": self.average_processing_time}
+                "average_processing_time": self.average_processing_time,
+                # Always there, null when empty: nats-py 2.x reads the key unconditionally.
+                "data": self.data}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EndpointStats:
@@ -208,7 +212,8 @@ class EndpointStats:
                    num_errors=int(data.get("num_errors") or 0),
                    last_error=data.get("last_error") or "",
                    processing_time=int(data.get("processing_time") or 0),
-                   average_processing_time=int(data.get("average_processing_time") or 0))
+                   average_processing_time=int(data.get("average_processing_time") or 0),
+                   data=data.get("data"))
 
 
 @dataclass
