@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 import nats_sync
-from nats_sync import _cli_jetstream
+from nats_sync import _cli_jetstream, _cli_micro
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import Error, InvalidArgumentError
@@ -119,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
         _add_global_options(command, with_defaults=False)
     # Added after the loop: they put the options on their own actions' parsers too.
     _cli_jetstream.add_parsers(
+        commands, lambda parser: _add_global_options(parser, with_defaults=False)
+    )
+    _cli_micro.add_parsers(
         commands, lambda parser: _add_global_options(parser, with_defaults=False)
     )
     return parser
@@ -351,6 +354,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], None]] = {
     "bench": _cmd_bench,
     "server": _cmd_server,
     **_cli_jetstream.handlers(_connect),
+    **_cli_micro.handlers(_connect),
 }
 
 
