@@ -17,10 +17,11 @@ Discovery is three callback subscriptions, ``$SRV.*``, ``$SRV.*.<name>`` and
 answer PING, INFO and STATS apart from the endpoints, so a busy endpoint does not
 silence its service.
 
-State: the statistics of every endpoint, ``_started``, ``_active`` (handlers running)
-and ``_stopped`` belong to the service and are read and written under its ``_lock``
-(``_idle`` is a condition on it, for ``stop()`` to wait for running handlers). The
-endpoint list only grows, under the lock, before or while serving.
+State: the statistics of every endpoint, ``_started`` and ``_stopped`` belong to the
+service and are read and written under its ``_lock``, taken once per request, after
+the handler. The endpoint list only grows, under the lock, before or while serving.
+``stop()`` needs no count of running handlers: draining a callback subscription waits
+for its delivery thread's callbacks, and it joins the worker threads itself.
 """
 
 from __future__ import annotations
@@ -65,9 +66,6 @@ RequestHandler = Callable[[Request], None]
 #: Seconds ``stop()`` waits for running handlers unless told otherwise.
 DEFAULT_STOP_TIMEOUT = 5.0
 _ids = Nuid()
-#: ``handling``: the services whose handler runs on this thread now (stop() from a
-#: handler must not wait for itself).
-_here = threading.local()
 
 
 class _Endpoint:
@@ -116,29 +114,19 @@ class _Endpoint:
 
     def handle(self, msg: Msg) -> None:
         """Runs the handler for one request and counts it (a handler thread)."""
-        service = self.service
-        with service._lock:
-            service._active += 1
         request = Request(msg)
-        handling: list[Service] = _here.__dict__.setdefault("handling", [])
-        handling.append(service)
         start = time.perf_counter_ns()
         try:
             self.handler(request)
         except Exception as err:  # a handler's failure is the caller's answer, not ours
             self._answer_failure(request, err)
-        finally:
-            handling.pop()
         elapsed = time.perf_counter_ns() - start
-        with service._lock:
+        with self.service._lock:
             self.num_requests += 1
             self.processing_time += elapsed
             if request._error is not None:
                 self.num_errors += 1
                 self.last_error = request._error
-            service._active -= 1
-            if not service._active:
-                service._idle.notify_all()
 
     def _answer_failure(self, request: Request, err: Exception) -> None:
         if isinstance(err, ServiceError):
@@ -222,8 +210,6 @@ class Service:
         self.metadata = metadata
         self.queue_group = queue_group
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._active = 0
         self._stopped = False
         self._endpoints: list[_Endpoint] = []
         self._started = datetime.now(timezone.utc)
@@ -378,16 +364,9 @@ class Service:
             for worker in endpoint.workers:
                 if worker is not me:
                     worker.join(max(deadline - time.monotonic(), 0.0))
-        with self._lock:
-            # A handler calling stop() counts itself: wait for the others only.
-            own = _here.__dict__.get("handling", []).count(self)
-            while self._active > own:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    log.warning("nats_sync: service %r stopped with %d handlers still running",
-                                self.name, self._active - own)
-                    break
-                self._idle.wait(left)
+                    if worker.is_alive():
+                        log.warning("nats_sync: service %r stopped with a handler of %r "
+                                    "still running", self.name, endpoint.name)
 
     def _end(self, sub: Subscription, deadline: float | None) -> None:
         """Ends one subscription: drained (its queued requests answered) when it has a

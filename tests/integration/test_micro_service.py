@@ -352,3 +352,23 @@ def test_bad_endpoint_arguments(connect: ClientFactory) -> None:
         svc.add_endpoint("a", "not callable")  # type: ignore[arg-type]
     assert svc.info().endpoints == []
     svc.stop()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_handler_may_stop_its_own_service(connect: ClientFactory, workers: int) -> None:
+    nc, caller = connect(), connect()
+    svc = micro.add_service(nc, "selfstop", "1.0.0")
+    returned = threading.Event()
+
+    def shutdown(req: Request) -> None:
+        req.respond(b"bye")
+        svc.stop(timeout=3)
+        returned.set()
+
+    svc.add_endpoint("shutdown", shutdown, max_workers=workers)
+    started = time.monotonic()
+    assert caller.request("shutdown", b"", timeout=5).data == b"bye"
+    assert returned.wait(5) and svc.stopped
+    with pytest.raises(nats_sync.NoRespondersError):
+        caller.request("$SRV.PING.selfstop", b"", timeout=5)
+    assert time.monotonic() - started < 5
