@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
 
 import nats_sync
+from nats_sync import micro
 from nats_sync.spark import register, request_udf
 from nats_sync.testing import NatsServer
 
@@ -56,35 +57,51 @@ def catalogue(size: int, seed: int = 7) -> dict[str, bytes]:
 
 
 class LookupService:
-    """A queue group of ``workers`` connections answering SKU lookups; counts what it served."""
+    """``workers`` instances of the ``products`` service (nats_sync.micro), one connection
+    each, in one queue group: they share the SKU lookups and count them in their stats
+    (``nats-sync service stats products`` shows them while the demo runs)."""
 
     def __init__(self, url: str, workers: int, table: dict[str, bytes]) -> None:
         self.table = table
-        self.served = 0
-        self.unknown = 0
-        self._lock = threading.Lock()
         self.clients = [
             nats_sync.connect(url, name=f"lookup-worker-{n}") for n in range(workers)
         ]
+        self.services = []
         for client in self.clients:
-            client.subscribe(LOOKUP_SUBJECT, queue="lookup-workers", cb=self._answer)
-            client.flush()
+            service = micro.add_service(client, "products", "1.0.0",
+                                        description="SKU -> product JSON",
+                                        queue_group="lookup-workers")
+            service.add_endpoint("lookup", self._answer, subject=LOOKUP_SUBJECT)
+            self.services.append(service)
 
-    def _answer(self, msg: nats_sync.Msg) -> None:
-        reply = self.table.get(msg.data.decode(errors="replace"))
+    def _answer(self, req: micro.Request) -> None:
+        reply = self.table.get(req.data.decode(errors="replace"))
         if reply is None:
-            # An unknown SKU is an answer too: the status header says why there is no body.
-            msg.respond(b"", headers={"Nats-Service-Error": "unknown sku"})
+            # An unknown SKU is an answer too: the error headers say why there is no body.
+            req.respond_error(404, "unknown sku")
         else:
-            msg.respond(reply)
-        with self._lock:
-            self.served += 1
-            self.unknown += reply is None
+            req.respond(reply)
+
+    def _totals(self) -> tuple[int, int]:
+        endpoints = [svc.stats().endpoints[0] for svc in self.services]
+        return sum(e.num_requests for e in endpoints), sum(e.num_errors for e in endpoints)
+
+    @property
+    def served(self) -> int:
+        """Lookups answered so far, by every instance."""
+        return self._totals()[0]
+
+    @property
+    def unknown(self) -> int:
+        """Of which for an unknown SKU (error replies)."""
+        return self._totals()[1]
 
     def close(self) -> None:
-        """Drains every worker: requests already received still get their answer."""
+        """Stops every instance (requests already received still get their answer)."""
+        for service in self.services:
+            service.stop()
         for client in self.clients:
-            client.drain()
+            client.close()
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import nats_sync
+from nats_sync import micro
 from nats_sync.testing import server_url
 
 PRICE_SUBJECT = "prices.lookup"
@@ -50,18 +51,20 @@ def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
 
 
 def start_price_service(url: str) -> nats_sync.Client:
-    """A tiny NATS service: the price of a SKU is derived from its number."""
-    service = nats_sync.connect(url, name="price-service")
+    """A tiny NATS service (nats_sync.micro): the price of a SKU is derived from its number.
 
-    def answer(msg: nats_sync.Msg) -> None:
-        sku = msg.data.decode()
+    Returns its client: draining or closing it ends the service.
+    """
+    nc = nats_sync.connect(url, name="price-service")
+
+    def answer(req: micro.Request) -> None:
+        sku = req.data.decode()
         digits = "".join(ch for ch in sku if ch.isdigit()) or "0"
-        msg.respond(json.dumps({"sku": sku, "price": int(digits) * 1.25}).encode())
+        req.respond(json.dumps({"sku": sku, "price": int(digits) * 1.25}).encode())
 
-    for _ in range(2):  # two workers in a queue group
-        service.subscribe(PRICE_SUBJECT, queue="prices", cb=answer)
-    service.flush()
-    return service
+    service = micro.add_service(nc, "prices", "1.0.0", queue_group="prices")
+    service.add_endpoint("lookup", answer, subject=PRICE_SUBJECT, max_workers=2)
+    return nc
 
 
 class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
