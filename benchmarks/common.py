@@ -17,6 +17,11 @@ IDLE_TIMEOUT = 3.0  # pub->sub: stop waiting after this long without a new messa
 JS_TIMEOUT = 10.0  # JetStream admin calls and acks; generous, a busy VM stalls file writes
 JS_FETCH_BATCH = 500
 JS_FETCH_WAIT = 5.0
+KV_KEY = "bench.key"
+OBJECT_NAME = "bench-object"
+#: Stored and read before the timed object put/get: opens the ack subscription (put)
+#: and runs one consumer round (get) so neither first-use cost lands in the timing.
+OBJECT_WARMUP_SIZE = 1 << 20
 
 
 def payload(size: int) -> bytes:
@@ -90,6 +95,35 @@ def js_names(scenario: str) -> JsNames:
     pid = os.getpid()
     return JsNames(f"BENCH_{scenario.upper()}_{pid}", f"benchjs.{pid}.{scenario}",
                    f"bench_{pid}")
+
+
+def bucket_name(scenario: str) -> str:
+    """A fresh key-value or object store bucket name for one run of ``scenario``.
+
+    The pid in it for the reason given on ``JsNames``; bucket names allow letters,
+    digits, ``-`` and ``_`` only.
+    """
+    return f"BENCH_{scenario.upper()}_{os.getpid()}"
+
+
+def kv_keys(count: int) -> list[str]:
+    """``count`` distinct keys, made before the clock starts.
+
+    Distinct keys, so each put stores a new message: one key rewritten with history=1
+    would also have the server drop the previous value on every put.
+    """
+    return [f"k{n}" for n in range(count)]
+
+
+def object_metrics(size: int, watch: Stopwatch) -> dict[str, float]:
+    """MiB/s, the client's and the server's CPU milliseconds per MiB of one object."""
+    mib = size / (1 << 20)
+    return {
+        "mib_per_s": mib / watch.wall,
+        "cpu_ms_per_mib": watch.cpu / mib * 1e3,
+        "server_cpu_ms_per_mib": watch.peer_cpu / mib * 1e3,
+        "elapsed_s": watch.wall,
+    }
 
 
 def server_cpu_metric(watch: Stopwatch, count: int) -> dict[str, float]:

@@ -22,6 +22,9 @@ from benchmarks.scenarios import CASES, NATSPY, RAW, SPARK_KEY, SPARK_ROW, SPARK
 DASH = "\u2013"  # en dash between min and max
 
 
+#: Units of whole counts (lost messages, failed puts, ...): shown without decimals.
+COUNT_UNITS = frozenset({"msgs", "gets", "puts", "objects"})
+
 #: Hand-written notes (profiles, what was tried) appended to the generated page.
 ANALYSIS_PATH = Path(__file__).with_name("ANALYSIS.md")
 
@@ -29,7 +32,7 @@ ANALYSIS_PATH = Path(__file__).with_name("ANALYSIS.md")
 def fmt_value(value: float, unit: str) -> str:
     if unit == "µs":
         return f"{value:,.1f}" if value >= 10 else f"{value:.3f}"
-    if unit == "msgs":
+    if unit in COUNT_UNITS:
         return f"{value:,.0f}"
     return f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
 
@@ -202,6 +205,15 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "explicit-ack pull consumer: `fetch(500)` and `ack()` of each until all came, then a "
         "flush so every ack reached the server (nats-py: `pull_subscribe` + "
         "`await sub.fetch(500)` + `await msg.ack()`). The nats-server CPU rows of these cases "
+        "cover the timed section only.",
+        "- Key-value and object store: a fresh file-storage bucket per run, deleted after. "
+        "kv get: one key holding 100 B, 200 warm-up gets, then 3,000 `kv.get` one after "
+        "another (both clients use the bucket's direct get). kv put: 200 warm-up puts, then "
+        "5,000 `kv.put` of 100 B, each to a new key and waiting for its ack (nats-py: "
+        "`await kv.put`). Object put: one 64 MiB object in 128 KiB chunks after a 1 MiB "
+        "warm-up object; get: the same object stored first (not timed), then one "
+        "`obs.get(name).data` (nats-py: `(await obs.get(name)).data`), its bytes compared "
+        "with what was put. Both clients check the SHA-256 digest. The nats-server CPU rows "
         "cover the timed section only.",
         "- The raw-socket publish sends pre-encoded frames (no per-message Python work at "
         "all), so it is the ceiling of the socket path rather than a reachable target for a "

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 WORKER_TIMEOUT = 120.0
 SPARK_TIMEOUT = 480.0
 HEADLINE_UNITS = {"msgs_per_s": "msgs/s", "reqs_per_s": "req/s", "acks_per_s": "acks/s",
-                  "p50_us": "µs p50"}
+                  "puts_per_s": "puts/s", "mib_per_s": "MiB/s", "p50_us": "µs p50"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -157,7 +157,8 @@ def describe(result: dict[str, Any], case: Case) -> str:
     parts = []
     for key, unit in HEADLINE_UNITS.items():
         if key in metrics:
-            parts.append(f"{metrics[key]:>12,.0f} {unit}" if key != "p50_us"
+            parts.append(f"{metrics[key]:>12,.0f} {unit}"
+                         if key not in ("p50_us", "mib_per_s")
                          else f"{metrics[key]:>8,.1f} {unit}")
     if case.key == "pubsub":
         parts.append(f"lost {metrics['lost']:,.0f} dup {metrics['duplicates']:,.0f} "
@@ -266,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     chart.draw(results, HERE / "ratios.png")
+    options.out.mkdir(parents=True, exist_ok=True)  # --out may name a folder not made yet
     out = options.out / "BENCHMARKS.md"
     out.write_text(report.markdown(results))
     print(f"\nwrote {out}, {HERE / 'results.json'}, {HERE / 'ratios.png'} "

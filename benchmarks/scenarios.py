@@ -57,6 +57,9 @@ _REQ_METRICS = (("reqs_per_s", "throughput", "req/s"), ("cpu_us_per_req", "CPU p
 _WARMUP = 200
 #: The server's CPU over the timed section (taken by the worker itself; see common.Stopwatch).
 _JS_SERVER_CPU = "nats-server CPU per msg"
+#: One object of ``mib`` MiB in 128 KiB chunks (both clients' default chunk size).
+_OBJ_METRICS = (("mib_per_s", "throughput", "MiB/s"), ("cpu_ms_per_mib", "CPU per MiB", "ms"),
+                ("server_cpu_ms_per_mib", "nats-server CPU per MiB", "ms"))
 
 CASES: tuple[Case, ...] = (
     Case("publish_16", "publish 16 B", "publish",
@@ -113,6 +116,29 @@ CASES: tuple[Case, ...] = (
                   ("errors", "not received", "msgs"),
                   ("unacked", "left un-acked", "msgs")),
          jetstream=True),
+    # Key-value and object store: buckets are streams, so these run with the JetStream
+    # cases (a fresh file-storage bucket per run, deleted after).
+    Case("kv_get", "key-value get 100 B", "kv_get",
+         {"size": 100, "count": 3_000, "warmup": _WARMUP},
+         {"size": 100, "count": 300, "warmup": 50},
+         metrics=(("p50_us", "latency p50", "µs"), ("p90_us", "latency p90", "µs"),
+                  ("p99_us", "latency p99", "µs"), ("cpu_us_per_req", "CPU per get", "µs"),
+                  ("server_cpu_us", "nats-server CPU per get", "µs"),
+                  ("errors", "wrong value", "gets")),
+         jetstream=True),
+    Case("kv_put", "key-value put 100 B", "kv_put",
+         {"size": 100, "count": 5_000, "warmup": _WARMUP},
+         {"size": 100, "count": 500, "warmup": 50},
+         metrics=(("puts_per_s", "throughput", "puts/s"), ("cpu_us_per_put", "CPU per put", "µs"),
+                  ("server_cpu_us", "nats-server CPU per put", "µs"),
+                  ("errors", "not stored", "puts")),
+         jetstream=True),
+    Case("obj_put", "object store put", "obj_put", {"mib": 64}, {"mib": 4},
+         metrics=(*_OBJ_METRICS, ("errors", "wrong size stored", "objects")),
+         jetstream=True),
+    Case("obj_get", "object store get", "obj_get", {"mib": 64}, {"mib": 4},
+         metrics=(*_OBJ_METRICS, ("errors", "wrong bytes read", "objects")),
+         jetstream=True),
 )
 
 SPARK_KEY = "spark"
@@ -138,6 +164,14 @@ TARGETS: tuple[Target, ...] = (
            2.0, "≥ 2.0x, 0 failed", zero=("errors",)),
     Target("JetStream fetch(500) + ack msgs/s", "js_fetch", "msgs_per_s", SYNC, NATSPY, 2.0,
            "≥ 2.0x, 0 missed", zero=("errors", "unacked")),
+    Target("key-value get p50 vs nats-py", "kv_get", "p50_us", NATSPY, SYNC, 1 / 0.75,
+           "p50 ≤ 0.75x nats-py (ratio ≥ 1.33x)", zero=("errors",)),
+    Target("key-value put puts/s", "kv_put", "puts_per_s", SYNC, NATSPY, 1.5,
+           "≥ 1.5x, 0 missing", zero=("errors",)),
+    Target("object store put MiB/s", "obj_put", "mib_per_s", SYNC, NATSPY, 2.0, "≥ 2.0x",
+           zero=("errors",)),
+    Target("object store get MiB/s", "obj_get", "mib_per_s", SYNC, NATSPY, 2.0,
+           "≥ 2.0x, bytes intact", zero=("errors",)),
     Target("Spark request_udf vs row UDF rows/s", SPARK_KEY, "rows_per_s", SPARK_VECTOR,
            SPARK_ROW, 20.0, "≥ 20x"),
 )

@@ -11,7 +11,7 @@ from typing import Any
 import nats
 from nats.aio.msg import Msg
 from nats.errors import SlowConsumerError
-from nats.js.api import StorageType
+from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from benchmarks import common as c
 
@@ -264,6 +264,108 @@ async def _unacked(js: Any, names: c.JsNames) -> int:
         await asyncio.sleep(0.05)
 
 
+# --- key-value and object store -------------------------------------------------------
+
+
+@asynccontextmanager
+async def _kv_bucket(url: str, scenario: str) -> AsyncIterator[Any]:
+    """A fresh file-storage key-value bucket (history 1), deleted after."""
+    bucket = c.bucket_name(scenario)
+    nc = await _connect(url)
+    try:
+        js = nc.jetstream(timeout=c.JS_TIMEOUT)
+        kv = await js.create_key_value(
+            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE))
+        try:
+            yield kv
+        finally:
+            await js.delete_key_value(bucket)
+    finally:
+        await nc.close()
+
+
+async def _kv_get(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
+    data = c.payload(size)
+    async with _kv_bucket(url, "kv_get") as kv:
+        await kv.put(c.KV_KEY, data)
+        for _ in range(warmup):
+            await kv.get(c.KV_KEY)
+        get = kv.get
+        key = c.KV_KEY
+        clock = time.perf_counter_ns
+        latencies: list[int] = []
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        for _ in range(count):
+            started = clock()
+            entry = await get(key)
+            latencies.append(clock() - started)
+        watch.stop()
+    metrics = c.latency_metrics(latencies, watch)
+    metrics.update(c.server_cpu_metric(watch, count), errors=int(entry.value != data))
+    return metrics
+
+
+async def _kv_put(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
+    data = c.payload(size)
+    keys = c.kv_keys(warmup + count)
+    async with _kv_bucket(url, "kv_put") as kv:
+        for key in keys[:warmup]:
+            await kv.put(key, data)
+        put = kv.put
+        revision = 0
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        for key in keys[warmup:]:
+            revision = await put(key, data)
+        watch.stop()
+    metrics = c.throughput_metrics(count, watch, "puts")
+    metrics.update(c.server_cpu_metric(watch, count), errors=warmup + count - revision)
+    return metrics
+
+
+@asynccontextmanager
+async def _object_store(url: str, scenario: str) -> AsyncIterator[Any]:
+    """A fresh file-storage object store, deleted after."""
+    bucket = c.bucket_name(scenario)
+    nc = await _connect(url)
+    try:
+        js = nc.jetstream(timeout=c.JS_TIMEOUT)
+        obs = await js.create_object_store(
+            bucket, config=ObjectStoreConfig(storage=StorageType.FILE))
+        try:
+            yield obs
+        finally:
+            await js.delete_object_store(bucket)
+    finally:
+        await nc.close()
+
+
+async def _obj_put(url: str, server_pid: int, mib: int) -> Metrics:
+    data = c.payload(mib << 20)
+    async with _object_store(url, "obj_put") as obs:
+        await obs.put("warmup", c.payload(c.OBJECT_WARMUP_SIZE))
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        info = await obs.put(c.OBJECT_NAME, data)
+        watch.stop()
+        stored = (await obs.get_info(c.OBJECT_NAME)).size
+    metrics = c.object_metrics(len(data), watch)
+    metrics["errors"] = int(info.size != len(data) or stored != len(data))
+    return metrics
+
+
+async def _obj_get(url: str, server_pid: int, mib: int) -> Metrics:
+    data = c.payload(mib << 20)
+    async with _object_store(url, "obj_get") as obs:
+        await obs.put("warmup", c.payload(c.OBJECT_WARMUP_SIZE))
+        await obs.get("warmup")
+        await obs.put(c.OBJECT_NAME, data)
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        got = (await obs.get(c.OBJECT_NAME)).data
+        watch.stop()
+    metrics = c.object_metrics(len(data), watch)
+    metrics["errors"] = int(got != data)
+    return metrics
+
+
 def _sync(coroutine_fn: Callable[..., Coroutine[Any, Any, Metrics]]) -> Callable[..., Metrics]:
     def run(**kwargs: Any) -> Metrics:
         return asyncio.run(coroutine_fn(**kwargs))
@@ -280,4 +382,8 @@ SCENARIOS = {
     "js_publish_seq": _sync(_js_publish_seq),
     "js_publish_async": _sync(_js_publish_async),
     "js_fetch": _sync(_js_fetch),
+    "kv_get": _sync(_kv_get),
+    "kv_put": _sync(_kv_put),
+    "obj_put": _sync(_obj_put),
+    "obj_get": _sync(_obj_get),
 }

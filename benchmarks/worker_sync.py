@@ -247,6 +247,106 @@ def _unacked(ack_pending: Callable[[], int]) -> int:
     return pending
 
 
+# --- key-value and object store -------------------------------------------------------
+
+
+@contextmanager
+def _kv_bucket(url: str, scenario: str) -> Iterator[Any]:
+    """A fresh file-storage key-value bucket (history 1), deleted after."""
+    bucket = c.bucket_name(scenario)
+    with nats_sync.connect(url) as nc:
+        js = nc.jetstream(timeout=c.JS_TIMEOUT)
+        kv = js.create_key_value(bucket=bucket, history=1, storage="file")
+        try:
+            yield kv
+        finally:
+            js.delete_key_value(bucket)
+
+
+def kv_get(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
+    """``count`` ``kv.get`` calls of one key, one after another; latency of each."""
+    data = c.payload(size)
+    with _kv_bucket(url, "kv_get") as kv:
+        kv.put(c.KV_KEY, data)
+        for _ in range(warmup):
+            kv.get(c.KV_KEY)
+        get = kv.get
+        key = c.KV_KEY
+        clock = time.perf_counter_ns
+        latencies: list[int] = []
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        for _ in range(count):
+            started = clock()
+            entry = get(key)
+            latencies.append(clock() - started)
+        watch.stop()
+    metrics = c.latency_metrics(latencies, watch)
+    metrics.update(c.server_cpu_metric(watch, count), errors=int(entry.value != data))
+    return metrics
+
+
+def kv_put(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
+    """``count`` ``kv.put`` calls to distinct keys, one after another (each waits for
+    its ack)."""
+    data = c.payload(size)
+    keys = c.kv_keys(warmup + count)
+    with _kv_bucket(url, "kv_put") as kv:
+        for key in keys[:warmup]:
+            kv.put(key, data)
+        put = kv.put
+        revision = 0
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        for key in keys[warmup:]:
+            revision = put(key, data)
+        watch.stop()
+    metrics = c.throughput_metrics(count, watch, "puts")
+    # A fresh bucket numbers its puts 1, 2, ...: a shortfall means puts went missing.
+    metrics.update(c.server_cpu_metric(watch, count), errors=warmup + count - revision)
+    return metrics
+
+
+@contextmanager
+def _object_store(url: str, scenario: str) -> Iterator[Any]:
+    """A fresh file-storage object store, deleted after."""
+    bucket = c.bucket_name(scenario)
+    with nats_sync.connect(url) as nc:
+        js = nc.jetstream(timeout=c.JS_TIMEOUT)
+        obs = js.create_object_store(bucket, storage="file")
+        try:
+            yield obs
+        finally:
+            js.delete_object_store(bucket)
+
+
+def obj_put(url: str, server_pid: int, mib: int) -> Metrics:
+    """One ``obs.put`` of a ``mib`` MiB object (128 KiB chunks, the default)."""
+    data = c.payload(mib << 20)
+    with _object_store(url, "obj_put") as obs:
+        obs.put("warmup", c.payload(c.OBJECT_WARMUP_SIZE))
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        info = obs.put(c.OBJECT_NAME, data)
+        watch.stop()
+        stored = obs.get_info(c.OBJECT_NAME).size
+    metrics = c.object_metrics(len(data), watch)
+    metrics["errors"] = int(info.size != len(data) or stored != len(data))
+    return metrics
+
+
+def obj_get(url: str, server_pid: int, mib: int) -> Metrics:
+    """One ``obs.get`` of a ``mib`` MiB object stored before the clock starts."""
+    data = c.payload(mib << 20)
+    with _object_store(url, "obj_get") as obs:
+        obs.put("warmup", c.payload(c.OBJECT_WARMUP_SIZE))
+        obs.get("warmup")
+        obs.put(c.OBJECT_NAME, data)
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        got = obs.get(c.OBJECT_NAME).data
+        watch.stop()
+    metrics = c.object_metrics(len(data), watch)
+    metrics["errors"] = int(got != data)
+    return metrics
+
+
 SCENARIOS = {
     "publish": publish,
     "pubsub": pubsub,
@@ -256,4 +356,8 @@ SCENARIOS = {
     "js_publish_seq": js_publish_seq,
     "js_publish_async": js_publish_async,
     "js_fetch": js_fetch,
+    "kv_get": kv_get,
+    "kv_put": kv_put,
+    "obj_put": obj_put,
+    "obj_get": obj_get,
 }
