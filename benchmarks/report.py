@@ -23,7 +23,7 @@ DASH = "\u2013"  # en dash between min and max
 
 
 #: Units of whole counts (lost messages, failed puts, ...): shown without decimals.
-COUNT_UNITS = frozenset({"msgs", "gets", "puts", "objects"})
+COUNT_UNITS = frozenset({"msgs", "gets", "puts", "objects", "requests"})
 
 #: Hand-written notes (profiles, what was tried) appended to the generated page.
 ANALYSIS_PATH = Path(__file__).with_name("ANALYSIS.md")
@@ -196,6 +196,16 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "- Requests: 64 B payloads to `bench.echo`, 200 warm-up requests not measured. "
         "8 requesters = 8 threads (nats_sync) or 8 tasks (nats-py) on one connection. "
         "Pipelined = `request_batch` of 10,000 vs `asyncio.gather` of 10,000 `request()`.",
+        "- Services: one service process per run (`benchmarks/micro_service.py`, started "
+        "by the worker), service `bench` 1.0.0 with one endpoint `echo` whose handler "
+        "responds with the request's data (nats_sync: `nats_sync.micro.add_service` + "
+        "`add_endpoint(..., max_workers=W)`; nats-py: `nats.micro.add_service` + "
+        "`await svc.add_endpoint(...)`). nats-py's service has no worker pool (handlers "
+        "run on its event loop), so its w1 and w4 rows run the same service. The driver is "
+        "the same for both: nats_sync's `request_batch` (1,024 in flight) of 16 B sequence "
+        "numbers, 1,000 warm-up requests first, every reply compared with its payload. "
+        "Service CPU is that process's CPU (`/proc`, clock ticks) over the timed section. "
+        "Driver, service and nats-server share the machine's cores.",
         "- JetStream: the same nats-server runs with JetStream (file store in its temp "
         "folder); every run makes a fresh file stream on its own subject and deletes it "
         "after. Sequential publish: `js.publish` of 128 B, each waiting for its ack, after "

@@ -61,6 +61,13 @@ _JS_SERVER_CPU = "nats-server CPU per msg"
 _OBJ_METRICS = (("mib_per_s", "throughput", "MiB/s"), ("cpu_ms_per_mib", "CPU per MiB", "ms"),
                 ("server_cpu_ms_per_mib", "nats-server CPU per MiB", "ms"))
 
+_MICRO_FULL = {"size": 16, "count": 100_000, "warmup": 1_000}
+_MICRO_QUICK = {"size": 16, "count": 20_000, "warmup": 1_000}
+_MICRO_METRICS = (("reqs_per_s", "served", "req/s"),
+                  ("service_cpu_us", "service process CPU per request", "µs"),
+                  ("cpu_us_per_req", "driver CPU per request (same driver)", "µs"),
+                  ("errors", "missing or wrong replies", "requests"))
+
 CASES: tuple[Case, ...] = (
     Case("publish_16", "publish 16 B", "publish",
          {"size": 16, "count": 800_000}, {"size": 16, "count": 50_000},
@@ -93,6 +100,15 @@ CASES: tuple[Case, ...] = (
          {"size": 64, "count": 10_000, "warmup": _WARMUP},
          {"size": 64, "count": 2_000, "warmup": 50},
          metrics=_REQ_METRICS),
+    # Services: one echo service process (nats_sync.micro or nats.micro) answering the
+    # same driver, nats_sync's request_batch (see benchmarks/micro_service.py).
+    # nats-py's service has no worker pool: both keys run it the same way.
+    Case("micro_w1", "service echo 16 B, max_workers 1", "micro_service",
+         {**_MICRO_FULL, "workers": 1}, {**_MICRO_QUICK, "workers": 1},
+         metrics=_MICRO_METRICS),
+    Case("micro_w4", "service echo 16 B, max_workers 4", "micro_service",
+         {**_MICRO_FULL, "workers": 4}, {**_MICRO_QUICK, "workers": 4},
+         metrics=_MICRO_METRICS),
     # JetStream last: a file store's background writes must not fall into the core cases.
     Case("js_publish_seq", "JetStream publish, sequential 128 B", "js_publish_seq",
          {"size": 128, "count": 3_000, "warmup": _WARMUP},
@@ -158,6 +174,10 @@ TARGETS: tuple[Target, ...] = (
            "p50 ≤ 1.3x raw (ratio ≥ 0.77x)"),
     Target("8 requesters req/s", "request_8", "reqs_per_s", SYNC, NATSPY, 2.0, "≥ 2.0x"),
     Target("pipelined req/s", "request_pipelined", "reqs_per_s", SYNC, NATSPY, 1.5, "≥ 1.5x"),
+    Target("service max_workers 1 req/s", "micro_w1", "reqs_per_s", SYNC, NATSPY, 1.5,
+           "≥ 1.5x, 0 wrong", zero=("errors",)),
+    Target("service max_workers 4 req/s", "micro_w4", "reqs_per_s", SYNC, NATSPY, 1.5,
+           "≥ 1.5x, 0 wrong", zero=("errors",)),
     Target("JetStream publish p50 vs nats-py", "js_publish_seq", "p50_us", NATSPY, SYNC,
            1 / 0.75, "p50 ≤ 0.75x nats-py (ratio ≥ 1.33x)"),
     Target("JetStream publish_async acks/s", "js_publish_async", "acks_per_s", SYNC, NATSPY,

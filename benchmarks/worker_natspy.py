@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import nats
@@ -14,6 +15,7 @@ from nats.errors import SlowConsumerError
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from benchmarks import common as c
+from benchmarks import micro_service
 
 Metrics = dict[str, Any]
 
@@ -386,4 +388,7 @@ SCENARIOS = {
     "kv_put": _sync(_kv_put),
     "obj_put": _sync(_obj_put),
     "obj_get": _sync(_obj_get),
+    # The service under test is nats-py's (a child process); the driver is nats_sync's
+    # request_batch for both clients, so only the service differs.
+    "micro_service": partial(micro_service.drive, "nats-py"),
 }

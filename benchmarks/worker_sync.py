@@ -6,10 +6,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import nats_sync
 from benchmarks import common as c
+from benchmarks import micro_service
 
 Metrics = dict[str, Any]
 
@@ -360,4 +362,5 @@ SCENARIOS = {
     "kv_put": kv_put,
     "obj_put": obj_put,
     "obj_get": obj_get,
+    "micro_service": partial(micro_service.drive, "nats_sync"),
 }
