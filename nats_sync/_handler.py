@@ -439,7 +439,10 @@ class Handler:
 
         ``listener(event)`` runs on the thread that saw the change (reader, writer,
         timer, reconnect thread or the closing one), outside the handler's lock: it must
-        only note the event and return (set a flag, wake a thread).
+        only note the event and return (set a flag, wake a thread). On ``"closed"``,
+        told by ``close()`` after every subscription ended, it may also wait up to
+        ``CLOSE_CALLBACK_GRACE`` for a thread of its own to end, so that ``close()``
+        leaves no JetStream thread behind.
         """
         with self._lock:
             self._status_listeners = (*self._status_listeners, listener)

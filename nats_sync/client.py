@@ -332,8 +332,9 @@ class Client:
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """Internal hook for readers built on this client (JetStream consumers, KV
         watchers): ``listener(event)`` gets ``"disconnected"``, ``"reconnected"`` and
-        ``"closed"`` on the client's own threads and must return at once. Returns the call
-        that removes it."""
+        ``"closed"`` on the client's own threads and must return at once (on "closed" it
+        may wait ``CLOSE_CALLBACK_GRACE`` for a thread of its own). Returns the call that
+        removes it."""
         return self._handler.add_status_listener(listener)
 
     def force_reconnect(self) -> None:

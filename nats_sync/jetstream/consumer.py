@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
@@ -35,6 +36,7 @@ from nats_sync.errors import (
     InvalidArgumentError,
     TimeoutError,
 )
+from nats_sync.jetstream._api import CoreClient
 from nats_sync.jetstream._msg import JsMsg, MsgMetadata, SequencePair
 from nats_sync.jetstream._pull import (
     BYTES_ONLY_BATCH,
@@ -240,7 +242,7 @@ class PullConsumer:
         if error_cb is not None and not callable(error_cb):
             raise InvalidArgumentError(f"error_cb must be callable or None, got {error_cb!r}")
         stream = self._stream_of(max_messages, max_bytes, max_wait, heartbeat, error_cb)
-        return ConsumeContext(stream, cb, error_cb, self._name)
+        return ConsumeContext(stream, cb, error_cb, self._name, self._js.client)
 
     def _stream_of(self, max_messages: int, max_bytes: int | None, max_wait: float,
                    heartbeat: float | None, error_cb: ErrorCallback | None) -> MessageStream:
@@ -286,17 +288,31 @@ class ConsumeContext:
     """
 
     def __init__(self, stream: MessageStream, cb: Callable[[JsMsg], None],
-                 error_cb: ErrorCallback | None, name: str) -> None:
+                 error_cb: ErrorCallback | None, name: str, client: CoreClient) -> None:
         self._stream = stream
         self._cb = cb
         self._error_cb = error_cb
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"nats_sync-js-consume-{name}",
                                         daemon=True)
+        self._remove_listener = client._add_status_listener(self._on_status)
         self._thread.start()
+
+    def _on_status(self, event: str) -> None:
+        """``close()`` (which tells "closed" after ending every subscription) waits a
+        moment for this thread, as for the client's own callback threads; a ``cb`` that
+        does not return is left to finish on its own."""
+        if event == "closed" and threading.current_thread() is not self._thread:
+            self._thread.join(CLOSE_CALLBACK_GRACE)
 
     def _run(self) -> None:
         """The consume thread: the next message, then ``cb``, until the stream ends."""
+        try:
+            self._consume()
+        finally:
+            self._remove_listener()
+
+    def _consume(self) -> None:
         stream, cb, error_cb = self._stream, self._cb, self._error_cb
         while True:
             try:

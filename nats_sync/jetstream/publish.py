@@ -57,6 +57,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
     ConnectionClosedError,
@@ -210,6 +211,7 @@ class _Session:
         self.remove_listener: Callable[[], None] | None = None
         #: The delivery and timer threads' idents: there, publish_async never stalls.
         self.own_threads: set[int] = set()
+        self.timer: threading.Thread | None = None
 
 
 class JsPublisher:
@@ -462,17 +464,26 @@ class JsPublisher:
                 self._idle_since = time.monotonic()
                 if self._client.is_closed:  # closed before the listener was there
                     session.closed = True
-            threading.Thread(target=self._run_timer, args=(session,),
-                             name="nats_sync-js-acks", daemon=True).start()
+            session.timer = threading.Thread(target=self._run_timer, args=(session,),
+                                             name="nats_sync-js-acks", daemon=True)
+            session.timer.start()
             return session
 
     def _on_status(self, event: str, session: _Session) -> None:
-        """A client thread: note a close and wake the timer (must return at once)."""
+        """A client thread: note a close and wake the timer.
+
+        On "closed" (run by ``close()`` itself) it also waits a moment for the timer
+        thread to fail what is pending and end, so that ``close()`` leaves it behind no
+        more than the client's own threads.
+        """
         if event == "closed":
             with self._lock:
                 session.closed = True
                 self._wake.notify()
                 self._room.notify_all()
+            timer = session.timer
+            if timer is not None and timer is not threading.current_thread():
+                timer.join(CLOSE_CALLBACK_GRACE)
 
     def _run_timer(self, session: _Session) -> None:
         """The ack timer thread of ``session``: see the module docstring."""
