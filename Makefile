@@ -20,7 +20,7 @@ test: $(DEV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Everyday work: everything but the slow (stress, soak, misbehaving servers) and Spark
-# tests, in about a minute.
+# tests, in about two minutes.
 test-fast: $(DEV_STAMP)
 	$(PY) -m pytest -m "not slow and not spark" $(PYTEST_ARGS)
 
