@@ -133,6 +133,25 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+# --- headers ------------------------------------------------------------------------------
+
+
+def header_value(headers: Mapping[str, Any] | None, name: str) -> str | None:
+    """A header's value (the first of a repeated one), or None."""
+    value = (headers or {}).get(name)
+    if isinstance(value, list):
+        return str(value[0]) if value else None
+    return None if value is None else str(value)
+
+
+def header_int(headers: Mapping[str, Any] | None, name: str) -> int | None:
+    """A header holding a non-negative integer (``Nats-Sequence``, ...), or None."""
+    value = header_value(headers, name)
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)
+
+
 # --- names -------------------------------------------------------------------------------
 
 _BAD_NAME_CHARACTERS = frozenset(".*>/\\")

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
+from nats_sync.jetstream._api import header_value
 from nats_sync.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
@@ -70,18 +71,11 @@ def operation_of(headers: dict[str, Any] | None) -> str:
     """The operation an entry's headers say (``PUT`` when they say none)."""
     if not headers:
         return "PUT"
-    operation = first_value(headers.get(_OPERATION))
+    operation = header_value(headers, _OPERATION)
     if operation in _OPERATIONS:
         return operation
-    reason = first_value(headers.get(_MARKER_REASON))
+    reason = header_value(headers, _MARKER_REASON)
     return _MARKER_OPERATIONS.get(reason or "", "PUT")
-
-
-def first_value(value: Any) -> str | None:
-    """A header's value (the first of a repeated one), or None."""
-    if isinstance(value, list):
-        return str(value[0]) if value else None
-    return None if value is None else str(value)
 
 
 class KeyWatcher:

@@ -69,7 +69,7 @@ from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync._validate import check_timeout
 from nats_sync.errors import BadSubscriptionError, ConnectionClosedError, Error, TimeoutError
-from nats_sync.jetstream._api import to_ns
+from nats_sync.jetstream._api import header_int, to_ns
 from nats_sync.jetstream._msg import JsMsg
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
@@ -166,17 +166,8 @@ def classify(msg: Msg) -> PullStatus:
 
 
 def _pending_headers(msg: Msg) -> tuple[int | None, int | None]:
-    headers = msg.headers or {}
-    return (_int_header(headers.get("Nats-Pending-Messages")),
-            _int_header(headers.get("Nats-Pending-Bytes")))
-
-
-def _int_header(value: Any) -> int | None:
-    if isinstance(value, list):
-        value = value[0] if value else None
-    if not isinstance(value, str) or not value.strip().isdigit():
-        return None
-    return int(value)
+    return (header_int(msg.headers, "Nats-Pending-Messages"),
+            header_int(msg.headers, "Nats-Pending-Bytes"))
 
 
 def pull_body(batch: int, *, expires: float | None = None, max_bytes: int | None = None,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._api import parse_time
+from nats_sync.jetstream._api import header_int, header_value, parse_time
 from nats_sync.jetstream.api import StoredMsg
 from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg
@@ -98,15 +98,15 @@ def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
                         f"no direct get reply from stream {stream!r} within {wait}s"
                     ) from None
                 if reply.status == _END_OF_BATCH:
-                    pending = _int_header(reply, "Nats-Num-Pending")
+                    pending = header_int(reply.headers, "Nats-Num-Pending")
                     break
                 if reply.status == _NOT_FOUND:
                     return
                 if reply.status is not None:
                     raise StatusError(status=reply.status, description=reply.description)
-                if _int_header(reply, "Nats-Num-Pending") is None:
+                if header_int(reply.headers, "Nats-Num-Pending") is None:
                     raise _NoBatchesError
-                message = _stored(stream, reply)
+                message = stored_from_direct(stream, reply)
                 if end_seq is not None and message.seq > end_seq:
                     return
                 start = message.seq + 1
@@ -157,31 +157,27 @@ def _read_by_consumer(js: JetStream, stream: str, start: int, subject: str | Non
             pass  # it expires by itself after the inactive threshold
 
 
-def _stored(stream: str, reply: Msg) -> StoredMsg:
+def stored_from_direct(stream: str, reply: Msg) -> StoredMsg:
+    """A ``StoredMsg`` from a direct get reply: the ``Nats-*`` headers the server added
+    give its subject, sequence and time; the other headers are the message's own.
+
+    Raises:
+        JetStreamError: the reply has no ``Nats-Sequence``.
+    """
     headers = reply.headers or {}
-    own = {name: value for name, value in headers.items() if name not in _DIRECT_HEADERS}
-    seq = _int_header(reply, "Nats-Sequence")
+    seq = header_int(headers, "Nats-Sequence")
     if seq is None:
         raise JetStreamError(f"a direct get reply from {stream!r} has no Nats-Sequence")
-    stamp = headers.get("Nats-Time-Stamp")
+    stamp = header_value(headers, "Nats-Time-Stamp")
+    own = {name: value for name, value in headers.items() if name not in _DIRECT_HEADERS}
     return StoredMsg(
         stream=stream,
-        subject=str(headers.get("Nats-Subject", "")),
+        subject=header_value(headers, "Nats-Subject") or "",
         seq=seq,
         data=reply.data,
         headers=own or None,
-        time=parse_time(stamp) if isinstance(stamp, str) else None,
+        time=parse_time(stamp) if stamp else None,
     )
-
-
-def _int_header(msg: Msg, name: str) -> int | None:
-    value = (msg.headers or {}).get(name)
-    if isinstance(value, list):
-        value = value[0] if value else None
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _json(body: dict[str, Any]) -> bytes:

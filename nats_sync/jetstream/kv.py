@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._api import parse_time
-from nats_sync.jetstream._kv_watch import Entry, KeyWatcher, first_value, operation_of
+from nats_sync.jetstream._kv_watch import Entry, KeyWatcher, operation_of
+from nats_sync.jetstream._ranges import stored_from_direct
 from nats_sync.jetstream.api import StoredMsg, StreamConfig, StreamInfo
 from nats_sync.jetstream.errors import (
     BadBucketError,
@@ -50,7 +50,6 @@ from nats_sync.jetstream.stream import Stream, stored_msg_from_api
 
 if TYPE_CHECKING:
     from nats_sync.jetstream.context import JetStream
-    from nats_sync.msg import Msg
 
 __all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueStatus", "KeyWatcher"]
 
@@ -374,7 +373,7 @@ class KeyValue:
             raise KeyNotFoundError(self._not_found(subject, revision))
         if reply.status is not None:
             raise StatusError(status=reply.status, description=reply.description)
-        return _stored_from_direct(self._stream.name, reply)
+        return stored_from_direct(self._stream.name, reply)
 
     def _leader_get(self, subject: str, revision: int | None, timeout: float | None
                     ) -> StoredMsg:
@@ -604,20 +603,3 @@ def _cas_lost(err: WrongLastSequenceError, key: str, bucket: str) -> KeyWrongLas
         f"key {key!r} in bucket {bucket!r}: {err.description}", code=err.code,
         err_code=err.err_code, description=err.description,
     )
-
-
-#: Headers the server adds to a direct get reply; the stored message's own are the rest.
-_DIRECT_HEADERS = frozenset({"Nats-Stream", "Nats-Subject", "Nats-Sequence",
-                             "Nats-Time-Stamp", "Nats-Num-Pending", "Nats-Last-Sequence"})
-
-
-def _stored_from_direct(stream: str, reply: Msg) -> StoredMsg:
-    headers = dict(reply.headers or {})
-    seq = first_value(headers.get("Nats-Sequence"))
-    if seq is None or not seq.isdigit():
-        raise StatusError(f"a direct get reply from {stream!r} has no Nats-Sequence")
-    stamp = first_value(headers.get("Nats-Time-Stamp"))
-    own = {name: value for name, value in headers.items() if name not in _DIRECT_HEADERS}
-    return StoredMsg(stream=stream, subject=first_value(headers.get("Nats-Subject")) or "",
-                     seq=int(seq), data=reply.data, headers=own or None,
-                     time=parse_time(stamp) if stamp else None)
