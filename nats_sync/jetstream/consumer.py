@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._validate import check_int, check_timeout
@@ -282,12 +282,28 @@ def _check_heartbeat(heartbeat: float, max_wait: float) -> None:
         )
 
 
+class MessageSource(Protocol):
+    """What a consume thread reads: a pull consumer's ``MessageStream`` or an ordered
+    consumer's messages."""
+
+    def next(self, timeout: float | None = None) -> JsMsg:
+        """The next message; raises when the source ended."""
+        ...
+
+    def stop(self) -> None:
+        """Ends the source at once."""
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Ends the source after what it received."""
+
+
 class ConsumeContext:
-    """A running ``consume(cb)``: one thread reading a :class:`MessageStream` and calling
-    ``cb`` for each message. A context manager that stops it.
+    """A running ``consume(cb)``: one thread reading a :class:`MessageSource` (the
+    messages of a pull or an ordered consumer) and calling ``cb`` for each message. A
+    context manager that stops it.
     """
 
-    def __init__(self, stream: MessageStream, cb: Callable[[JsMsg], None],
+    def __init__(self, stream: MessageSource, cb: Callable[[JsMsg], None],
                  error_cb: ErrorCallback | None, name: str, client: CoreClient) -> None:
         self._stream = stream
         self._cb = cb

@@ -12,7 +12,8 @@ to 10 s. So nothing is skipped and nothing is repeated.
 Threads: ``fetch``/``next`` run on the caller's thread, one read at a time
 (``OrderedConsumerConcurrentRequestsError`` otherwise). ``messages()`` runs on the
 caller's thread too, over a ``MessageStream`` it replaces on reset; ``consume(cb)``
-runs ``cb`` on one thread of its own (``nats_sync-js-ordered``). The reconnect listener
+runs ``cb`` on the pull consumer's ``ConsumeContext`` thread
+(``nats_sync-js-consume-ordered-<stream>``). The reconnect listener
 runs on a client thread and only sets ``_reset_needed``. State: the sequences and the
 current consumer are written by the reading thread under ``_lock`` held for the read.
 """
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream.consumer import ConsumeContext
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
     ConsumerNotFoundError,
@@ -226,12 +228,14 @@ class OrderedConsumer:
     def consume(self, cb: Callable[[JsMsg], None], *, max_messages: int = 500,
                 max_wait: float = 30.0,
                 error_cb: Callable[[BaseException], None] | None = None
-                ) -> OrderedConsumeContext:
-        """Runs ``cb(msg)`` for every message, in order, on a thread of its own."""
+                ) -> ConsumeContext:
+        """Runs ``cb(msg)`` for every message, in order, on a thread of its own (the
+        pull consumer's ``ConsumeContext``, over this consumer's messages)."""
         if not callable(cb):
             raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
-        return OrderedConsumeContext(self.messages(max_messages=max_messages,
-                                                   max_wait=max_wait), cb, error_cb)
+        messages = self.messages(max_messages=max_messages, max_wait=max_wait)
+        return ConsumeContext(messages, cb, error_cb, f"ordered-{self._stream}",
+                              self._js.client)
 
     def start(self, max_wait: float = 5.0) -> int:
         """Makes the server-side consumer now (if it is not made yet) and returns how
@@ -359,49 +363,10 @@ class OrderedMessages:
         if inner is not None:
             inner.stop()  # thread-safe; the reading thread then sees the flag
 
-    def drain(self) -> None:
+    def drain(self, timeout: float | None = None) -> None:
         """Same as :meth:`stop`: an ordered reader holds nothing unacknowledged."""
         self.stop()
 
 
 class _Waiting(_Reset):
     """Nothing arrived within one poll; the loop looks at its flags and waits again."""
-
-
-class OrderedConsumeContext:
-    """A running ``consume`` of an ordered consumer."""
-
-    def __init__(self, messages: OrderedMessages, cb: Callable[[JsMsg], None],
-                 error_cb: Callable[[BaseException], None] | None) -> None:
-        self._messages = messages
-        self._cb = cb
-        self._error_cb = error_cb
-        self._thread = threading.Thread(target=self._run, name="nats_sync-js-ordered",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        for msg in self._messages:
-            try:
-                self._cb(msg)
-            except Exception as err:
-                if self._error_cb is not None:
-                    self._error_cb(err)
-
-    @property
-    def closed(self) -> bool:
-        """Whether the consuming thread has ended."""
-        return not self._thread.is_alive()
-
-    def stop(self) -> None:
-        """Stops handing messages over."""
-        self._messages.stop()
-
-    def drain(self, timeout: float | None = None) -> None:
-        """Stops and waits for the callback running now."""
-        self.stop()
-        self.join(timeout)
-
-    def join(self, timeout: float | None = None) -> None:
-        """Waits until the consuming thread ended."""
-        self._thread.join(timeout)
