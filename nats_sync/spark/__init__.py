@@ -32,15 +32,17 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
     ) from missing
 
 from nats_sync.spark.datasource import NatsDataSource
+from nats_sync.spark.jetstream import JetStreamDataSource
 from nats_sync.spark.udf import request_df, request_udf
 
-__all__ = ["NatsDataSource", "register", "request_df", "request_udf"]
+__all__ = ["JetStreamDataSource", "NatsDataSource", "register", "request_df", "request_udf"]
 
 
 def register(spark: Any) -> None:
-    """Registers the ``"nats"`` data source with a SparkSession.
+    """Registers the ``"nats"`` and ``"jetstream"`` data sources with a SparkSession.
 
     Args:
         spark: the `pyspark.sql.SparkSession`.
     """
     spark.dataSource.register(NatsDataSource)
+    spark.dataSource.register(JetStreamDataSource)

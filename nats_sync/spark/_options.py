@@ -66,73 +66,101 @@ def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> S
         InvalidArgumentError: an unknown option, a missing ``servers`` (or ``subject`` when
             needed), or a value that is not of the right kind; the message names it.
     """
-    given = {
-        str(key).lower(): str(value)
-        for key, value in options.items()
-        if str(key).lower() not in SPARK_OPTIONS
-    }
+    given = lowered_options(options)
     known = set(CONNECT_OPTIONS) | set(SOURCE_OPTIONS)
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise InvalidArgumentError(
-            f"nats data source: unknown option(s) {', '.join(map(repr, unknown))}; "
-            f"known options are {', '.join(sorted(known))}"
-        )
-    servers = tuple(url.strip() for url in given.get("servers", "").split(",") if url.strip())
-    if not servers:
-        raise InvalidArgumentError(
-            "nats data source: option 'servers' is required "
-            "(a NATS URL, or several separated by commas)"
-        )
+    check_known("nats data source", given, known)
+    servers, connect_options = connection_options("nats data source", given)
     subject = given.get("subject") or None
     if need_subject and subject is None:
         raise InvalidArgumentError("nats data source: option 'subject' is required for reading")
-    connect_options: list[tuple[str, Any]] = []
-    for option, keyword in CONNECT_OPTIONS.items():
-        if option == "servers" or option not in given:
-            continue
-        value: Any = given[option]
-        if option == "connect_timeout":
-            value = _positive_float(option, value)
-        connect_options.append((keyword, value))
     return SourceSettings(
         servers=servers,
-        connect_options=tuple(connect_options),
+        connect_options=connect_options,
         subject=subject,
         queue=given.get("queue", ""),
-        timeout=_positive_float("timeout", given.get("timeout", str(DEFAULT_WRITE_TIMEOUT))),
-        max_buffered=_positive_int(
+        timeout=positive_float("timeout", given.get("timeout", str(DEFAULT_WRITE_TIMEOUT))),
+        max_buffered=positive_int(
             "max_buffered", given.get("max_buffered", str(DEFAULT_MAX_BUFFERED))
         ),
-        max_rows_per_batch=_positive_int(
+        max_rows_per_batch=positive_int(
             "max_rows_per_batch",
             given.get("max_rows_per_batch", str(DEFAULT_MAX_ROWS_PER_BATCH)),
         ),
     )
 
 
-def _positive_float(option: str, text: str) -> float:
+def lowered_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options with their keys in lower case, without the ones Spark itself adds."""
+    return {
+        str(key).lower(): str(value)
+        for key, value in options.items()
+        if str(key).lower() not in SPARK_OPTIONS
+    }
+
+
+def check_known(source: str, given: Mapping[str, str], known: set[str]) -> None:
+    """Raises `InvalidArgumentError` naming every option of ``given`` not in ``known``."""
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise InvalidArgumentError(
+            f"{source}: unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"known options are {', '.join(sorted(known))}"
+        )
+
+
+def connection_options(
+    source: str, given: Mapping[str, str]
+) -> tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]:
+    """The server URLs and the ``connect()`` keywords among the (lower-cased) options.
+
+    Raises:
+        InvalidArgumentError: ``servers`` is missing or empty, or ``connect_timeout`` is
+            not a positive number.
+    """
+    servers = tuple(url.strip() for url in given.get("servers", "").split(",") if url.strip())
+    if not servers:
+        raise InvalidArgumentError(
+            f"{source}: option 'servers' is required "
+            "(a NATS URL, or several separated by commas)"
+        )
+    keywords: list[tuple[str, Any]] = []
+    for option, keyword in CONNECT_OPTIONS.items():
+        if option == "servers" or option not in given:
+            continue
+        value: Any = given[option]
+        if option == "connect_timeout":
+            value = positive_float(option, value, source)
+        keywords.append((keyword, value))
+    return servers, tuple(keywords)
+
+
+def positive_float(option: str, text: str, source: str = "nats data source") -> float:
+    """``text`` as a number > 0, or `InvalidArgumentError` naming the option."""
     try:
         value = float(text)
     except ValueError:
         raise InvalidArgumentError(
-            f"nats data source: option {option!r} must be a number of seconds, got {text!r}"
+            f"{source}: option {option!r} must be a number of seconds, got {text!r}"
         ) from None
     if not value > 0:
-        raise InvalidArgumentError(f"nats data source: option {option!r} must be > 0, got {text!r}")
+        raise InvalidArgumentError(f"{source}: option {option!r} must be > 0, got {text!r}")
     return value
 
 
-def _positive_int(option: str, text: str) -> int:
+def positive_int(option: str, text: str, source: str = "nats data source") -> int:
+    """``text`` as a whole number > 0, or `InvalidArgumentError` naming the option."""
     try:
         value = int(text)
     except ValueError:
         raise InvalidArgumentError(
-            f"nats data source: option {option!r} must be a whole number, got {text!r}"
+            f"{source}: option {option!r} must be a whole number, got {text!r}"
         ) from None
     if value <= 0:
-        raise InvalidArgumentError(f"nats data source: option {option!r} must be > 0, got {text!r}")
+        raise InvalidArgumentError(f"{source}: option {option!r} must be > 0, got {text!r}")
     return value
 
 
-__all__ = ["SourceSettings", "parse_source_options"]
+__all__ = [
+    "CONNECT_OPTIONS", "SourceSettings", "check_known", "connection_options", "lowered_options",
+    "parse_source_options", "positive_float", "positive_int",
+]

@@ -37,6 +37,7 @@ for _layer, _modules in enumerate([
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
      "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
+     "spark.jetstream", "spark._js_source", "spark._js_read", "spark._js_sink", "spark._kv_udf",
      "micro", "micro._api", "micro.request", "micro.service", "micro.discovery", "_cli_micro"],
 ]):
     for _module in _modules:
