@@ -139,39 +139,23 @@ def build_session(master: str) -> Any:
     return spark
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--servers", help="NATS URL(s), commas between (default: embedded)")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument("--rows", type=int, default=200_000, help="rows to enrich")
-    parser.add_argument("--products", type=int, default=20_000, help="catalogue size")
-    parser.add_argument("--workers", type=int, default=4, help="lookup service workers")
-    parser.add_argument("--partitions", type=int, default=4, help="Spark partitions")
-    parser.add_argument("--out", default=None, help="Parquet output folder (default: temp)")
-    parser.add_argument("--no-service", action="store_true", help="use a service run elsewhere")
-    args = parser.parse_args()
-
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nats-sync-demo-"))
-    with nats_url(args.servers) as url:
-        service = None if args.no_service else LookupService(url, args.workers, catalogue(
-            args.products))
-        listener = nats_sync.connect(url, name="demo-summary-listener")
+def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
+               partitions: int, out: Path, service: bool = True) -> bool:
+    """Enriches ``rows`` orders on a running SparkSession; True if every row came out and
+    the summary arrived on NATS."""
+    register(spark)
+    lookups = LookupService(url, workers, catalogue(products)) if service else None
+    listener = nats_sync.connect(url, name="demo-summary-listener")
+    try:
         summary_sub = listener.subscribe(SUMMARY_SUBJECT)
         listener.flush()
-
-        print(f"starting Spark ({args.master}) ...", flush=True)
-        began = time.perf_counter()
-        spark = build_session(args.master)
-        register(spark)
-        print(f"Spark ready in {time.perf_counter() - began:.1f}s")
-
         # 1% of the orders name a SKU the catalogue does not know: they come back as errors.
-        orders = spark.range(args.rows, numPartitions=args.partitions).select(
+        orders = spark.range(rows, numPartitions=partitions).select(
             sf.col("id").alias("order_id"),
             sf.format_string(
                 "SKU-%06d",
-                sf.when(sf.col("id") % 100 == 99, sf.lit(args.products) + sf.col("id"))
-                .otherwise((sf.col("id") * 7919) % args.products),
+                sf.when(sf.col("id") % 100 == 99, sf.lit(products) + sf.col("id"))
+                .otherwise((sf.col("id") * 7919) % products),
             ).alias("sku"),
             (sf.col("id") % 5 + 1).alias("quantity"),
         )
@@ -190,11 +174,11 @@ def main() -> int:
         )
 
         stop = threading.Event()
-        if service is not None:
+        if lookups is not None:
             threading.Thread(
-                target=report_progress, args=(service, args.rows, stop), daemon=True
+                target=report_progress, args=(lookups, rows, stop), daemon=True
             ).start()
-        print(f"enriching {args.rows:,} rows through NATS request-reply ...", flush=True)
+        print(f"enriching {rows:,} rows through NATS request-reply ...", flush=True)
         began = time.perf_counter()
         shutil.rmtree(out / "enriched", ignore_errors=True)
         enriched.write.mode("overwrite").parquet(str(out / "enriched"))
@@ -202,7 +186,7 @@ def main() -> int:
         stop.set()
 
         result = spark.read.parquet(str(out / "enriched"))
-        rows = result.count()
+        written = result.count()
         failed = result.where(sf.col("error").isNotNull()).count()
         by_category = (
             result.where(sf.col("error").isNull()).groupBy("category")
@@ -222,21 +206,47 @@ def main() -> int:
                 received.append(json.loads(summary_sub.next_msg(timeout=2.0).data))
 
         print()
-        print(f"rows enriched      {rows:,}")
-        print(f"time               {elapsed:.1f} s  ({rows / elapsed:,.0f} rows/s)")
+        print(f"rows enriched      {written:,}")
+        print(f"time               {elapsed:.1f} s  ({written / elapsed:,.0f} rows/s)")
         print(f"failed lookups     {failed:,} (unknown SKUs by design: 1 in 100)")
-        if service is not None:
-            print(f"service answered   {service.served:,} requests ({service.unknown:,} unknown)")
+        if lookups is not None:
+            print(f"service answered   {lookups.served:,} requests "
+                  f"({lookups.unknown:,} unknown)")
         print(f"output (Parquet)   {out / 'enriched'}")
         print(f"summary on NATS    {len(received)} messages on {SUMMARY_SUBJECT!r}:")
         for item in sorted(received, key=lambda item: item["category"]):
             print(f"  {item['category']:<8} {item['orders']:>7,} orders  {item['revenue']:>12,.2f}")
-
-        spark.stop()
+    finally:
         listener.close()
-        if service is not None:
-            service.close()
-    ok = rows == args.rows and len(received) == len(CATEGORIES)
+        if lookups is not None:
+            lookups.close()
+    return written == rows and len(received) == len(CATEGORIES)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", help="NATS URL(s), commas between (default: embedded)")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--rows", type=int, default=200_000, help="rows to enrich")
+    parser.add_argument("--products", type=int, default=20_000, help="catalogue size")
+    parser.add_argument("--workers", type=int, default=4, help="lookup service workers")
+    parser.add_argument("--partitions", type=int, default=4, help="Spark partitions")
+    parser.add_argument("--out", default=None, help="Parquet output folder (default: temp)")
+    parser.add_argument("--no-service", action="store_true", help="use a service run elsewhere")
+    args = parser.parse_args()
+
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nats-sync-demo-"))
+    with nats_url(args.servers) as url:
+        print(f"starting Spark ({args.master}) ...", flush=True)
+        began = time.perf_counter()
+        spark = build_session(args.master)
+        print(f"Spark ready in {time.perf_counter() - began:.1f}s")
+        try:
+            ok = run_lookup(spark, url, rows=args.rows, products=args.products,
+                            workers=args.workers, partitions=args.partitions, out=out,
+                            service=not args.no_service)
+        finally:
+            spark.stop()
     return 0 if ok else 1
 
 
