@@ -17,18 +17,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import header_int, header_value, parse_time
-from nats_sync.jetstream.api import StoredMsg
+from nats_sync.jetstream._msg import ack_sequence_time_pending
+from nats_sync.jetstream._pull import classify, pull_body
+from nats_sync.jetstream.api import StoredColumns, StoredMsg
 from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
     from nats_sync.jetstream.context import JetStream
     from nats_sync.jetstream.stream import Stream
+    from nats_sync.subscription import Subscription
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 #: Headers the server adds to a direct get reply; the stored message's own are the rest.
 _DIRECT_HEADERS = frozenset({
@@ -47,7 +54,7 @@ class _NoBatchesError(Exception):
 
 def read_range(js: JetStream, stream: Stream, start_seq: int, *, subject: str | None,
                end_seq: int | None, batch: int, max_bytes: int | None,
-               timeout: float | None) -> Iterator[StoredMsg]:
+               timeout: float | None, direct: bool | None = None) -> Iterator[StoredMsg]:
     """See ``Stream.get_msgs``."""
     for value, what, minimum in ((start_seq, "start_seq", 1), (batch, "batch", 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -58,12 +65,20 @@ def read_range(js: JetStream, stream: Stream, start_seq: int, *, subject: str | 
             raise InvalidArgumentError(f"{what} must be an int >= 1 or None, got {optional!r}")
     if end_seq is not None and end_seq < start_seq:
         return
-    if js.api_level(timeout) >= 1 and stream.cached_info.config.allow_direct:
-        direct = _read_direct(js, stream.name, start_seq, subject, end_seq, batch,
-                              max_bytes, timeout)
+    if direct is not False:
+        usable = js.api_level(timeout) >= 1 and bool(stream.cached_info.config.allow_direct)
+        if direct and not usable:
+            raise InvalidArgumentError(
+                f"stream {stream.name!r} cannot be read by direct get: it needs "
+                "allow_direct and a server with the batched direct get (2.11 or later)"
+            )
+        direct = usable
+    if direct:
+        by_direct_get = _read_direct(js, stream.name, start_seq, subject, end_seq, batch,
+                                     max_bytes, timeout)
         last = start_seq - 1
         try:
-            for message in direct:
+            for message in by_direct_get:
                 last = message.seq
                 yield message
             return
@@ -117,9 +132,18 @@ def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
             return
 
 
-def _read_by_consumer(js: JetStream, stream: str, start: int, subject: str | None,
-                      end_seq: int | None, batch: int, max_bytes: int | None,
-                      timeout: float | None) -> Iterator[StoredMsg]:
+def read_columns_by_consumer(js: JetStream, stream: str, start: int, *, subject: str | None,
+                             end_seq: int | None, batch: int, max_bytes: int | None,
+                             timeout: float | None) -> Iterator[StoredColumns]:
+    """Reads ``start..end_seq`` with an ephemeral, unacknowledged consumer, one
+    ``no_wait`` pull of ``batch`` messages at a time, and yields each pull's messages
+    as columns. The consumer is deleted at the end (or expires after
+    ``_READER_INACTIVE_THRESHOLD`` if this process dies).
+
+    Raises:
+        JetStreamError: the consumer could not be made, or a pull was refused.
+        TimeoutError: a pull got no answer within ``timeout`` (the context's default).
+    """
     fields: dict[str, Any] = {
         "deliver_policy": "by_start_sequence", "opt_start_seq": start, "ack_policy": "none",
         "mem_storage": True, "num_replicas": 1,
@@ -129,32 +153,76 @@ def _read_by_consumer(js: JetStream, stream: str, start: int, subject: str | Non
         fields["filter_subject"] = subject
     consumer = js.create_consumer(stream, timeout=timeout, **fields)
     wait = timeout or js.timeout
+    client = js.client
+    inbox = client.new_inbox()
+    sub = client.subscribe(inbox)
+    pull = js.api.subject(f"CONSUMER.MSG.NEXT.{stream}.{consumer.name}")
+    body = pull_body(batch, no_wait=True, max_bytes=max_bytes)
     try:
         if consumer.cached_info.num_pending == 0:
             return
         while True:
-            fetched = (consumer.fetch(batch, max_wait=wait) if max_bytes is None
-                       else consumer.fetch_bytes(max_bytes, max_wait=wait))
-            got = 0
-            for msg in fetched:
-                got += 1
-                meta = msg.metadata
-                if end_seq is not None and meta.sequence.stream > end_seq:
-                    return
-                yield StoredMsg(stream=stream, subject=msg.subject,
-                                seq=meta.sequence.stream, data=msg.data,
-                                headers=msg.headers or None, time=meta.timestamp)
-                if meta.num_pending == 0:
-                    return
-            if fetched.error is not None:
-                raise fetched.error
-            if got == 0:
-                return  # nothing more within the wait: the range is read
+            client.publish(pull, body, reply=inbox)
+            columns = StoredColumns()
+            finished = _take_pull(sub, wait, batch, end_seq, columns, stream)
+            if columns.seqs:
+                yield columns
+            if finished:
+                return
     finally:
+        sub.unsubscribe()
         try:
             js.delete_consumer(stream, consumer.name, timeout=timeout)
         except (JetStreamError, core_errors.Error):
             pass  # it expires by itself after the inactive threshold
+
+
+def _take_pull(sub: Subscription, wait: float, batch: int, end_seq: int | None,
+               columns: StoredColumns, stream: str) -> bool:
+    """Moves one pull's messages into ``columns``; True when the range is read."""
+    seqs, subjects, datas = columns.seqs, columns.subjects, columns.datas
+    headers, times_ns = columns.headers, columns.times_ns
+    for _ in range(batch):
+        try:
+            msg = sub.next_msg(wait)
+        except core_errors.TimeoutError:
+            raise core_errors.TimeoutError(
+                f"no answer to a pull on stream {stream!r} within {wait}s"
+            ) from None
+        if msg.status is not None:
+            status = classify(msg)
+            if status.kind == "heartbeat":
+                continue
+            if status.kind == "done":
+                # 404: nothing left; 408/409 ends: this pull is over, nothing lost.
+                return msg.status == d.STATUS_NOT_FOUND
+            raise status.error or StatusError(status=msg.status, description=msg.description)
+        seq, stamp, pending = ack_sequence_time_pending(msg.reply)
+        if end_seq is not None and seq > end_seq:
+            return True
+        seqs.append(seq)
+        subjects.append(msg.subject)
+        datas.append(msg.data)
+        headers.append(msg.headers)
+        times_ns.append(stamp)
+        if pending == 0 or seq == end_seq:
+            return True
+    return False
+
+
+def _read_by_consumer(js: JetStream, stream: str, start: int, subject: str | None,
+                      end_seq: int | None, batch: int, max_bytes: int | None,
+                      timeout: float | None) -> Iterator[StoredMsg]:
+    for columns in read_columns_by_consumer(js, stream, start, subject=subject,
+                                            end_seq=end_seq, batch=batch,
+                                            max_bytes=max_bytes, timeout=timeout):
+        for seq, subj, data, headers, stamp in zip(
+            columns.seqs, columns.subjects, columns.datas, columns.headers, columns.times_ns,
+            strict=True,
+        ):
+            yield StoredMsg(stream=stream, subject=subj, seq=seq, data=data,
+                            headers=dict(headers) if headers else None,
+                            time=_EPOCH + timedelta(microseconds=stamp // 1000))
 
 
 def stored_from_direct(stream: str, reply: Msg) -> StoredMsg:

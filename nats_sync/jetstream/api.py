@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
+from nats_sync._proto import Headers
 from nats_sync.jetstream._api import format_time, from_ns, parse_time, to_ns
 
 _T = TypeVar("_T", bound="ApiObject")
@@ -261,6 +262,31 @@ class ConsumerInfo(ApiObject):
     ts: datetime | None = field(default=None, metadata=_TIME)
 
 
+@dataclass
+class ConsumerPause(ApiObject):
+    """A consumer's pause state after ``pause_consumer`` or ``resume_consumer``
+    (nats-server 2.11 and later)."""
+
+    paused: bool = False
+    pause_until: datetime | None = field(default=None, metadata=_TIME)
+    pause_remaining: float | None = field(default=None, metadata=_DURATION)
+
+
+@dataclass
+class ConsumerReset:
+    """What ``reset_consumer`` returns (ADR-60, nats-server 2.14 and later): the
+    consumer's info after the reset and the stream sequence it restarts from."""
+
+    info: ConsumerInfo
+    reset_seq: int
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> ConsumerReset:
+        """Reads the server's reply: the consumer's info with ``reset_seq`` beside it."""
+        info = {key: value for key, value in data.items() if key != "reset_seq"}
+        return cls(ConsumerInfo.from_api(info), int(data.get("reset_seq") or 0))
+
+
 # --- account, publish acks, stored messages -----------------------------------------------
 
 
@@ -300,6 +326,22 @@ class PubAck(ApiObject):
     duplicate: bool = False
     domain: str | None = None
     val: str | None = None
+
+
+@dataclass
+class StoredColumns:
+    """A run of stored messages in sequence order, column by column (``times_ns``:
+    nanoseconds since the epoch, as the server stamped them). What a columnar reader
+    such as Spark's turns into Arrow arrays without an object per message."""
+
+    seqs: list[int] = field(default_factory=list)
+    subjects: list[str] = field(default_factory=list)
+    datas: list[bytes] = field(default_factory=list)
+    headers: list[Headers | None] = field(default_factory=list)
+    times_ns: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
 
 
 @dataclass

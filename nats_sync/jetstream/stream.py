@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from nats_sync import _proto as proto
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import parse_time
-from nats_sync.jetstream._ranges import read_range
-from nats_sync.jetstream.api import ConsumerConfig, StoredMsg, StreamInfo
+from nats_sync.jetstream._ranges import read_columns_by_consumer, read_range
+from nats_sync.jetstream.api import ConsumerConfig, StoredColumns, StoredMsg, StreamInfo
 from nats_sync.jetstream.errors import JetStreamError
 
 if TYPE_CHECKING:
@@ -117,16 +117,41 @@ class Stream:
 
     def get_msgs(self, start_seq: int = 1, *, subject: str | None = None,
                  end_seq: int | None = None, batch: int = 1000, max_bytes: int | None = None,
-                 timeout: float | None = None) -> Iterator[StoredMsg]:
+                 timeout: float | None = None, direct: bool | None = None
+                 ) -> Iterator[StoredMsg]:
         """Yields the stored messages from ``start_seq`` to ``end_seq`` (inclusive; the
         end of the stream when None), on ``subject`` when given, skipping gaps.
 
         Uses the batched direct get where the server and the stream allow it, else a
         temporary consumer. ``batch`` messages (and at most ``max_bytes``) are asked
         for at a time.
+
+        Args:
+            direct: None chooses as above; False always reads with a temporary consumer;
+                True needs the direct get (`InvalidArgumentError` where it is off).
         """
         yield from read_range(self._js, self, start_seq, subject=subject, end_seq=end_seq,
-                              batch=batch, max_bytes=max_bytes, timeout=timeout)
+                              batch=batch, max_bytes=max_bytes, timeout=timeout,
+                              direct=direct)
+
+    def get_msg_columns(self, start_seq: int = 1, *, subject: str | None = None,
+                        end_seq: int | None = None, batch: int = 5000,
+                        max_bytes: int | None = None, timeout: float | None = None
+                        ) -> Iterator[StoredColumns]:
+        """Like `get_msgs`, for bulk reads: yields runs of up to ``batch`` messages as
+        columns (`StoredColumns`), read with a temporary consumer.
+
+        No object is made per message and the time stamps stay integers, which is
+        what a columnar reader (Spark, Arrow, pandas) wants; the consumer is
+        unacknowledged, in memory, and deleted at the end.
+        """
+        _positive(start_seq, "start_seq")
+        _positive(batch, "batch")
+        if end_seq is not None and _positive(end_seq, "end_seq") < start_seq:
+            return
+        yield from read_columns_by_consumer(
+            self._js, self._name, start_seq, subject=subject, end_seq=end_seq, batch=batch,
+            max_bytes=max_bytes, timeout=timeout)
 
     # --- consumers of this stream -------------------------------------------------------
 

@@ -1,0 +1,131 @@
+"""The "jetstream" source's executor side: one planned sequence range as Arrow batches.
+
+How it works: Spark runs `read_range_batches` in a Python worker's task thread for each
+`JsRange` the driver planned. It reads ``[lo, hi)`` of the stream through the worker's
+shared client and hands Spark a record batch per run of messages: by default with a
+temporary consumer (``Stream.get_msg_columns``, columns without an object per message:
+about twice the rate of direct gets on one client), or by batched direct gets
+(``readMode=direct``, ``Stream.get_msgs``). It keeps nothing between calls. Where the
+range starts at the stream's head and the first message read is past ``lo``, it asks the
+stream's state once more: messages removed between planning and reading are data loss,
+reported as the driver would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nats_sync._proto import Headers
+from nats_sync.jetstream import StoredColumns, StoredMsg
+from nats_sync.spark._js_plan import JsRange, Planner
+
+JS_READ_SCHEMA = (
+    "stream string, seq long, subject string, data binary, headers map<string,string>, "
+    "timestamp timestamp"
+)
+ARROW_SCHEMA = pa.schema([
+    ("stream", pa.string()),
+    ("seq", pa.int64()),
+    ("subject", pa.string()),
+    ("data", pa.binary()),
+    ("headers", pa.map_(pa.string(), pa.string())),
+    ("timestamp", pa.timestamp("us", tz="UTC")),
+])
+_HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
+_TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
+_ROWS_PER_BATCH = 10_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
+    """Yields the stored messages of ``part`` as record batches of `ARROW_SCHEMA`.
+
+    Raises:
+        DataLossError: messages at the head of the range went before they were read
+            and ``failOnDataLoss`` is true.
+    """
+    settings = part.settings
+    stream = settings.jetstream().stream(settings.stream)
+    batch = min(settings.fetch_batch, part.hi - part.lo)
+    if part.direct:
+        runs = _direct_runs(stream.get_msgs(
+            part.lo, subject=settings.subject, end_seq=part.hi - 1, batch=batch, direct=True,
+            timeout=settings.timeout))
+    else:
+        runs = stream.get_msg_columns(part.lo, subject=settings.subject, end_seq=part.hi - 1,
+                                      batch=batch, timeout=settings.timeout)
+    first = True
+    for run in runs:
+        if first:
+            first = False
+            if part.check_head and run.seqs[0] > part.lo and settings.subject is None:
+                _check_head(part)
+        yield _batch(settings.stream, run, settings.include_headers)
+    if first and part.check_head and settings.subject is None:
+        _check_head(part)
+
+
+def _direct_runs(messages: Iterator[StoredMsg]) -> Iterator[StoredColumns]:
+    """Direct-get reads (one object per message) as runs of columns."""
+    run = StoredColumns()
+    for message in messages:
+        run.seqs.append(message.seq)
+        run.subjects.append(message.subject)
+        run.datas.append(message.data)
+        run.headers.append(message.headers)
+        run.times_ns.append(_ns(message.time))
+        if len(run) >= _ROWS_PER_BATCH:
+            yield run
+            run = StoredColumns()
+    if run.seqs:
+        yield run
+
+
+def _ns(moment: datetime | None) -> int:
+    if moment is None:
+        return 0
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def _check_head(part: JsRange) -> None:
+    planner = Planner(part.settings)
+    info = planner.info()
+    if info.state.first_seq > part.lo:
+        planner.checked_start(planner.offset(part.lo, info), info)
+
+
+def _header_pairs(headers: Headers | None) -> list[tuple[str, str]] | None:
+    if not headers:
+        return None
+    return [
+        (name, ",".join(value) if isinstance(value, list) else value)
+        for name, value in headers.items()
+    ]
+
+
+def _batch(stream: str, run: StoredColumns, include_headers: bool) -> pa.RecordBatch:
+    count = len(run.seqs)
+    headers = (
+        pa.array([_header_pairs(h) if h else None for h in run.headers], _HEADERS_TYPE)
+        if include_headers else pa.nulls(count, _HEADERS_TYPE)
+    )
+    # Server stamps are nanoseconds; Spark keeps microseconds.
+    micros = pc.divide(pa.array(run.times_ns, pa.int64()), 1000)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([stream] * count, pa.string()) if count else pa.array([], pa.string()),
+            pa.array(run.seqs, pa.int64()),
+            pa.array(run.subjects, pa.string()),
+            pa.array(run.datas, pa.binary()),
+            headers,
+            micros.cast(_TIMESTAMP_TYPE),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+__all__ = ["ARROW_SCHEMA", "JS_READ_SCHEMA", "read_range_batches"]
