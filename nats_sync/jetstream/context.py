@@ -11,10 +11,13 @@ caller's thread; nothing here starts a thread. Any thread may use one context at
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from nats_sync._validate import check_int
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import _compat
 from nats_sync.jetstream._api import (
@@ -23,12 +26,15 @@ from nats_sync.jetstream._api import (
     JsApi,
     check_consumer_name,
     check_stream_name,
+    format_time,
 )
-from nats_sync.jetstream._compat import JsSubscription, PullSubscription
+from nats_sync.jetstream._compat import JsSubscription
 from nats_sync.jetstream.api import (
     AccountInfo,
     ConsumerConfig,
     ConsumerInfo,
+    ConsumerPause,
+    ConsumerReset,
     PubAck,
     StoredMsg,
     StreamConfig,
@@ -73,8 +79,12 @@ class JetStream:
     """JetStream over one connection; made by :meth:`nats_sync.Client.jetstream`.
 
     Every method blocks and is safe from any thread. Admin calls take ``timeout``
-    (seconds; the context's when None).
+    (seconds; the context's when None). It is also what ``nc.jsm()`` returns: it carries
+    nats-py's JetStream manager names.
     """
+
+    #: nats-py's ``JetStreamContext.PullSubscription``, what ``pull_subscribe`` returns.
+    PullSubscription: TypeAlias = _compat.PullSubscription
 
     def __init__(
         self,
@@ -542,6 +552,74 @@ class JetStream:
         ephemeral without ``durable``) filtered on ``subject``; read with
         ``fetch(batch, timeout)``."""
         return _compat.pull_subscribe(self, subject, durable, stream, config)
+
+    def pull_subscribe_bind(self, consumer: str | None = None, stream: str | None = None,
+                            *, durable: str | None = None, name: str | None = None
+                            ) -> PullSubscription:
+        """nats-py's ``pull_subscribe_bind``: binds an existing pull consumer (by
+        ``consumer``, ``durable`` or ``name``) of ``stream``; read with ``fetch``.
+
+        Raises:
+            InvalidArgumentError: no stream or no consumer name given.
+            ConsumerNotFoundError: there is no such consumer.
+        """
+        consumer_name = consumer or durable or name
+        if not stream or not consumer_name:
+            raise InvalidArgumentError("pull_subscribe_bind needs the stream and the consumer")
+        return _compat.PullSubscription(self, self.consumer(stream, consumer_name),
+                                        ephemeral=False)
+
+    # --- nats-py's JetStream manager names (nc.jsm()) ---------------------------------
+
+    def streams_info(self, offset: int = 0, timeout: float | None = None
+                     ) -> list[StreamInfo]:
+        """nats-py's ``streams_info``: every stream's info from ``offset`` on."""
+        return list(self.streams_info_iterator(offset, timeout))
+
+    def streams_info_iterator(self, offset: int = 0, timeout: float | None = None
+                              ) -> Iterator[StreamInfo]:
+        """nats-py's ``streams_info_iterator``: :meth:`list_streams` from ``offset`` on."""
+        check_int(offset, "offset", 0)
+        return itertools.islice(self.list_streams(timeout=timeout), offset, None)
+
+    def consumers_info(self, stream: str, offset: int | None = None,
+                       timeout: float | None = None) -> list[ConsumerInfo]:
+        """nats-py's ``consumers_info``: every consumer's info of ``stream`` from
+        ``offset`` on."""
+        check_int(offset or 0, "offset", 0)
+        return list(itertools.islice(self.list_consumers(stream, timeout), offset or 0, None))
+
+    def pause_consumer(self, stream: str, consumer: str, pause_until: str | datetime,
+                       timeout: float | None = None) -> ConsumerPause:
+        """Pauses a consumer until ``pause_until`` (an aware datetime, or RFC 3339 text as
+        nats-py takes it); it delivers nothing meanwhile. nats-server 2.11 and later.
+
+        Raises:
+            ConsumerNotFoundError: there is no such consumer.
+        """
+        until = format_time(pause_until) if isinstance(pause_until, datetime) else pause_until
+        call = f"CONSUMER.PAUSE.{check_stream_name(stream)}.{check_consumer_name(consumer)}"
+        return ConsumerPause.from_api(self.api.request(call, {"pause_until": until}, timeout))
+
+    def resume_consumer(self, stream: str, consumer: str, timeout: float | None = None
+                        ) -> ConsumerPause:
+        """Resumes a paused consumer now (a pause until a time long past, as nats-py
+        does). nats-server 2.11 and later."""
+        return self.pause_consumer(stream, consumer, "1970-01-01T00:00:00Z", timeout)
+
+    def reset_consumer(self, stream: str, consumer: str, seq: int | None = None,
+                       timeout: float | None = None) -> ConsumerReset:
+        """Resets a consumer's delivery state (ADR-60, nats-server 2.14 and later):
+        pending and redelivered counts cleared; with ``seq``, the next message delivered
+        is at that stream sequence or after it, else one above the ack floor.
+
+        Raises:
+            ConsumerNotFoundError: there is no such consumer.
+            APIError: the reset does not fit the consumer's deliver policy (10204).
+        """
+        call = f"CONSUMER.RESET.{check_stream_name(stream)}.{check_consumer_name(consumer)}"
+        body = {"seq": seq} if seq else None
+        return ConsumerReset.from_api(self.api.request(call, body, timeout))
 
     def subscribe(self, subject: str, queue: str | None = None,
                   cb: Callable[[JsMsg], None] | None = None, durable: str | None = None,
