@@ -1,4 +1,5 @@
-"""Credentials for CONNECT: nkey seeds, ``.creds`` files (JWT + seed), user callbacks.
+"""Credentials for CONNECT: nkey seeds (files or strings), ``.creds`` files (JWT + seed),
+user callbacks.
 
 How it works: pure functions, run on the thread that connects (the caller of
 ``connect()`` or the reconnect thread) for each handshake, so rotated files are picked
@@ -89,16 +90,34 @@ def _check_user_seed(seed: str, source: str) -> bytes:
     return seed.encode()
 
 
+def _seed_in_text(text: str, source: str) -> bytes:
+    """The user seed in the text of a seed file (the first ``SU...`` word; the rest is
+    ignored); ``source`` names where the text came from in errors."""
+    words = re.findall(r"\bS[A-Z2-7]{20,}\b", text)
+    user = [word for word in words if word.startswith(_USER_SEED_PREFIX)]
+    return _check_user_seed((user or words or [""])[0], source)
+
+
 def read_seed_file(path: str) -> bytes:
     """The user seed in an nkey seed file (the first ``SU...`` word; other lines ignored).
 
     Raises:
         BadCredentialsError: unreadable, no seed, or a seed of another kind.
     """
-    text = _read(path, "nkey seed file")
-    words = re.findall(r"\bS[A-Z2-7]{20,}\b", text)
-    user = [word for word in words if word.startswith(_USER_SEED_PREFIX)]
-    return _check_user_seed((user or words or [""])[0], f"nkey seed file {_shown(path)}")
+    return _seed_in_text(_read(path, "nkey seed file"), f"nkey seed file {_shown(path)}")
+
+
+def seed_from_string(seed: str) -> bytes:
+    """The user seed given as a string (``nkeys_seed_str``: from an environment variable
+    or a vault), read as the text of a seed file would be.
+
+    Raises:
+        BadCredentialsError: not a str, no seed, or a seed of another kind (the value is
+            never shown).
+    """
+    if not isinstance(seed, str):
+        raise BadCredentialsError(f"nkeys_seed_str must be a str, got {type(seed).__name__}")
+    return _seed_in_text(seed, "nkeys_seed_str")
 
 
 def read_creds_file(path: str) -> tuple[str, bytes]:
@@ -176,12 +195,14 @@ def connect_auth(
     user_credentials: str | None,
     user_jwt_cb: JwtCallback | None,
     signature_cb: SignatureCallback | None,
+    nkeys_seed_str: str | None = None,
 ) -> dict[str, Any]:
     """The CONNECT fields for nkey or JWT authentication ({} when none is configured).
 
     ``user_jwt_cb`` (with ``signature_cb``) replaces a ``.creds`` file for users who keep
     credentials in a vault: the first returns the JWT, the second signs the nonce.
-    Precedence: the callbacks, then ``user_credentials``, then ``nkeys_seed``.
+    Precedence: the callbacks, then ``user_credentials``, then ``nkeys_seed_str``, then
+    ``nkeys_seed`` (the options check refuses the combinations).
 
     Raises:
         BadCredentialsError: a file cannot be used, or a callback raised or returned
@@ -196,8 +217,11 @@ def connect_auth(
     if user_credentials is not None:
         jwt, seed = read_creds_file(user_credentials)
         return {"jwt": jwt, "sig": _encode_signature(sign(seed, nonce))}
-    if nkeys_seed is not None:
+    if nkeys_seed_str is not None:
+        seed = seed_from_string(nkeys_seed_str)
+    elif nkeys_seed is not None:
         seed = read_seed_file(nkeys_seed)
-        public_key = _nkeys().from_seed(seed).public_key.decode()
-        return {"nkey": public_key, "sig": _encode_signature(sign(seed, nonce))}
-    return {}
+    else:
+        return {}
+    public_key = _nkeys().from_seed(seed).public_key.decode()
+    return {"nkey": public_key, "sig": _encode_signature(sign(seed, nonce))}

@@ -10,6 +10,18 @@ DEFAULT_PORT = 4222
 DEFAULT_URL = "nats://127.0.0.1:4222"
 DEFAULT_CONNECT_TIMEOUT = 2.0
 DEFAULT_INBOX_PREFIX = "_INBOX"
+#: nats-py's ``flusher_queue_size`` default; accepted by ``connect()`` and ignored (the
+#: writer thread takes everything queued at once, so there is no flusher queue to size).
+NATS_PY_FLUSHER_QUEUE_SIZE = 1024
+#: The default JetStream API prefix (``nc.jetstream(api_prefix=...)``, ``nc.jsm(prefix=...)``).
+DEFAULT_JS_API_PREFIX = "$JS.API"
+#: Seconds for JetStream API calls when the context is not told otherwise.
+DEFAULT_JS_TIMEOUT = 5.0
+#: Headers of the WebSocket upgrade request that the upgrade itself writes, which
+#: ``ws_connection_headers`` may therefore not set (lower case).
+WS_RESERVED_HEADERS = frozenset(
+    {"host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version"}
+)
 
 # --- reconnect ---------------------------------------------------------------------
 DEFAULT_ALLOW_RECONNECT = True

@@ -105,7 +105,7 @@ class Handler:
         self.state = State.CONNECTING
         self._pid = os.getpid()
         self.outbox = Outbox(options.pending_size, options.full_wait)
-        self.publisher = Publisher(self.outbox, self)
+        self.publisher = Publisher(self.outbox, self, not options.skip_subject_validation)
         self._callbacks = CallbackRunner()
         self._callback_thread: threading.Thread | None = None
         self.timer = Timer()
@@ -228,7 +228,8 @@ class Handler:
                 del self.subs[sub.sid]
                 finished.append(sub)
                 continue
-            frames.append(proto.encode_sub(sub.subject, sub.sid, sub.queue))
+            frames.append(proto.encode_sub(sub.subject, sub.sid, sub.queue,
+                                           self.publisher.strict_subjects))
             if remaining:
                 frames.append(proto.encode_unsub(sub.sid, remaining))
         if self._inbox is not None:
@@ -538,7 +539,7 @@ class Handler:
 
     def add_subscription(self, sub: Subscription) -> None:
         """Registers ``sub`` and sends its SUB (and UNSUB max when max_msgs is set)."""
-        frame = proto.encode_sub(sub.subject, sub.sid, sub.queue)
+        frame = proto.encode_sub(sub.subject, sub.sid, sub.queue, self.publisher.strict_subjects)
         with self._lock:
             self.check_can_start()
             self.subs[sub.sid] = sub

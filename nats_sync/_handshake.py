@@ -1,7 +1,8 @@
 """Opening one connection: [TLS] INFO [TLS] -> CONNECT -> PING -> PONG on a fresh stream.
 
-For ``ws://`` and ``wss://`` servers: [TLS] WebSocket upgrade, then INFO -> CONNECT ->
-PING -> PONG inside WebSocket messages; TLS, if any, always comes first there.
+For ``ws://`` and ``wss://`` servers: [TLS] WebSocket upgrade (with the
+``ws_connection_headers``, sent again on every reconnect), then INFO -> CONNECT -> PING
+-> PONG inside WebSocket messages; TLS, if any, always comes first there.
 
 How it works: this is where the stack of streams (``_transport.py``) is built, from the
 bottom up as the handshake goes: a TCP stream; a TLS stream over it for TLS-first, for
@@ -72,7 +73,8 @@ def handshake(
             # describes the WebSocket listener.
             if server.tls_required or options.tls is not None:
                 transport = _start_tls(transport, server, options, deadline)
-            transport = _start_websocket(transport, server, deadline)
+            transport = _start_websocket(transport, server, deadline,
+                                         options.ws_header_pairs)
         elif options.tls_handshake_first:
             transport = _start_tls(transport, server, options, deadline)
         op = _read_op(transport, parser, deadline, server)
@@ -101,12 +103,14 @@ def handshake(
     return transport, parser, info
 
 
-def _start_websocket(inner: Transport, server: ServerAddress, deadline: float) -> Transport:
-    """The WebSocket stream over ``inner``, upgraded."""
+def _start_websocket(
+    inner: Transport, server: ServerAddress, deadline: float, headers: list[tuple[str, str]]
+) -> Transport:
+    """The WebSocket stream over ``inner``, upgraded with the extra ``headers``."""
     # wsproto is an optional extra: imported only when a ws:// server is used.
     from nats_sync._websocket import WebSocketStream  # noqa: PLC0415
 
-    return WebSocketStream.open(inner, _websocket_host(server), deadline)
+    return WebSocketStream.open(inner, _websocket_host(server), deadline, headers=headers)
 
 
 def _websocket_host(server: ServerAddress) -> str:
@@ -170,6 +174,7 @@ def connect_fields(
     auth: dict[str, Any] = connect_auth(
         info or {},
         nkeys_seed=options.nkeys_seed,
+        nkeys_seed_str=options.nkeys_seed_str,
         user_credentials=options.user_credentials,
         user_jwt_cb=options.user_jwt_cb,
         signature_cb=options.signature_cb,

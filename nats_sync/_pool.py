@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import ParseResult, unquote, urlparse, urlsplit
 
 import tenacity
 
@@ -74,6 +74,26 @@ class ServerAddress:
 
     def __repr__(self) -> str:
         return f"ServerAddress({self.redacted_url!r})"
+
+
+@dataclass(frozen=True)
+class Server:
+    """One server of the pool as nats-py shows it (``nc.server_pool``, and what
+    ``reconnect_to_server_handler`` gets and returns).
+
+    Attributes:
+        uri: the server's URL, parsed (``uri.hostname``, ``uri.port``, ``uri.scheme``);
+            a password or token in it is shown as ``***``.
+        reconnects: failed attempts on it since it last connected.
+    """
+
+    uri: ParseResult
+    reconnects: int = 0
+
+    @classmethod
+    def of(cls, server: ServerAddress, reconnects: int) -> Server:
+        """The view of ``server`` with its count of failed attempts."""
+        return cls(uri=urlparse(server.redacted_url), reconnects=reconnects)
 
 
 def parse_server_url(url: str) -> ServerAddress:
@@ -166,6 +186,30 @@ class ServerPool:
     def failures(self, server: ServerAddress) -> int:
         """Failed attempts on ``server`` since it last connected."""
         return self._failures.get(server.netloc, 0)
+
+    def views(self, servers: Iterable[ServerAddress] | None = None) -> list[Server]:
+        """``servers`` (every server by default) as nats-py's :class:`Server` views."""
+        chosen = self._servers if servers is None else servers
+        return [Server.of(server, self.failures(server)) for server in chosen]
+
+    def find(self, netloc: str) -> ServerAddress | None:
+        """The server at ``host:port``, if it is in the pool."""
+        return next((server for server in self._servers if server.netloc == netloc), None)
+
+    def replace(self, urls: Iterable[str]) -> None:
+        """Makes ``urls`` the pool (``set_server_pool``): parsed first, so a bad URL
+        changes nothing; shuffled unless told not to; failure counts of servers that
+        stay are kept; discovered servers are dropped (INFO may announce them again).
+
+        Raises:
+            InvalidArgumentError: a URL cannot be parsed, or there is none.
+        """
+        servers = [parse_server_url(url) for url in urls]
+        if not servers:
+            raise InvalidArgumentError("no server URLs given")
+        if self._randomize:
+            self._rng.shuffle(servers)
+        self._servers = servers
 
     def attempt_order(self, last: ServerAddress | None = None) -> list[ServerAddress]:
         """One pass: shuffled (unless told not to), fewest failures first, ``last`` last."""

@@ -62,11 +62,13 @@ class Publisher:
         host: the handler's side (see :class:`PublishHost`).
     """
 
-    __slots__ = ("_host", "_pub_lines", "accepting", "max_payload", "outbox")
+    __slots__ = ("_host", "_pub_lines", "accepting", "max_payload", "outbox", "strict_subjects")
 
-    def __init__(self, outbox: Outbox, host: PublishHost) -> None:
+    def __init__(self, outbox: Outbox, host: PublishHost, strict_subjects: bool = True) -> None:
         self.outbox = outbox
         self._host = host
+        #: False with ``skip_subject_validation``: subjects are only checked for framing.
+        self.strict_subjects = strict_subjects
         #: False once the client stops taking publishes (drained or closed): the hot
         #: path then asks the handler why, which raises.
         self.accepting = True
@@ -109,7 +111,9 @@ class Publisher:
                 return
         if type(reply) is not str:
             raise TypeError(f"reply must be a str subject, got {type(reply).__name__}")
-        self._encode_and_queue(subject, payload, proto.reply_subject(reply), headers, False)
+        self._encode_and_queue(
+            subject, payload, proto.reply_subject(reply, self.strict_subjects), headers, False
+        )
 
     def publish_request(
         self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg, direct: bool
@@ -145,7 +149,7 @@ class Publisher:
                 f"payload of {size} bytes exceeds the server's max_payload of {self.max_payload}"
             )
         if headers:
-            subject_bytes = proto.publish_subject(subject)
+            subject_bytes = proto.publish_subject(subject, self.strict_subjects)
             block = proto.encode_headers(headers)
             if size + len(block) > self.max_payload:
                 raise MaxPayloadError(
@@ -155,7 +159,7 @@ class Publisher:
             line = proto.encode_hpub_line(subject_bytes, reply, len(block), len(block) + size)
             prefix = line + block
         else:
-            prefix = proto.pub_line(proto.pub_prefix(subject), reply, size)
+            prefix = proto.pub_line(proto.pub_prefix(subject, self.strict_subjects), reply, size)
         if size < _LARGE_PAYLOAD:
             frame = prefix + payload + _CRLF
             conn = self._host.connection() if direct else None
@@ -169,7 +173,7 @@ class Publisher:
         self, subject: str, size: int, entry: tuple[bytes, int, bytes] | None
     ) -> bytes:
         """``PUB <subject> <size>\\r\\n``, validating ``subject`` unless cached."""
-        prefix = proto.pub_prefix(subject) if entry is None else entry[0]
+        prefix = proto.pub_prefix(subject, self.strict_subjects) if entry is None else entry[0]
         line = proto.pub_line(prefix, b"", size)
         if subject.startswith(d.UNCACHED_SUBJECT_PREFIXES):
             return line  # used once (an inbox, an ack): caching it only evicts the rest

@@ -64,6 +64,8 @@ class RequestPublisher(Protocol):
     """What the requester needs from the publisher."""
 
     max_payload: int
+    #: False with ``skip_subject_validation`` (subjects checked for framing only).
+    strict_subjects: bool
 
     def publish_request(
         self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg, direct: bool
@@ -197,7 +199,7 @@ class Requester:
         in_flight: list[tuple[BatchSlot, str, float] | None] = []
         next_to_wait = 0
         try:
-            prefix: bytes | None = proto.pub_prefix(subject)
+            prefix: bytes | None = proto.pub_prefix(subject, self._publisher.strict_subjects)
         except Error:
             prefix = None  # each item gets publish's error
         largest = min(self._publisher.max_payload, _LARGE_PAYLOAD - 1)

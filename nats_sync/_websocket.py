@@ -53,13 +53,17 @@ class WebSocket:
     Args:
         host: the ``Host`` header of the upgrade request (``host[:port]``).
         target: the request path.
+        headers: extra (name, value) headers of the upgrade request, in order
+            (``ws_connection_headers``, checked by the options).
     """
 
     __slots__ = (
         "_closed", "_conn", "_control", "_data", "_host", "_lock", "_open", "_request",
     )
 
-    def __init__(self, host: str, target: str = "/") -> None:
+    def __init__(
+        self, host: str, target: str = "/", headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self._host = host
         self._conn = WSConnection(ConnectionType.CLIENT)
         self._lock = threading.Lock()
@@ -67,7 +71,8 @@ class WebSocket:
         self._control = bytearray()  # pong and close frames waiting to be sent
         self._open = False
         self._closed = False
-        self._request = self._conn.send(Request(host=host, target=target))
+        extra = [(name.encode(), value.encode()) for name, value in headers]
+        self._request = self._conn.send(Request(host=host, target=target, extra_headers=extra))
 
     # -- the upgrade (before the connection threads exist) ------------------------------
 
@@ -194,8 +199,8 @@ class WebSocketStream:
         self._frame_lock = threading.Lock()
 
     @classmethod
-    def open(cls, inner: Transport, host: str, deadline: float, target: str = "/"
-             ) -> WebSocketStream:
+    def open(cls, inner: Transport, host: str, deadline: float, target: str = "/",
+             headers: Sequence[tuple[str, str]] = ()) -> WebSocketStream:
         """Runs the WebSocket upgrade over ``inner``, before the connection threads.
 
         Args:
@@ -203,13 +208,15 @@ class WebSocketStream:
             host: the ``Host`` header (``host[:port]``).
             deadline: ``time.monotonic()`` by which the server must have accepted.
             target: the request path.
+            headers: extra (name, value) headers of the upgrade request
+                (``ws_connection_headers``: e.g. what an authenticating proxy checks).
 
         Raises:
             NatsConnectionError: the server refused the upgrade (its HTTP status is in
                 the message), answered something that is not WebSocket, or closed.
             TimeoutError: the server did not accept by ``deadline``.
         """
-        ws = WebSocket(host, target)
+        ws = WebSocket(host, target, headers)
         inner.send_all(ws.upgrade_request())
         buffer = bytearray(_UPGRADE_READ_SIZE)
         head = b""  # the start of the answer, to show when it is not HTTP

@@ -18,12 +18,20 @@ from typing import Any, NoReturn
 
 from nats_sync import _defaults as d
 from nats_sync._handler import Handler
-from nats_sync._options import DelayCallback, ErrorCallback, EventCallback, build_options
-from nats_sync._pool import parse_server_url
+from nats_sync._options import (
+    DelayCallback,
+    ErrorCallback,
+    EventCallback,
+    ReconnectToServerHandler,
+    WsHeaders,
+    build_options,
+    server_urls,
+)
+from nats_sync._pool import Server, parse_server_url
 from nats_sync._publishing import HeadersArg
 from nats_sync._state import State
 from nats_sync._validate import check_int
-from nats_sync.errors import NotSupportedError
+from nats_sync.errors import ConnectionClosedError, NotSupportedError
 from nats_sync.jetstream import JetStream
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
@@ -37,6 +45,7 @@ def connect(
     max_reconnect_attempts: int = d.DEFAULT_MAX_RECONNECT_ATTEMPTS,
     reconnect_time_wait: float = d.DEFAULT_RECONNECT_TIME_WAIT,
     reconnect_delay_cb: DelayCallback | None = None,
+    reconnect_to_server_handler: ReconnectToServerHandler | None = None,
     connect_timeout: float = d.DEFAULT_CONNECT_TIMEOUT,
     retry_on_failed_connect: bool = False,
     dont_randomize: bool = False,
@@ -44,10 +53,12 @@ def connect(
     ping_interval: float = d.DEFAULT_PING_INTERVAL,
     max_outstanding_pings: int = d.DEFAULT_MAX_OUTSTANDING_PINGS,
     pending_size: int = d.DEFAULT_PENDING_SIZE,
+    flusher_queue_size: int = d.NATS_PY_FLUSHER_QUEUE_SIZE,
     no_echo: bool = False,
     verbose: bool = False,
     pedantic: bool = False,
     inbox_prefix: str = d.DEFAULT_INBOX_PREFIX,
+    skip_subject_validation: bool = False,
     drain_timeout: float = d.DEFAULT_DRAIN_TIMEOUT,
     flush_timeout: float | None = None,
     user: str | None = None,
@@ -55,9 +66,11 @@ def connect(
     token: str | None = None,
     user_credentials: str | None = None,
     nkeys_seed: str | None = None,
+    nkeys_seed_str: str | None = None,
     tls: ssl.SSLContext | None = None,
     tls_hostname: str | None = None,
     tls_handshake_first: bool = False,
+    ws_connection_headers: WsHeaders | None = None,
     error_cb: ErrorCallback | None = None,
     disconnected_cb: EventCallback | None = None,
     reconnected_cb: EventCallback | None = None,
@@ -78,6 +91,14 @@ def connect(
         max_reconnect_attempts: attempts per server before giving up (-1: forever).
         reconnect_time_wait: base delay between attempts, with backoff and jitter.
         reconnect_delay_cb: ``callable(attempt) -> seconds`` replacing the backoff.
+        reconnect_to_server_handler: ``handler(servers, server_info) -> (server, delay)``
+            picks each server the reconnect thread tries, as in nats-py: it gets the
+            pool as :class:`Server` views (``uri``, ``reconnects``; the server just lost
+            last) and a copy of the last INFO, and returns one of those servers (or its
+            URL) and the seconds to wait before trying it; the default backoff does not
+            apply. None picks the pool's next server. If it raises or returns anything
+            else, the error goes to ``error_cb`` and the pool's next server is tried
+            after ``reconnect_time_wait``. Not used for the first connection.
         connect_timeout: seconds for each connection attempt, handshake included.
         retry_on_failed_connect: return at once and keep trying in the background.
         dont_randomize: try the servers in the order given.
@@ -85,10 +106,17 @@ def connect(
         ping_interval: seconds between keepalive PINGs.
         max_outstanding_pings: unanswered PINGs after which the connection is stale.
         pending_size: bytes of outgoing data held (0: no buffering while disconnected).
+        flusher_queue_size: accepted for nats-py code and ignored: it sizes asyncio's
+            flusher queue, and here a writer thread takes everything queued at once.
         no_echo: do not deliver this client's own publishes to its subscriptions.
         verbose: ask the server for ``+OK`` acknowledgements.
         pedantic: ask the server for strict protocol checks.
         inbox_prefix: prefix of reply subjects made by ``new_inbox`` and requests.
+        skip_subject_validation: do not check the shape of subjects (empty tokens,
+            wildcards where they cannot be, ``>`` before the end) on publish, subscribe
+            and request; the server decides. A subject must still be a non-empty str
+            without spaces or control characters, as it could otherwise split the
+            protocol line and break the connection.
         drain_timeout: default seconds ``drain()`` may take.
         flush_timeout: seconds a publish waits for room when the outgoing buffer is
             full while connected (None: 10 s).
@@ -97,9 +125,17 @@ def connect(
         token: authentication token (also from ``nats://token@host``).
         user_credentials: path to a ``.creds`` file (JWT and nkey seed).
         nkeys_seed: path to an nkey seed file (not with ``user_credentials``).
+        nkeys_seed_str: the nkey seed itself, as a str (e.g. from an environment variable
+            or a vault); read as the text of a seed file, never shown. Not with
+            ``nkeys_seed`` or ``user_credentials``.
         tls: an ``ssl.SSLContext``; implied by ``tls://`` and ``wss://``.
         tls_hostname: the host name to verify in the server certificate.
         tls_handshake_first: do the TLS handshake before the server's INFO.
+        ws_connection_headers: extra headers of the WebSocket upgrade request for
+            ``ws://`` and ``wss://`` servers (e.g. for an authenticating proxy): name ->
+            value, or name -> list of values; sent on every (re)connect. Values are
+            never shown; ``Host``, ``Upgrade``, ``Connection`` and ``Sec-WebSocket-*``
+            are the upgrade's own.
         error_cb: ``callable(exc)`` for asynchronous errors.
         disconnected_cb: called when the connection is lost.
         reconnected_cb: called when a new connection is made.
@@ -129,19 +165,35 @@ def connect(
     # The first statement, so locals() holds exactly the parameters: the option list is
     # written once, in the signature (tests/unit/test_options.py holds it equal to Options).
     options = build_options(**locals())
-    if any(parse_server_url(url).is_websocket for url in options.servers) and (
-        importlib.util.find_spec("wsproto") is None
-    ):
-        raise NotSupportedError(
-            "ws:// and wss:// servers need wsproto: pip install 'nats-sync[websocket]'"
-        )
+    _check_websocket_support(options.servers)
     handler = Handler(options)
     handler.connect()
     return Client(handler)
 
 
+def _check_websocket_support(urls: Sequence[str]) -> None:
+    """Raises NotSupportedError when ``urls`` name a WebSocket server and the optional
+    ``wsproto`` is not installed."""
+    if any(parse_server_url(url).is_websocket for url in urls) and (
+        importlib.util.find_spec("wsproto") is None
+    ):
+        raise NotSupportedError(
+            "ws:// and wss:// servers need wsproto: pip install 'nats-sync[websocket]'"
+        )
+
+
 class Client:
-    """A connection to NATS; made by :func:`connect`. Every method is thread-safe."""
+    """A connection to NATS; made by :func:`connect`. Every method is thread-safe.
+
+    The class constants are nats-py's state names, the values :attr:`status` takes.
+    """
+
+    CONNECTING = State.CONNECTING
+    CONNECTED = State.CONNECTED
+    RECONNECTING = State.RECONNECTING
+    DRAINING_SUBS = State.DRAINING_SUBS
+    DRAINING_PUBS = State.DRAINING_PUBS
+    CLOSED = State.CLOSED
 
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
@@ -329,6 +381,23 @@ class Client:
         return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
                          max_pending_acks=max_pending_acks, stall_wait=stall_wait)
 
+    def jsm(
+        self,
+        prefix: str = d.DEFAULT_JS_API_PREFIX,
+        timeout: float = d.DEFAULT_JS_TIMEOUT,
+        domain: str | None = None,
+    ) -> JetStream:
+        """nats-py's JetStream manager: here the JetStream context, which carries the
+        manager's names (``account_info``, ``add_stream``, ``streams_info``,
+        ``consumers_info``, ``pause_consumer``, ...).
+
+        Args:
+            prefix: the API subject prefix (nats-py's name for ``api_prefix``).
+            timeout: seconds for API calls.
+            domain: the JetStream domain, instead of a prefix.
+        """
+        return self.jetstream(domain=domain, api_prefix=prefix, timeout=timeout)
+
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """Internal hook for readers built on this client (JetStream consumers, KV
         watchers): ``listener(event)`` gets ``"disconnected"``, ``"reconnected"`` and
@@ -336,6 +405,27 @@ class Client:
         may wait ``CLOSE_CALLBACK_GRACE`` for a thread of its own). Returns the call that
         removes it."""
         return self._handler.add_status_listener(listener)
+
+    def set_server_pool(self, servers: str | Sequence[str]) -> None:
+        """Replaces the server pool (nats-py's ``set_server_pool``).
+
+        The new pool is used from the next reconnect on; the current connection stays.
+        It is shuffled unless ``dont_randomize``; servers that stay keep their count of
+        failed attempts; servers announced in INFO are added again as they come.
+
+        Args:
+            servers: one URL, a comma-separated list, or a list of URLs.
+
+        Raises:
+            InvalidArgumentError: no URL, or one that cannot be parsed (nothing changed).
+            NotSupportedError: a ``ws://`` URL without the ``websocket`` extra.
+            ConnectionClosedError: the client is closed.
+        """
+        if self.is_closed:
+            raise ConnectionClosedError("the client is closed; its server pool is gone")
+        urls = server_urls(servers)
+        _check_websocket_support(urls)
+        self._handler.reconnector.set_servers(urls)
 
     def force_reconnect(self) -> None:
         """Drops the current server and runs the reconnect process.
@@ -377,6 +467,26 @@ class Client:
         """Whether a connection is up (draining counts as connected)."""
         return self._handler.state in (State.CONNECTED, State.DRAINING_SUBS,
                                        State.DRAINING_PUBS)
+
+    @property
+    def status(self) -> State:
+        """The life-cycle state: one of the class constants (``Client.CONNECTED``, ...)."""
+        return self._handler.state
+
+    @property
+    def is_connecting(self) -> bool:
+        """Whether the first connection is not made yet: ``connect()`` is running, or
+        ``retry_on_failed_connect`` keeps trying in the background (then
+        ``is_reconnecting`` is True as well, as the reconnect thread makes the attempts)."""
+        handler = self._handler
+        return handler.state is State.CONNECTING or (
+            handler.state is State.RECONNECTING and handler.current_server is None
+        )
+
+    @property
+    def is_draining_pubs(self) -> bool:
+        """Whether ``drain()`` is flushing the last publishes (nothing new is taken)."""
+        return self._handler.state is State.DRAINING_PUBS
 
     @property
     def is_closed(self) -> bool:
@@ -427,6 +537,31 @@ class Client:
         return int(value) if value is not None else None
 
     @property
+    def client_ip(self) -> str | None:
+        """This client's IP address as the server sees it (INFO ``client_ip``)."""
+        value = self._handler.server_info.get("client_ip")
+        return str(value) if value is not None else None
+
+    @property
+    def server_pool(self) -> list[Server]:
+        """The server pool as nats-py shows it: each server's ``uri`` (parsed, secrets as
+        ``***``) and ``reconnects`` (failed attempts since it last connected)."""
+        return self._handler.reconnector.server_pool()
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context: the ``tls`` option's, else a new verifying default context
+        (what a TLS connection without ``tls`` uses), as in nats-py."""
+        tls = self._handler.options.tls
+        return tls if tls is not None else ssl.create_default_context()
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The connect options by name, as nats-py's ``options``; passwords, tokens,
+        seeds and WebSocket header values shown as ``***``, server URLs redacted."""
+        return self._handler.options.shown()
+
+    @property
     def connected_server_version(self) -> str:
         """The server's version string ("" before the first INFO)."""
         return str(self._handler.server_info.get("version", ""))
@@ -456,4 +591,4 @@ class Client:
         }
 
 
-__all__ = ["Client", "connect"]
+__all__ = ["Client", "Server", "connect"]

@@ -25,13 +25,24 @@ _publish_cache: dict[str, bytes] = {}
 _subscribe_cache: dict[str, bytes] = {}
 
 
-def _check_subject(subject: object, *, wildcards: bool, what: str = "subject") -> bytes:
+def _check_framing(subject: object, what: str) -> str:
+    """The checks that keep a subject one word of its protocol line: a non-empty str
+    without whitespace or control characters (what ``skip_subject_validation`` keeps)."""
     if not isinstance(subject, str):
         raise BadSubjectError(f"{what} must be a str, got {type(subject).__name__}")
     if not subject:
         raise BadSubjectError(f"{what} is empty")
     if not _WHITESPACE_OR_CONTROL.isdisjoint(subject):
         raise BadSubjectError(f"{what} {subject!r} contains whitespace or a control character")
+    return subject
+
+
+def _check_subject(
+    subject: object, *, wildcards: bool, what: str = "subject", strict: bool = True
+) -> bytes:
+    subject = _check_framing(subject, what)
+    if not strict:
+        return _utf8(subject, what)
     tokens = subject.split(".")
     last = len(tokens) - 1
     for index, token in enumerate(tokens):
@@ -52,14 +63,19 @@ def _utf8(text: str, what: str) -> bytes:
         raise BadSubjectError(f"{what} {text!r} cannot be encoded as UTF-8") from None
 
 
-def publish_subject(subject: str) -> bytes:
+def publish_subject(subject: str, strict: bool = True) -> bytes:
     """Validates a subject to publish to (no wildcards) and returns it encoded.
+
+    With ``strict`` False (``skip_subject_validation``) only the framing is checked
+    (a non-empty str without whitespace or control characters), and nothing is cached.
 
     Raises:
         BadSubjectError: empty, whitespace, an empty token, or a wildcard token.
     """
     encoded = _publish_cache.get(subject)
     if encoded is None:
+        if not strict:
+            return _check_subject(subject, wildcards=False, strict=False)
         encoded = _check_subject(subject, wildcards=False)
         if subject.startswith(UNCACHED_SUBJECT_PREFIXES):
             return encoded  # a reply inbox is used once: caching it only evicts the rest
@@ -69,24 +85,28 @@ def publish_subject(subject: str) -> bytes:
     return encoded
 
 
-def reply_subject(reply: str) -> bytes:
-    """Validates an optional reply subject ("" means none) and returns it encoded."""
+def reply_subject(reply: str, strict: bool = True) -> bytes:
+    """Validates an optional reply subject ("" means none) and returns it encoded
+    (``strict`` as for :func:`publish_subject`)."""
     if reply == "":
         return b""
     encoded = _publish_cache.get(reply)
     if encoded is None:
-        encoded = _check_subject(reply, wildcards=False, what="reply subject")
+        encoded = _check_subject(reply, wildcards=False, what="reply subject", strict=strict)
     return encoded
 
 
-def subscribe_subject(subject: str) -> bytes:
-    """Validates a subscription subject (``*`` anywhere, ``>`` only last).
+def subscribe_subject(subject: str, strict: bool = True) -> bytes:
+    """Validates a subscription subject (``*`` anywhere, ``>`` only last); ``strict``
+    as for :func:`publish_subject`.
 
     Raises:
         BadSubjectError: empty, whitespace, an empty token, or a misplaced ``>``.
     """
     encoded = _subscribe_cache.get(subject)
     if encoded is None:
+        if not strict:
+            return _check_subject(subject, wildcards=True, strict=False)
         encoded = _check_subject(subject, wildcards=True)
         if len(_subscribe_cache) >= SUBJECT_CACHE_SIZE:
             _subscribe_cache.clear()
@@ -159,14 +179,14 @@ def pub_line(prefix: bytes, reply: bytes, size: int) -> bytes:
 
 
 
-def pub_prefix(subject: str) -> bytes:
+def pub_prefix(subject: str, strict: bool = True) -> bytes:
     """``b"PUB <subject> "`` for a validated publish subject (the publish hot path
-    caches it with the size appended).
+    caches it with the size appended); ``strict`` as for :func:`publish_subject`.
 
     Raises:
         BadSubjectError: the subject breaks the subject rules.
     """
-    return b"PUB " + publish_subject(subject) + b" "
+    return b"PUB " + publish_subject(subject, strict) + b" "
 
 
 def encode_hpub_line(subject: bytes, reply: bytes, header_size: int, total_size: int) -> bytes:
@@ -202,13 +222,14 @@ def encode_hpub(
     return line + block + payload + CRLF
 
 
-def encode_sub(subject: str, sid: int, queue: str = "") -> bytes:
-    """Encodes ``SUB <subject> [queue] <sid>``.
+def encode_sub(subject: str, sid: int, queue: str = "", strict: bool = True) -> bytes:
+    """Encodes ``SUB <subject> [queue] <sid>``; ``strict`` as for
+    :func:`publish_subject` (a queue group is only ever checked for its framing).
 
     Raises:
         BadSubjectError: the subject or queue group breaks the rules.
     """
-    encoded = subscribe_subject(subject)
+    encoded = subscribe_subject(subject, strict)
     if queue:
         return b"SUB %b %b %d\r\n" % (encoded, queue_group(queue), sid)
     return b"SUB %b %d\r\n" % (encoded, sid)

@@ -92,3 +92,100 @@ def handshake(conn: socket.socket, **info: Any) -> bytes:
     received = read_until(conn, b"PING\r\n")
     conn.sendall(b"PONG\r\n")
     return received
+
+
+class RecordingProxy:
+    """A TCP proxy in front of a real server's port that records the head of each
+    connection's first request (an HTTP upgrade: request line and headers) and then
+    forwards everything both ways.
+
+    With ``require`` (a header line such as ``b"authorization: bearer x"``, compared in
+    lower case), a request without it is answered ``401 Unauthorized`` and closed, as an
+    authenticating proxy does. Every socket is closed, and every thread joined, at
+    :meth:`stop`.
+    """
+
+    def __init__(self, target_port: int, require: bytes | None = None) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)
+        self.port: int = self._listener.getsockname()[1]
+        self._target_port = target_port
+        self._require = require.lower() if require is not None else None
+        self._stop = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        #: The head of each request, in order (bytes up to the blank line).
+        self.requests: list[bytes] = []
+        self._start(self._serve, "recording-proxy")
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
+
+    def _keep(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._sockets.append(sock)
+        return sock
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._keep(conn).settimeout(5.0)
+            self._start(self._proxy_of(conn), "recording-proxy-conn")
+
+    def _proxy_of(self, conn: socket.socket) -> Callable[[], None]:
+        return lambda: self._proxy(conn)
+
+    def _proxy(self, conn: socket.socket) -> None:
+        try:
+            data = read_until(conn, b"\r\n\r\n")
+            head, _, rest = data.partition(b"\r\n\r\n")
+            with self._lock:
+                self.requests.append(head)
+            lines = [line.lower() for line in head.split(b"\r\n")]
+            if self._require is not None and self._require not in lines:
+                conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
+                conn.close()
+                return
+            upstream = self._keep(socket.create_connection(("127.0.0.1", self._target_port)))
+            upstream.sendall(head + b"\r\n\r\n" + rest)
+            conn.settimeout(None)
+            self._start(lambda: self._pipe(upstream, conn), "recording-proxy-down")
+            self._pipe(conn, upstream)
+        except OSError:
+            conn.close()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        with self._lock:
+            sockets, threads = list(self._sockets), list(self._threads)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        for thread in threads:
+            thread.join(5.0)

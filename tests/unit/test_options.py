@@ -51,3 +51,55 @@ def test_every_option_is_documented(name: str) -> None:
 def test_unknown_option_is_refused_by_name() -> None:
     with pytest.raises(nats_sync.InvalidArgumentError, match=r"unknown connect option.*bogus"):
         build_options(None, bogus=1)
+
+
+# --- options taken over from nats-py (issue 19) ------------------------------------------
+
+
+def test_flusher_queue_size_is_accepted_and_ignored() -> None:
+    assert build_options(None, flusher_queue_size=8).flusher_queue_size == 8
+    with pytest.raises(nats_sync.InvalidArgumentError, match="flusher_queue_size"):
+        build_options(None, flusher_queue_size="big")
+
+
+def test_ws_headers_are_copied_with_every_value_a_list() -> None:
+    given = {"Authorization": "Bearer x", "X-Tags": ["a", "b"]}
+    options = build_options("ws://127.0.0.1:1", ws_connection_headers=given)
+    given["X-Tags"].append("c")  # type: ignore[union-attr]
+    assert options.ws_connection_headers == {"Authorization": ["Bearer x"], "X-Tags": ["a", "b"]}
+    assert options.ws_header_pairs == [
+        ("Authorization", "Bearer x"), ("X-Tags", "a"), ("X-Tags", "b")]
+    assert "Bearer" not in repr(options) and "Authorization" in repr(options)
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({"Host": "evil"}, "must not set Host"),
+        ({"sec-websocket-key": "x"}, "must not set sec-websocket-key"),
+        ({"Bad Name": "x"}, "not a valid HTTP header name"),
+        ({"X-Ok": "a\r\nX-Injected: b"}, "line break or a control character"),
+        ({"X-Ok": 5}, "must be a str or a list of str"),
+        (["X-Ok", "a"], "must map header names"),
+    ],
+)
+def test_ws_headers_that_would_break_the_upgrade_are_refused(headers: object, message: str
+                                                             ) -> None:
+    with pytest.raises(nats_sync.InvalidArgumentError, match=message) as caught:
+        build_options(None, ws_connection_headers=headers)
+    assert "X-Injected" not in str(caught.value)
+
+
+def test_skip_subject_validation_and_the_reconnect_handler_are_checked() -> None:
+    with pytest.raises(nats_sync.InvalidArgumentError, match="skip_subject_validation"):
+        build_options(None, skip_subject_validation="yes")
+    with pytest.raises(nats_sync.InvalidArgumentError, match="reconnect_to_server_handler"):
+        build_options(None, reconnect_to_server_handler="next")
+
+
+def test_secret_options_are_never_shown() -> None:
+    options = build_options("nats://u:pw@127.0.0.1:1", password="p4ss", token="t0k")
+    shown = options.shown()
+    assert shown["password"] == shown["token"] == "***"
+    assert shown["servers"] == ("nats://u:***@127.0.0.1:1",)
+    assert "p4ss" not in repr(options) and "t0k" not in repr(options)
