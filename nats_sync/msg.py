@@ -40,6 +40,7 @@ class Msg(tuple):  # type: ignore[type-arg]  # fields are typed below
         reply: the reply subject ("" when none).
         data: the payload.
         headers: None, or name -> value (a list of values for a repeated name).
+        header: nats-py's second name for ``headers``.
         sid: the id of the subscription that received it.
         status: the status code of a status message (e.g. 503), else None.
         description: the status description ("" when none).
@@ -53,6 +54,7 @@ class Msg(tuple):  # type: ignore[type-arg]  # fields are typed below
         reply: str
         data: bytes
         headers: Headers | None
+        header: Headers | None
         status: int | None
         description: str
         _publish: Publisher | None
@@ -62,6 +64,7 @@ class Msg(tuple):  # type: ignore[type-arg]  # fields are typed below
         reply = _tuplegetter(_REPLY, 'the reply subject ("" when none)')
         data = _tuplegetter(_DATA, "the payload")
         headers = _tuplegetter(_HEADERS, "None, or name -> value (a list for a repeated name)")
+        header = _tuplegetter(_HEADERS, "nats-py's second name for headers")
         status = _tuplegetter(_STATUS, "the status code of a status message, else None")
         description = _tuplegetter(_DESCRIPTION, 'the status description ("" when none)')
         _publish = _tuplegetter(_PUBLISH, "the receiving client's publish, for respond()")
