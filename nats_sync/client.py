@@ -98,7 +98,9 @@ def connect(
             URL) and the seconds to wait before trying it; the default backoff does not
             apply. None picks the pool's next server. If it raises or returns anything
             else, the error goes to ``error_cb`` and the pool's next server is tried
-            after ``reconnect_time_wait``. Not used for the first connection.
+            after ``reconnect_time_wait``. connect()'s own first pass does not call it
+            (the background attempts of ``retry_on_failed_connect`` do, with an empty
+            INFO).
         connect_timeout: seconds for each connection attempt, handshake included.
         retry_on_failed_connect: return at once and keep trying in the background.
         dont_randomize: try the servers in the order given.
