@@ -1,20 +1,493 @@
-"""The "jetstream" sink (being written): publishes rows with acknowledgements."""
+"""The "jetstream" sink: ``df.write`` / ``df.writeStream`` ``.format("jetstream")``.
+
+How it works: on the driver, `batch_writer` / `stream_writer` check the options and the
+DataFrame's columns (so a typo fails before any task starts) and return a writer holding
+only plain settings (Spark pickles it to the tasks). In each write task (a Spark Python
+worker, on the task's thread) the worker's one client (``_worker``) gives a JetStream
+context, cached per process for that client and settings; every row is published with
+``publish_async`` (at most ``maxPendingAcks`` acknowledgements awaited at once, on the
+context's reply subscription and ack timer threads), then the task waits for every
+acknowledgement. A negative, failed or missing acknowledgement (no stream stores the
+subject, the stream refused the message, no ack within ``timeout``) fails the task with
+a `RuntimeError` saying how many of its rows were acknowledged, and Spark runs the task
+again. The task reports its rows and the duplicates the stream ignored
+(``PubAck.duplicate``) to the driver, which logs them in ``commit``. State touched: the
+worker's client cache and this module's cache of JetStream contexts (under a lock).
+
+Exactly-once into JetStream: give each row a message id (a ``msg_id`` column, or option
+``msgIdColumns``: columns whose values joined with ``:`` make the id, e.g.
+``"stream,seq"`` of a ``format("jetstream")`` read). The stream stores a message id once
+within its ``duplicate_window`` (default 2 minutes; set when the stream is created):
+a retried task or a replayed micro-batch that publishes the same ids again within that
+window stores nothing twice (the acks say ``duplicate``). A replay later than the window
+after the first publish stores the rows again; widen the window to cover the longest
+retry or restart you expect (the stream keeps every id of the window in memory). Without
+message ids the sink is at-least-once.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
-from pyspark.sql.types import StructType
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from nats_sync._proto import publish_subject
+from nats_sync.client import Client
+from nats_sync.errors import Error, InvalidArgumentError
+from nats_sync.jetstream import JetStream, PubAck
+from nats_sync.spark._options import (
+    CONNECT_OPTIONS,
+    check_known,
+    connection_options,
+    lowered_options,
+    positive_float,
+    positive_int,
+)
+from nats_sync.spark._worker import worker_client
+
+logger = logging.getLogger("nats_sync.spark")
+
+_SINK = "jetstream sink"
+DEFAULT_ACK_TIMEOUT = 10.0
+DEFAULT_MAX_PENDING_ACKS = 4000
+#: Option names as users write them; Spark hands them over in any case.
+_OPTION_NAMES = {"subject": "subject", "timeout": "timeout", "domain": "domain",
+                 "msgidcolumns": "msgIdColumns", "maxpendingacks": "maxPendingAcks"}
+_COLUMNS = ("data", "subject", "headers", "msg_id")
+_MSG_ID_PART_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
+#: Seconds a task waits beyond the ack timeout for the last futures to settle (the
+#: context's ack timer fails each one at its timeout; this only guards against a stall).
+_SETTLE_GRACE = 5.0
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """Validated settings of one JetStream write (picklable: plain data only)."""
+
+    servers: tuple[str, ...]
+    connect_options: tuple[tuple[str, Any], ...] = ()
+    subject: str | None = None
+    timeout: float = DEFAULT_ACK_TIMEOUT
+    domain: str | None = None
+    max_pending_acks: int = DEFAULT_MAX_PENDING_ACKS
+    msg_id_columns: tuple[str, ...] = ()
+
+    @property
+    def connect_kwargs(self) -> dict[str, Any]:
+        """The keywords for `worker_client` (``servers`` excluded)."""
+        return dict(self.connect_options)
+
+
+@dataclass
+class JetStreamCommitMessage(WriterCommitMessage):
+    """What one write task reports to the driver.
+
+    Attributes:
+        rows: rows the stream acknowledged (duplicates included).
+        duplicates: of those, the ones the stream had already stored (same message id
+            within its duplicate window): a retried task's or a replayed batch's rows.
+        partition_id: the task's partition.
+    """
+
+    rows: int
+    duplicates: int
+    partition_id: int
+
+
+# --- the driver: options and columns ---------------------------------------------------
+
+
+def parse_sink_options(options: Mapping[str, str], schema: StructType,
+                       overwrite: bool) -> SinkSettings:
+    """Checks the options and the DataFrame's columns before any task starts.
+
+    Args:
+        options: what Spark passes to the data source (keys in any case).
+        schema: the columns of the DataFrame being written.
+        overwrite: whether the write is not in append mode.
+
+    Returns:
+        The settings the tasks use.
+
+    Raises:
+        InvalidArgumentError: overwrite mode, an unknown option or column, a value of the
+            wrong kind, a column of the wrong type, no subject at all, a ``reply``
+            column, or ``msgIdColumns`` naming a missing column or given beside a
+            ``msg_id`` column; the message names it.
+    """
+    if overwrite:
+        raise InvalidArgumentError(f"{_SINK}: a stream is only appended to: use .mode('append')")
+    given = lowered_options(options)
+    check_known(_SINK, given, set(CONNECT_OPTIONS) | set(_OPTION_NAMES))
+    servers, connect = connection_options(_SINK, given)
+    subject = given.get("subject") or None
+    if subject is not None:
+        _check_subject_option(subject)
+    domain = given.get("domain") or None
+    if domain is not None and any(c in domain for c in ".*> \t\r\n"):
+        raise InvalidArgumentError(
+            f"{_SINK}: option 'domain' must be a plain name (no '.', '*', '>' or spaces), "
+            f"got {domain!r}"
+        )
+    id_columns = tuple(name.strip() for name in given.get("msgidcolumns", "").split(",")
+                       if name.strip())
+    if "msgidcolumns" in given and not id_columns:
+        raise InvalidArgumentError(
+            f"{_SINK}: option 'msgIdColumns' names no column (comma-separated column names)"
+        )
+    check_sink_schema(schema, has_subject_option=subject is not None,
+                      msg_id_columns=id_columns)
+    return SinkSettings(
+        servers=servers,
+        connect_options=connect,
+        subject=subject,
+        timeout=positive_float("timeout", given.get("timeout", str(DEFAULT_ACK_TIMEOUT)),
+                               _SINK),
+        domain=domain,
+        max_pending_acks=positive_int(
+            "maxPendingAcks", given.get("maxpendingacks", str(DEFAULT_MAX_PENDING_ACKS)), _SINK
+        ),
+        msg_id_columns=id_columns,
+    )
+
+
+def _check_subject_option(subject: str) -> None:
+    try:
+        publish_subject(subject)
+    except InvalidArgumentError as bad:
+        raise InvalidArgumentError(f"{_SINK}: option 'subject': {bad}") from None
+
+
+def check_sink_schema(schema: StructType, *, has_subject_option: bool,
+                      msg_id_columns: Sequence[str]) -> None:
+    """Checks the columns of a DataFrame to be published to JetStream.
+
+    ``data`` (binary or string) is required; ``subject`` (string), ``headers``
+    (map<string,string>) and ``msg_id`` (string) are optional; the columns named by
+    ``msgIdColumns`` (string or integer) are allowed besides.
+
+    Raises:
+        InvalidArgumentError: what is wrong, naming the column.
+    """
+    columns: dict[str, DataType] = {field.name: field.dataType for field in schema.fields}
+    if "reply" in columns:
+        raise InvalidArgumentError(
+            f"{_SINK}: column 'reply' is not allowed: a JetStream publish has no reply "
+            "subject (the stream's acknowledgement is the reply); drop the column or write "
+            "with format('nats')"
+        )
+    if "data" not in columns:
+        raise InvalidArgumentError(f"{_SINK}: the DataFrame needs a 'data' column")
+    missing = [name for name in msg_id_columns if name not in columns]
+    if missing:
+        raise InvalidArgumentError(
+            f"{_SINK}: option 'msgIdColumns' names column(s) {missing} the DataFrame does "
+            f"not have (it has {sorted(columns)})"
+        )
+    if msg_id_columns and "msg_id" in columns:
+        raise InvalidArgumentError(
+            f"{_SINK}: give either a 'msg_id' column or option 'msgIdColumns', not both"
+        )
+    unknown = sorted(set(columns) - set(_COLUMNS) - set(msg_id_columns))
+    if unknown:
+        raise InvalidArgumentError(
+            f"{_SINK}: unknown column(s) {unknown}; allowed are data, subject, headers, "
+            "msg_id and the columns named in option 'msgIdColumns'"
+        )
+    if not isinstance(columns["data"], BinaryType | StringType):
+        raise InvalidArgumentError(
+            f"{_SINK}: column 'data' must be binary or string, not {columns['data']}"
+        )
+    for name in ("subject", "msg_id"):
+        if name in columns and not isinstance(columns[name], StringType):
+            raise InvalidArgumentError(
+                f"{_SINK}: column {name!r} must be a string, not {columns[name]}"
+            )
+    headers = columns.get("headers")
+    if headers is not None and not (
+        isinstance(headers, MapType)
+        and isinstance(headers.keyType, StringType)
+        and isinstance(headers.valueType, StringType)
+    ):
+        raise InvalidArgumentError(
+            f"{_SINK}: column 'headers' must be map<string,string>, not {headers}"
+        )
+    for name in msg_id_columns:
+        if not isinstance(columns[name], _MSG_ID_PART_TYPES):
+            raise InvalidArgumentError(
+                f"{_SINK}: column {name!r} of option 'msgIdColumns' must be a string or an "
+                f"integer, not {columns[name]}"
+            )
+    if not has_subject_option and "subject" not in columns:
+        raise InvalidArgumentError(
+            f"{_SINK}: give option 'subject' or a 'subject' column to publish to"
+        )
+
+
+# --- the tasks: publishing with acknowledgements -------------------------------------------
+
+_contexts_lock = threading.Lock()
+#: This process's JetStream contexts: (id of client, domain, timeout, window) -> (client,
+#: context). One context per client and settings keeps one ack subscription for all the
+#: tasks this worker runs, instead of one per task lingering until it idles out.
+_contexts: dict[tuple[int, str | None, float, int], tuple[Client, JetStream]] = {}
+
+
+def _jetstream(settings: SinkSettings) -> JetStream:
+    client = worker_client(list(settings.servers), settings.connect_kwargs)
+    key = (id(client), settings.domain, settings.timeout, settings.max_pending_acks)
+    with _contexts_lock:
+        cached = _contexts.get(key)
+        if cached is not None and cached[0] is client:
+            return cached[1]
+        for stale in [k for k, (c, _) in _contexts.items() if c.is_closed]:
+            del _contexts[stale]
+        # stall_wait = the ack timeout: a full window frees up as acks come or expire.
+        js = client.jetstream(domain=settings.domain, timeout=settings.timeout,
+                              max_pending_acks=settings.max_pending_acks,
+                              stall_wait=settings.timeout)
+        _contexts[key] = (client, js)
+        return js
+
+
+class _Tally:
+    """One task's acknowledgements, counted in publish order as they settle."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.acked = 0
+        self.duplicates = 0
+        self.failure: tuple[str, BaseException] | None = None
+        self.pending: deque[tuple[Future[PubAck], str]] = deque()
+
+    def add(self, future: Future[PubAck], subject: str) -> None:
+        self.sent += 1
+        self.pending.append((future, subject))
+
+    def collect_done(self) -> None:
+        """Counts the settled futures at the head (acks come nearly in order)."""
+        pending = self.pending
+        while pending and pending[0][0].done():
+            self._count(*pending.popleft())
+
+    def settle(self, timeout: float) -> None:
+        """Waits for every future still pending (each settles by its ack timeout)."""
+        wait_futures([future for future, _ in self.pending], timeout=timeout)
+        while self.pending:
+            future, subject = self.pending.popleft()
+            if future.done():
+                self._count(future, subject)
+            elif self.failure is None:
+                self.failure = (subject, TimeoutError(f"no ack and no error within {timeout}s"))
+
+    def _count(self, future: Future[PubAck], subject: str) -> None:
+        error = future.exception()
+        if error is None:
+            self.acked += 1
+            if future.result().duplicate:
+                self.duplicates += 1
+        elif self.failure is None:
+            self.failure = (subject, error)
+
+
+def publish_acknowledged(settings: SinkSettings, batches: Iterator[pa.RecordBatch]
+                         ) -> tuple[int, int]:
+    """Publishes every row of ``batches`` and waits for every acknowledgement.
+
+    Runs in a write task. Returns (rows acknowledged, duplicates among them).
+
+    Raises:
+        RuntimeError: a row was not acknowledged (no stream for its subject, refused,
+            no ack in time) or could not be published; the message says how many rows
+            of the task were acknowledged and why.
+        InvalidArgumentError: a row has no subject, or a null or empty message id; the
+            message names the row.
+    """
+    js = _jetstream(settings)
+    tally = _Tally()
+    try:
+        for batch in batches:
+            _publish_batch(js, settings, batch, tally)
+            if tally.failure is not None:
+                break
+    except Error as error:
+        if isinstance(error, InvalidArgumentError):
+            raise
+        tally.settle(settings.timeout + _SETTLE_GRACE)
+        raise RuntimeError(
+            f"{_SINK}: could not publish to {', '.join(settings.servers)} "
+            f"({tally.acked} of the {tally.sent} rows sent by this task were acknowledged "
+            f"before the failure): {error}"
+        ) from error
+    tally.settle(settings.timeout + _SETTLE_GRACE)
+    if tally.failure is not None:
+        subject, cause = tally.failure
+        raise RuntimeError(
+            f"{_SINK}: only {tally.acked} of the {tally.sent} rows sent by this task were "
+            f"acknowledged; the first failure, on subject {subject!r}: {cause} "
+            "(Spark retries the task; with message ids the retry stores nothing twice)"
+        ) from cause
+    return tally.acked, tally.duplicates
+
+
+def _publish_batch(js: JetStream, settings: SinkSettings, batch: pa.RecordBatch,
+                   tally: _Tally) -> None:
+    names = batch.schema.names
+    data = batch.column("data").to_pylist()
+    subjects = batch.column("subject").to_pylist() if "subject" in names else None
+    headers = batch.column("headers").to_pylist() if "headers" in names else None
+    msg_ids = _msg_ids(batch, settings.msg_id_columns, tally.sent)
+    default_subject = settings.subject
+    publish = js.publish_async
+    for index, value in enumerate(data):
+        subject = (subjects[index] if subjects else None) or default_subject
+        if subject is None:
+            raise InvalidArgumentError(
+                f"{_SINK}: row {tally.sent} of this task has a null 'subject' and no "
+                "'subject' option is set"
+            )
+        payload = value.encode() if isinstance(value, str) else value
+        row_headers = headers[index] if headers else None
+        msg_id = msg_ids[index] if msg_ids is not None else None
+        if msg_ids is not None and not msg_id:
+            raise InvalidArgumentError(
+                f"{_SINK}: row {tally.sent} of this task has a null or empty message id"
+            )
+        tally.add(publish(subject, payload or b"",
+                          headers=dict(row_headers) if row_headers else None,
+                          msg_id=msg_id), subject)
+        if index % 256 == 255:
+            tally.collect_done()
+            if tally.failure is not None:
+                return
+    tally.collect_done()
+
+
+def _msg_ids(batch: pa.RecordBatch, id_columns: Sequence[str], first_row: int
+             ) -> list[str | None] | None:
+    """Each row's message id: the ``msg_id`` column, or the ``msgIdColumns`` joined."""
+    if not id_columns:
+        return batch.column("msg_id").to_pylist() if "msg_id" in batch.schema.names else None
+    parts = [batch.column(name).to_pylist() for name in id_columns]
+    ids: list[str | None] = []
+    for index, values in enumerate(zip(*parts, strict=True)):
+        if any(value is None for value in values):
+            nulls = [name for name, value in zip(id_columns, values, strict=True)
+                     if value is None]
+            raise InvalidArgumentError(
+                f"{_SINK}: row {first_row + index} of this task has a null in column(s) "
+                f"{nulls} of option 'msgIdColumns', so it has no message id"
+            )
+        ids.append(":".join(map(str, values)))
+    return ids
+
+
+def _partition_id() -> int:
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else -1
+
+
+def _totals(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int]:
+    done = [m for m in messages if isinstance(m, JetStreamCommitMessage)]
+    return sum(m.rows for m in done), sum(m.duplicates for m in done)
+
+
+# --- the writers Spark calls ----------------------------------------------------------------
+
+
+class JetStreamBatchWriter(DataSourceArrowWriter):
+    """Publishes the rows of one ``df.write.format("jetstream")`` job."""
+
+    def __init__(self, settings: SinkSettings) -> None:
+        self.settings = settings
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
+        """Publishes one task's rows and waits for their acks (runs in a worker)."""
+        rows, duplicates = publish_acknowledged(self.settings, iterator)
+        return JetStreamCommitMessage(rows, duplicates, _partition_id())
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Logs the totals once every task is acknowledged (runs on the driver)."""
+        rows, duplicates = _totals(messages)
+        logger.info("%s: %d rows acknowledged in %d tasks, %d of them duplicates the "
+                    "stream had already stored", _SINK, rows, len(messages), duplicates)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Logs what the successful tasks had stored before the job failed."""
+        rows, _ = _totals(messages)
+        logger.warning("%s: the write failed after %d rows were acknowledged", _SINK, rows)
+
+
+class JetStreamStreamWriter(DataSourceStreamArrowWriter):
+    """Publishes each micro-batch of ``df.writeStream.format("jetstream")``."""
+
+    def __init__(self, settings: SinkSettings) -> None:
+        self.settings = settings
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
+        """Publishes one task's rows of a micro-batch and waits for their acks."""
+        rows, duplicates = publish_acknowledged(self.settings, iterator)
+        return JetStreamCommitMessage(rows, duplicates, _partition_id())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Logs the micro-batch's totals (runs on the driver)."""
+        rows, duplicates = _totals(messages)
+        logger.info("%s: micro-batch %d: %d rows acknowledged, %d of them duplicates",
+                    _SINK, batchId, rows, duplicates)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Logs a failed micro-batch."""
+        rows, _ = _totals(messages)
+        logger.warning("%s: micro-batch %d failed after %d rows were acknowledged",
+                       _SINK, batchId, rows)
 
 
 def batch_writer(options: Mapping[str, str], schema: StructType,
                  overwrite: bool) -> DataSourceArrowWriter:
-    """The writer of ``df.write.format("jetstream")``."""
-    raise NotImplementedError("the jetstream sink is not written yet")
+    """The writer of ``df.write.format("jetstream")`` (called on the driver).
+
+    Raises:
+        InvalidArgumentError: see `parse_sink_options`.
+    """
+    return JetStreamBatchWriter(parse_sink_options(options, schema, overwrite))
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType,
                   overwrite: bool) -> DataSourceStreamArrowWriter:
-    """The writer of ``df.writeStream.format("jetstream")``."""
-    raise NotImplementedError("the jetstream sink is not written yet")
+    """The writer of ``df.writeStream.format("jetstream")`` (called on the driver).
+
+    Raises:
+        InvalidArgumentError: see `parse_sink_options`.
+    """
+    return JetStreamStreamWriter(parse_sink_options(options, schema, overwrite))
+
+
+__all__ = [
+    "JetStreamBatchWriter", "JetStreamCommitMessage", "JetStreamStreamWriter", "SinkSettings",
+    "batch_writer", "check_sink_schema", "parse_sink_options", "publish_acknowledged",
+    "stream_writer",
+]
