@@ -204,8 +204,7 @@ class JetStreamBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Any:
         """Reads one range on an executor, as Arrow record batches."""
-        assert isinstance(partition, JsRange)
-        return read_range_batches(partition)
+        return _read(partition)
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -266,14 +265,22 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Any:
         """Reads one range on an executor, as Arrow record batches."""
-        assert isinstance(partition, JsRange)
-        return read_range_batches(partition)
+        return _read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Acknowledges nothing: Spark's checkpoint is the record of what was read."""
 
     def stop(self) -> None:
         """Nothing to release: the worker client outlives the query."""
+
+
+def _read(partition: InputPartition | None) -> Any:
+    # Spark reads one empty partition (None, or holding None) when the plan has none.
+    if partition is None or getattr(partition, "value", False) is None:
+        return iter(())
+    if not isinstance(partition, JsRange):
+        raise InvalidArgumentError(f"{SOURCE}: not a planned range: {partition!r}")
+    return read_range_batches(partition)
 
 
 __all__ = [
