@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from nats_sync import errors as core
-from nats_sync.jetstream._msg import JsMsg, MsgMetadata, SequencePair, parse_metadata
+from nats_sync.jetstream._msg import (
+    JsMsg,
+    MsgMetadata,
+    SequencePair,
+    ack_sequence_time_pending,
+    parse_metadata,
+)
 from nats_sync.jetstream.errors import MsgAlreadyAckdError, NotJSMessageError
 from nats_sync.msg import Msg
 
@@ -182,3 +188,31 @@ def test_a_bad_nak_delay_is_refused() -> None:
         with pytest.raises(core.InvalidArgumentError, match="delay"):
             msg.nak(delay)  # type: ignore[arg-type]
     assert not msg.is_acked
+
+
+@pytest.mark.parametrize("reply", [
+    V1,
+    f"$JS.ACK.hub.ACCHASH.ORDERS.worker.1.3.4.{STAMP_NS}.0",
+    f"$JS.ACK.hub.ACCHASH.ORDERS.worker.1.3.4.{STAMP_NS}.0.Xa1b2c3",
+    f"$JS.ACK._.ACCHASH.ORDERS.worker.9.123456789.4.{STAMP_NS}.77.r",
+])
+def test_the_bulk_reader_shortcut_agrees_with_the_full_parser(reply: str) -> None:
+    # Stream.get_msg_columns reads only these three numbers, without the metadata objects.
+    meta = parse_metadata(reply)
+    seq, stamp_ns, pending = ack_sequence_time_pending(reply)
+    assert (seq, pending) == (meta.sequence.stream, meta.num_pending)
+    assert stamp_ns == STAMP_NS
+    assert datetime.fromtimestamp(stamp_ns // 1000 / 1e6, tz=timezone.utc) == meta.timestamp
+
+
+@pytest.mark.parametrize("reply", [
+    "$JS.ACK.ORDERS.worker.2.17.41",
+    "$JS.NAK.ORDERS.worker.2.17.41.1.5",
+    f"$JS.ACK.ORDERS.worker.2.x17.41.{STAMP_NS}.5",
+    f"_INBOX.a.b.c.d.e.f.{STAMP_NS}.5",
+])
+def test_the_bulk_reader_shortcut_refuses_what_the_full_parser_refuses(reply: str) -> None:
+    with pytest.raises(NotJSMessageError):
+        parse_metadata(reply)
+    with pytest.raises(NotJSMessageError):
+        ack_sequence_time_pending(reply)
