@@ -7,6 +7,7 @@ stays untouched), as spark-submit would run it. The cluster tests are slow (~1-2
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,14 +17,61 @@ from pathlib import Path
 
 import pytest
 
+import nats_sync
 from nats_sync.spark.testing import (
     SparkClusterError,
     SparkStandaloneCluster,
     find_java,
     find_spark_home,
 )
+from nats_sync.testing import NatsServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+#: A driver on the cluster: stream IN -> format("jetstream") -> upper-cased -> stream OUT
+#: (format("jetstream") with msg_id "<stream>:<seq>"), checkpointed; run, more input,
+#: the last batch's commit removed (as if the driver died after publishing it), run again.
+JS_JOB = """
+import json, sys
+from pathlib import Path
+from pyspark.sql import SparkSession, functions as sf
+import nats_sync
+from nats_sync.spark import register
+
+master, url, checkpoint, late = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+spark = (SparkSession.builder.master(master).appName("nats-sync-jetstream-on-cluster")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+register(spark)
+
+def run():
+    source = (spark.readStream.format("jetstream").option("servers", url)
+              .option("stream", "IN").option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "700").load())
+    moved = source.select(
+        sf.regexp_replace("subject", "^in[.]", "out.").alias("subject"),
+        sf.upper(sf.col("data").cast("string")).cast("binary").alias("data"),
+        sf.format_string("%s:%d", "stream", "seq").alias("msg_id"))
+    query = (moved.writeStream.format("jetstream").option("servers", url)
+             .option("checkpointLocation", checkpoint).start())
+    query.processAllAvailable()
+    query.stop()
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+first = run()
+commits = sorted(Path(checkpoint, "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+commits[-1].unlink()  # the last batch was published but never committed: it replays
+Path(checkpoint, "commits", f".{commits[-1].name}.crc").unlink(missing_ok=True)
+with nats_sync.connect(url) as nc:
+    js = nc.jetstream()
+    for n in range(late):
+        js.publish_async(f"in.{n % 3}", f"late {n}".encode())
+    js.publish_async_completed(timeout=30)
+second = run()
+print(json.dumps({"first": first, "second": second, "replayed": int(commits[-1].name)}))
+spark.stop()
+"""
 
 
 def _lingering(groups: list[int], workdir: Path) -> list[str]:
@@ -92,6 +140,42 @@ def test_worker_registers_and_the_lookup_example_runs_on_it(
     # It ran on the cluster, not in a local master of the driver's own.
     apps = _finished_apps(cluster, "nats-sync-demo")
     assert len(apps) == 1 and apps[0]["cores"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_jetstream_source_to_jetstream_sink_on_the_cluster_exactly_once(
+    cluster: SparkStandaloneCluster, tmp_path: Path
+) -> None:
+    early, late = 2000, 500
+    job = tmp_path / "js_job.py"
+    job.write_text(JS_JOB)
+    with NatsServer(jetstream=True) as server, nats_sync.connect(server.url) as nc:
+        js = nc.jetstream()
+        js.create_stream(name="IN", subjects=["in.>"], allow_direct=True)
+        js.create_stream(name="OUT", subjects=["out.>"], allow_direct=True,
+                         duplicate_window=120.0)
+        for n in range(early):
+            js.publish_async(f"in.{n % 3}", f"order {n}".encode())
+        js.publish_async_completed(timeout=30)
+
+        done = _run_driver(cluster, [str(job), cluster.master_url, server.url,
+                                     str(tmp_path / "checkpoint"), str(late)], timeout=170)
+        runs = json.loads(done.stdout.strip().splitlines()[-1])
+        assert sum(runs["first"]) == early and max(runs["first"]) <= 700
+        # The second run replays the uncommitted batch, then reads the late messages.
+        assert runs["second"][0] == runs["first"][-1]
+        assert sum(runs["second"]) == runs["first"][-1] + late
+
+        stored = list(js.stream("OUT").get_msgs(1))
+        ids = [str((m.headers or {}).get("Nats-Msg-Id")) for m in stored]
+        assert len(stored) == early + late  # the replayed batch's publishes were dropped
+        assert sorted(ids) == sorted(f"IN:{seq}" for seq in range(1, early + late + 1))
+        texts = {m.data.decode() for m in stored}
+        assert texts == ({f"ORDER {n}" for n in range(early)}
+                         | {f"LATE {n}" for n in range(late)})
+        assert {m.subject for m in stored} == {"out.0", "out.1", "out.2"}
+    assert len(_finished_apps(cluster, "nats-sync-jetstream-on-cluster")) == 1
 
 
 def test_no_java_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
