@@ -8,11 +8,13 @@ about twice the rate of direct gets on one client), or by batched direct gets
 (``readMode=direct``, ``Stream.get_msgs``). It keeps nothing between calls. Where the
 range starts at the stream's head and the first message read is past ``lo``, it asks the
 stream's state once more: messages removed between planning and reading are data loss,
-reported as the driver would.
+reported as the driver would. Where the read ends short of ``hi``, one request to the
+stream's leader tells deletes at the tail from a replica still catching up.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
@@ -20,8 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nats_sync._proto import Headers
-from nats_sync.jetstream import StoredColumns, StoredMsg
-from nats_sync.spark._js_plan import JsRange, Planner
+from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg
+from nats_sync.jetstream.errors import JetStreamError, MessageNotFoundError
+from nats_sync.jetstream.stream import Stream
+from nats_sync.spark._js_plan import SOURCE, JsRange, Planner
 
 JS_READ_SCHEMA = (
     "stream string, seq long, subject string, data binary, headers map<string,string>, "
@@ -39,6 +43,8 @@ _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 _TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
 _ROWS_PER_BATCH = 10_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: Seconds between reads of a replica found behind its leader.
+_LAG_RETRY_WAIT = 0.1
 
 
 def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
@@ -47,26 +53,64 @@ def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
     Raises:
         DataLossError: messages at the head of the range went before they were read
             and ``failOnDataLoss`` is true.
+        JetStreamError: the replica that answered stayed behind the stream's leader for
+            longer than the read timeout.
     """
     settings = part.settings
-    stream = settings.jetstream().stream(settings.stream)
-    batch = min(settings.fetch_batch, part.hi - part.lo)
-    if part.direct:
-        runs = _direct_runs(stream.get_msgs(
-            part.lo, subject=settings.subject, end_seq=part.hi - 1, batch=batch, direct=True,
-            timeout=settings.timeout))
-    else:
-        runs = stream.get_msg_columns(part.lo, subject=settings.subject, end_seq=part.hi - 1,
-                                      batch=batch, timeout=settings.timeout)
-    first = True
-    for run in runs:
-        if first:
-            first = False
-            if part.check_head and run.seqs[0] > part.lo and settings.subject is None:
+    js = settings.jetstream()
+    stream = js.stream(settings.stream)
+    next_seq = part.lo
+    behind_since: float | None = None
+    while next_seq < part.hi:
+        for run in _runs(stream, part, next_seq):
+            if next_seq == part.lo and part.check_head and run.seqs[0] > part.lo:
                 _check_head(part)
-        yield _batch(settings.stream, run, settings.include_headers)
-    if first and part.check_head and settings.subject is None:
-        _check_head(part)
+            next_seq = run.seqs[-1] + 1
+            yield _batch(settings.stream, run, settings.include_headers)
+        if next_seq == part.lo and part.check_head:
+            _check_head(part)
+        if next_seq >= part.hi:
+            return
+        # The read ended short of the range. Messages deleted or filtered out at its tail
+        # are fine; a replica (consumer or direct get) behind the leader that planned the
+        # range is not: ask the leader what is stored next, and read again if it is ours.
+        missing = _next_stored_seq(js, settings.stream, next_seq, settings.subject,
+                                   settings.timeout)
+        if missing is None or missing >= part.hi:
+            return
+        now = time.monotonic()
+        behind_since = behind_since if behind_since is not None else now
+        if now - behind_since > settings.timeout:
+            raise JetStreamError(
+                f"{SOURCE}: stream {settings.stream!r}: the replica read stays behind its "
+                f"leader (sequence {missing} is stored but was not delivered within "
+                f"{settings.timeout}s)"
+            )
+        time.sleep(_LAG_RETRY_WAIT)
+        next_seq = missing
+
+
+def _runs(stream: Stream, part: JsRange, start: int) -> Iterator[StoredColumns]:
+    settings = part.settings
+    batch = min(settings.fetch_batch, part.hi - start)
+    if part.direct:
+        return _direct_runs(stream.get_msgs(
+            start, subject=settings.subject, end_seq=part.hi - 1, batch=batch, direct=True,
+            timeout=settings.timeout))
+    return stream.get_msg_columns(start, subject=settings.subject, end_seq=part.hi - 1,
+                                  batch=batch, timeout=settings.timeout)
+
+
+def _next_stored_seq(js: JetStream, stream: str, seq: int, subject: str | None,
+                     timeout: float) -> int | None:
+    """The leader's answer: the first stored sequence >= ``seq`` (on ``subject``)."""
+    try:
+        reply = js.api.request(f"STREAM.MSG.GET.{stream}",
+                               {"seq": seq, "next_by_subj": subject or ">"}, timeout)
+    except MessageNotFoundError:
+        return None
+    found = (reply.get("message") or {}).get("seq")
+    return found if isinstance(found, int) else None
 
 
 def _direct_runs(messages: Iterator[StoredMsg]) -> Iterator[StoredColumns]:

@@ -178,3 +178,40 @@ def test_offsets_are_json_the_checkpoint_can_hold(js_server: NatsServer, js: Jet
     ranges = reader.partitions(start, end)
     assert [(part.lo, part.hi) for part in ranges] == [(1, 26)]
     assert reader.partitions(end, end) == []
+
+
+def test_a_read_that_ends_short_of_a_stored_message_reads_again(
+        js_server: NatsServer, js: JetStream, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As from a replica behind its leader: the first read stops at 60 of 100; the
+    leader says 61 is stored, so the task reads again from there (in-process, no Spark)."""
+    from nats_sync.jetstream.stream import Stream
+    from nats_sync.spark._js_plan import Planner
+    from nats_sync.spark._js_read import read_range_batches
+    from nats_sync.spark._js_source import parse_read_options
+
+    js.create_stream(name="LAG", subjects=["lag.>"])
+    _fill(js, "LAG", 100)
+    real = Stream.get_msg_columns
+    starts: list[int] = []
+
+    def behind_once(self: Stream, start_seq: int = 1, **kwargs: Any) -> Any:
+        starts.append(start_seq)
+        if len(starts) == 1:
+            kwargs["end_seq"] = 60
+        return real(self, start_seq, **kwargs)
+
+    monkeypatch.setattr(Stream, "get_msg_columns", behind_once)
+    settings = parse_read_options({"servers": js_server.url, "stream": "LAG"},
+                                  streaming=False)
+    planner = Planner(settings)
+    (part,) = planner.ranges(1, 101, planner.info())
+    seqs = [seq for batch in read_range_batches(part) for seq in batch.column("seq").to_pylist()]
+    assert seqs == list(range(1, 101))
+    assert starts == [1, 61]
+    # A range whose tail is deleted ends without reading again.
+    for seq in range(90, 101):
+        js.stream("LAG").delete_msg(seq)
+    starts.clear()
+    monkeypatch.setattr(Stream, "get_msg_columns", real)
+    seqs = [seq for batch in read_range_batches(part) for seq in batch.column("seq").to_pylist()]
+    assert seqs == list(range(1, 90))
