@@ -6,6 +6,8 @@ Spark forks its Python workers, and each worker makes its one client on first us
 
 - `request_udf`: a vectorised UDF sending one request per row, pipelined per batch.
 - `request_df`: adds ``reply`` and ``error`` columns to a DataFrame.
+- `kv_lookup_udf`: a vectorised UDF giving each key's current value in a key-value
+  bucket (null where absent), the keys of a batch looked up together.
 - `register`: makes ``format("nats")`` available (batch and streaming writes with
   columns ``data``, ``subject``, ``reply``, ``headers``; streaming reads yielding
   ``subject``, ``reply``, ``data``, ``headers``, ``received_at``).
@@ -31,11 +33,15 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
         "nats_sync.spark needs the spark extra: pip install 'nats-sync[spark]'"
     ) from missing
 
+from nats_sync.spark._kv_udf import kv_lookup_udf
 from nats_sync.spark.datasource import NatsDataSource
 from nats_sync.spark.jetstream import JetStreamDataSource
 from nats_sync.spark.udf import request_df, request_udf
 
-__all__ = ["JetStreamDataSource", "NatsDataSource", "register", "request_df", "request_udf"]
+__all__ = [
+    "JetStreamDataSource", "NatsDataSource", "kv_lookup_udf", "register", "request_df",
+    "request_udf",
+]
 
 
 def register(spark: Any) -> None:

@@ -1,0 +1,173 @@
+"""kv_lookup_udf on a local[2] Spark against a real nats-server, and the batched lookup
+behind it (chunks, continued requests, buckets without direct gets) in this process."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+import nats_sync
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream import InvalidBucketNameError, InvalidKeyError, KeyValue
+from nats_sync.spark import _kv_udf, kv_lookup_udf
+from nats_sync.spark._worker import close_worker_clients
+from nats_sync.testing import NatsServer
+
+pytestmark = pytest.mark.timeout(180)
+
+KEYS = 3_000
+
+
+@pytest.fixture(scope="module")
+def js_server() -> Iterator[NatsServer]:
+    with NatsServer(jetstream=True) as nats:
+        yield nats
+
+
+@pytest.fixture(scope="module")
+def bucket(js_server: NatsServer) -> Iterator[KeyValue]:
+    """Bucket "ref" (history 5): k<n> = v<n> for n < 3000, then k1 updated, k2 deleted,
+    k3 purged, and "empty" holding an empty value."""
+    with nats_sync.connect(js_server.url) as nc:
+        kv = nc.jetstream().create_key_value(bucket="ref", history=5)
+        futures = [nc.jetstream().publish_async(f"$KV.ref.k{n}", b"v%d" % n)
+                   for n in range(KEYS)]
+        for future in futures:
+            future.result(10)
+        kv.put("k1", b"new")
+        kv.delete("k2")
+        kv.purge("k3")
+        kv.put("empty", b"")
+        yield kv
+    close_worker_clients()  # the in-process lookups' client
+
+
+def _expected(key: str | None) -> bytes | None:
+    if key is None or key in ("k2", "k3") or not key.startswith("k"):
+        return b"" if key == "empty" else None
+    n = int(key[1:])
+    if n >= KEYS:
+        return None
+    return b"new" if n == 1 else b"v%d" % n
+
+
+@pytest.mark.usefixtures("bucket")
+def test_values_of_present_keys_and_null_for_missing_deleted_purged_and_null_keys(
+    spark: Any, js_server: NatsServer
+) -> None:
+    keys = ["k0", "k1", "k2", "k3", "missing", None, "empty", "k1", "k2999"]
+    df = spark.createDataFrame([(key,) for key in keys], "key string")
+    lookup = kv_lookup_udf("ref", js_server.url)
+    rows = df.select("key", lookup("key").alias("value")).collect()
+    assert [(row.key, row.value) for row in rows] == [
+        ("k0", b"v0"), ("k1", b"new"), ("k2", None), ("k3", None), ("missing", None),
+        (None, None), ("empty", b""), ("k1", b"new"), ("k2999", b"v2999"),
+    ]
+
+
+def _row_at_a_time(url: str, bucket: str) -> Any:
+    """A plain UDF doing one blocking ``kv.get`` per row (the slow path to agree with)."""
+    bound: dict[str, Any] = {}
+
+    @F.udf("binary", useArrow=False)  # a plain row-at-a-time UDF, said so
+    def get(key: str | None) -> bytes | None:
+        from nats_sync import process_client
+        from nats_sync.jetstream import KeyNotFoundError
+
+        if key is None:
+            return None
+        if "kv" not in bound:
+            bound["kv"] = process_client(url).jetstream().key_value(bucket)
+        try:
+            value: bytes = bound["kv"].get(key).value
+        except KeyNotFoundError:
+            return None
+        return value
+
+    return get
+
+
+@pytest.mark.usefixtures("bucket")
+def test_batches_of_more_keys_than_one_request_takes_agree_with_kv_get_per_row(
+    spark: Any, js_server: NatsServer
+) -> None:
+    keys = [f"k{n}" for n in range(KEYS + 200)] * 2 + ["empty", None]
+    random.Random(7).shuffle(keys)
+    # Two partitions of ~3,100 keys: each Arrow batch needs several 1,024-key requests.
+    assert len(keys) // 2 > 3 * _kv_udf.MULTI_LAST_MAX_KEYS
+    df = spark.createDataFrame([(key,) for key in keys], "key string").repartition(2)
+    fast = kv_lookup_udf("ref", js_server.url)
+    slow = _row_at_a_time(js_server.url, "ref")
+    rows = df.select("key", fast("key").alias("fast"), slow("key").alias("slow")).collect()
+    assert len(rows) == len(keys)
+    assert [row for row in rows if row.fast != row.slow] == []
+    assert [row for row in rows if row.fast != _expected(row.key)] == []
+
+
+def test_bad_arguments_raise_when_the_udf_is_made() -> None:
+    with pytest.raises(InvalidBucketNameError, match=r"ref\.x"):
+        kv_lookup_udf("ref.x", "nats://127.0.0.1:4222")
+    with pytest.raises(InvalidArgumentError, match="timeout"):
+        kv_lookup_udf("ref", "nats://127.0.0.1:4222", timeout=0)
+    with pytest.raises(InvalidArgumentError, match="domain"):
+        kv_lookup_udf("ref", "nats://127.0.0.1:4222", domain="a.b")
+
+
+@pytest.mark.usefixtures("bucket")
+@pytest.mark.parametrize(
+    ("bucket_name", "key", "message"),
+    [("ref", "bad key", "invalid key.*'bad key'"), ("nosuch", "k1", "no key-value bucket")],
+)
+def test_an_invalid_key_or_a_missing_bucket_fails_the_query(
+    spark: Any, js_server: NatsServer, bucket_name: str, key: str, message: str
+) -> None:
+    df = spark.createDataFrame([("k0",), (key,)], "key string").coalesce(1)
+    lookup = kv_lookup_udf(bucket_name, js_server.url, timeout=2.0)
+    with pytest.raises(Exception, match=message):
+        df.select(lookup("key")).collect()
+
+
+# --- the lookup itself, in this process (no Spark) ------------------------------------------
+
+
+def _lookup(url: str, keys: list[str | None], bucket: str = "ref") -> list[bytes | None]:
+    return _kv_udf.lookup_values(keys, bucket, url, 5.0, None, {})
+
+
+@pytest.mark.usefixtures("bucket")
+def test_requests_paused_by_their_byte_limit_are_continued(
+    js_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys: list[str | None] = [f"k{n}" for n in range(2_100)] + ["missing", None, "empty"]
+    monkeypatch.setattr(_kv_udf, "_CHUNK_MAX_BYTES", 2_000)  # ~100 values a round
+    assert _lookup(js_server.url, keys) == [_expected(key) for key in keys]
+
+
+def test_a_bucket_without_direct_gets_is_read_key_by_key(js_server: NatsServer) -> None:
+    with nats_sync.connect(js_server.url) as nc:
+        js = nc.jetstream()
+        # A bucket as nats-py's legacy create_key_value makes it: no allow_direct.
+        js.create_stream(name="KV_legacy", subjects=["$KV.legacy.>"], max_msgs_per_subject=3,
+                         allow_rollup_hdrs=True, deny_delete=True, allow_direct=False)
+        kv = js.key_value("legacy")
+        kv.put("a", b"1")
+        kv.put("a", b"2")
+        kv.put("b", b"x")
+        kv.delete("b")
+        kv.put("c", b"3")
+        try:
+            assert _lookup(js_server.url, ["a", "b", "c", "d", None, "a"], "legacy") == [
+                b"2", None, b"3", None, None, b"2"]
+        finally:
+            js.delete_key_value("legacy")
+            close_worker_clients()
+
+
+@pytest.mark.usefixtures("bucket")
+def test_an_invalid_key_raises_naming_it(js_server: NatsServer) -> None:
+    with pytest.raises(InvalidKeyError, match=r"'a\.\.b'"):
+        _lookup(js_server.url, ["k0", "a..b"])
