@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEV_STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test test-fast lint demo bench reliability fuzz soak clean
+.PHONY: test test-fast lint demo demo-cluster bench reliability fuzz soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +28,20 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check nats_sync tests examples benchmarks tools
 	$(VENV)/bin/mypy --strict nats_sync
 
-# The main job: embedded nats-server, a lookup service, and a local Spark job enriching
-# 200,000 rows through NATS request-reply (examples/spark_lookup.py; DEMO_ARGS to change it).
+# The main job, in about a minute (examples/demo.py; DEMO_ARGS to change it): an embedded
+# nats-server with JetStream and one local SparkSession running (1) a lookup service and a
+# Spark job enriching 100,000 rows through NATS request-reply (examples/spark_lookup.py),
+# then (2) the durable pipeline: orders in a JetStream stream read by a streaming query with
+# format("jetstream"), priced from a key-value bucket, written to Parquet with a checkpoint,
+# stopped part-way and restarted, every order counted exactly once
+# (examples/spark_jetstream_pipeline.py). Fails if a count is wrong.
 demo: $(DEV_STAMP)
-	$(PY) examples/spark_lookup.py $(DEMO_ARGS)
+	$(PY) examples/demo.py $(DEMO_ARGS)
+
+# The same jobs on a Spark standalone master and worker started on 127.0.0.1 from pyspark's
+# own jars (nats_sync.spark.testing.SparkStandaloneCluster; needs Java 17 or 21).
+demo-cluster: $(DEV_STAMP)
+	$(PY) examples/demo.py --local-cluster $(DEMO_ARGS)
 
 # The dev set-up plus the bench extra (nats-py, the asyncio client compared against, and matplotlib).
 $(BENCH_STAMP): $(DEV_STAMP)

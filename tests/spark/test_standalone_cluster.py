@@ -122,21 +122,24 @@ def _finished_apps(cluster: SparkStandaloneCluster, name: str) -> list[dict[str,
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-def test_worker_registers_and_the_lookup_example_runs_on_it(
+def test_worker_registers_and_the_demo_runs_on_it_unchanged(
     cluster: SparkStandaloneCluster, tmp_path: Path
 ) -> None:
     state = cluster.master_state()
     assert state["status"] == "ALIVE"
     assert [(w["state"], w["cores"]) for w in state["workers"]] == [("ALIVE", 2)]
 
+    # make demo's two jobs: request_udf against a micro service and the "nats" sink, then
+    # format("jetstream") -> kv_lookup_udf -> Parquet, stopped and restarted.
     done = _run_driver(cluster, [
-        str(EXAMPLES / "spark_lookup.py"), "--rows", "3000", "--products", "500",
-        "--partitions", "4", "--master", cluster.master_url, "--out", str(tmp_path)],
-        timeout=170)
+        str(EXAMPLES / "demo.py"), "--rows", "3000", "--orders", "3000",
+        "--master", cluster.master_url, "--out", str(tmp_path)], timeout=170)
     assert "rows enriched      3,000" in done.stdout
     assert "failed lookups     30 " in done.stdout  # 1 in 100 SKUs is unknown by design
     assert "service answered   3,000 requests (30 unknown)" in done.stdout
     assert "summary on NATS    8 messages" in done.stdout  # the "nats" sink, from executors
+    assert "query stopped part-way" in done.stdout
+    assert "3,000 orders published, 3,000 rows landed, 0 missing, 0 duplicated" in done.stdout
     # It ran on the cluster, not in a local master of the driver's own.
     apps = _finished_apps(cluster, "nats-sync-demo")
     assert len(apps) == 1 and apps[0]["cores"] == 2
