@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import nats_sync
+from nats_sync.jetstream import JetStream
 from nats_sync.testing import NatsServer
 
 # Spark's Python workers run PYSPARK_PYTHON; without this they would lack the venv.
@@ -43,6 +44,20 @@ def server() -> Iterator[NatsServer]:
     """One nats-server per test module, with monitoring (to count connections)."""
     with NatsServer(monitoring=True) as nats:
         yield nats
+
+
+@pytest.fixture(scope="module")
+def js_server() -> Iterator[NatsServer]:
+    """One JetStream-enabled nats-server per test module (store in a temp folder)."""
+    with NatsServer(jetstream=True) as nats:
+        yield nats
+
+
+@pytest.fixture
+def js(js_server: NatsServer) -> Iterator[JetStream]:
+    """A JetStream context on a fresh driver-side connection to ``js_server``."""
+    with nats_sync.connect(js_server.url, name="spark-js-test") as nc:
+        yield nc.jetstream()
 
 
 @pytest.fixture

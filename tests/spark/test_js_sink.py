@@ -15,24 +15,10 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-import nats_sync
 from nats_sync.jetstream import JetStream, StoredMsg
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def js_server() -> Iterator[NatsServer]:
-    """One JetStream-enabled nats-server for the module."""
-    with NatsServer(jetstream=True) as nats:
-        yield nats
-
-
-@pytest.fixture
-def js(js_server: NatsServer) -> Iterator[JetStream]:
-    with nats_sync.connect(js_server.url, name="spark-sink-test") as nc:
-        yield nc.jetstream()
 
 
 def _stream(js: JetStream, name: str, subjects: str) -> None:

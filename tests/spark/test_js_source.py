@@ -8,26 +8,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import nats_sync
 from nats_sync.jetstream import JetStream
 from nats_sync.testing import NatsServer
-
-
-@pytest.fixture(scope="module")
-def js_server() -> Iterator[NatsServer]:
-    with NatsServer(jetstream=True) as nats:
-        yield nats
-
-
-@pytest.fixture
-def js(js_server: NatsServer) -> Iterator[JetStream]:
-    with nats_sync.connect(js_server.url, name="spark-js-source-test") as nc:
-        yield nc.jetstream()
 
 
 def _fill(js: JetStream, stream: str, count: int, *, subjects: int = 4,

@@ -8,29 +8,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import nats_sync
 from nats_sync.jetstream import JetStream
 from nats_sync.testing import NatsServer
 
 QUERY_TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def js_server() -> Iterator[NatsServer]:
-    with NatsServer(jetstream=True) as nats:
-        yield nats
-
-
-@pytest.fixture
-def js(js_server: NatsServer) -> Iterator[JetStream]:
-    with nats_sync.connect(js_server.url, name="spark-js-streaming-test") as nc:
-        yield nc.jetstream()
 
 
 def _publish(js: JetStream, stream: str, first: int, count: int) -> None:
