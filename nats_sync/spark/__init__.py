@@ -1,24 +1,49 @@
-"""PySpark integration: request-reply UDFs and the "nats" data source.
+"""PySpark integration: the "jetstream" and "nats" data sources and lookup UDFs.
 
 Needs the ``spark`` extra (``pip install 'nats-sync[spark]'``: pyspark >= 4.1, pandas,
 pyarrow). Nothing in the core imports this package, and importing it starts no thread:
 Spark forks its Python workers, and each worker makes its one client on first use.
 
-- `request_udf`: a vectorised UDF sending one request per row, pipelined per batch.
-- `request_df`: adds ``reply`` and ``error`` columns to a DataFrame.
+- `register`: makes ``format("jetstream")`` and ``format("nats")`` available.
 - `kv_lookup_udf`: a vectorised UDF giving each key's current value in a key-value
   bucket (null where absent), the keys of a batch looked up together.
-- `register`: makes ``format("nats")`` available (batch and streaming writes with
-  columns ``data``, ``subject``, ``reply``, ``headers``; streaming reads yielding
-  ``subject``, ``reply``, ``data``, ``headers``, ``received_at``).
+- `request_udf`: a vectorised UDF sending one request per row, pipelined per batch.
+- `request_df`: adds ``reply`` and ``error`` columns to a DataFrame.
 
-Data source options: ``servers`` (required; commas between URLs), ``subject``
-(required to read; the default subject to write), ``queue`` (read), ``name``, ``user``,
-``password``, ``token``, ``creds``, ``nkeys_seed``, ``tls_ca``, ``connect_timeout``,
-``timeout`` (seconds a write task may take to flush, default 10), ``max_buffered``
-(messages a streaming read holds between micro-batches, default 100,000) and
-``max_rows_per_batch`` (default 10,000). Delivery: writes are at-least-once under task
-retry; streaming reads are at-most-once (core NATS keeps no history).
+Connection options of both sources: ``servers`` (required; commas between URLs),
+``name``, ``user``, ``password``, ``token``, ``creds``, ``nkeys_seed``, ``tls_ca``,
+``connect_timeout``.
+
+``format("jetstream")``, read (``spark.read`` and ``spark.readStream``): replayable;
+offsets are stream sequences checkpointed by Spark. Columns ``stream``, ``seq``,
+``subject``, ``data``, ``headers``, ``timestamp``. Options: ``stream`` (required),
+``subject`` (a filter, wildcards allowed), ``startingOffsets`` (``earliest``,
+``latest`` (streaming only), or JSON ``{"<stream>": <next sequence>}``; default
+``latest`` for streaming and ``earliest`` for batch, as Spark's Kafka source),
+``startingTimestamp`` (ms since the epoch), ``endingOffsets`` (batch; ``latest`` or
+JSON, exclusive), ``maxOffsetsPerTrigger`` (sequences per micro-batch; gaps make fewer
+rows), ``minPartitions`` (tasks per range at least; one task reads at most 100,000
+sequences), ``failOnDataLoss`` (default true: unread messages that went, or a stream
+deleted and made again, fail the query naming the range), ``includeHeaders`` (default
+true), ``readMode`` (``auto``: a temporary consumer, direct gets for work-queue
+streams; ``consumer``; ``direct``), ``fetchBatch`` (messages per pull, default 5,000),
+``domain`` and ``timeout`` (seconds per server call, default 10).
+
+``format("jetstream")``, write (batch and streaming): columns ``data``, optional
+``subject``, ``headers``, ``msg_id``; options ``subject`` (the default subject),
+``msgIdColumns``, ``timeout`` (seconds for the acknowledgements, default 10),
+``maxPendingAcks`` (default 4,000) and ``domain``. Every row is acknowledged or the
+task fails; with message ids a retried task or a replayed micro-batch stores nothing
+twice within the stream's ``duplicate_window``.
+
+``format("nats")`` (core NATS): batch and streaming writes with columns ``data``,
+``subject``, ``reply``, ``headers``; streaming reads yielding ``subject``, ``reply``,
+``data``, ``headers``, ``received_at``. Options: ``subject`` (required to read; the
+default subject to write), ``queue`` (read), ``timeout`` (seconds a write task may take
+to flush, default 10), ``max_buffered`` (messages a streaming read holds between
+micro-batches, default 100,000) and ``max_rows_per_batch`` (default 10,000). Delivery:
+writes are at-least-once under task retry; streaming reads are at-most-once (core NATS
+keeps no history).
 """
 
 from __future__ import annotations
