@@ -1,5 +1,6 @@
-"""kv_lookup_udf on a local[2] Spark against a real nats-server, and the batched lookup
-behind it (chunks, continued requests, buckets without direct gets) in this process."""
+"""kv_lookup_udf on a local[2] Spark against a real nats-server, and its mapping of
+``KeyValue.get_many``'s values back onto a batch's rows in this process (the lookup
+itself is tested in tests/integration/test_kv_get_many.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from nats_sync.testing import NatsServer
 pytestmark = pytest.mark.timeout(180)
 
 KEYS = 3_000
+#: The most keys one batched direct get names (the server's cap).
+MULTI_LAST_MAX_KEYS = 1024
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +101,7 @@ def test_batches_of_more_keys_than_one_request_takes_agree_with_kv_get_per_row(
     keys = [f"k{n}" for n in range(KEYS + 200)] * 2 + ["empty", None]
     random.Random(7).shuffle(keys)
     # Two partitions of ~3,100 keys: each Arrow batch needs several 1,024-key requests.
-    assert len(keys) // 2 > 3 * _kv_udf.MULTI_LAST_MAX_KEYS
+    assert len(keys) // 2 > 3 * MULTI_LAST_MAX_KEYS
     df = spark.createDataFrame([(key,) for key in keys], "key string").repartition(2)
     fast = kv_lookup_udf("ref", js_server.url)
     slow = _row_at_a_time(js_server.url, "ref")
@@ -131,43 +134,29 @@ def test_an_invalid_key_or_a_missing_bucket_fails_the_query(
         df.select(lookup("key")).collect()
 
 
-# --- the lookup itself, in this process (no Spark) ------------------------------------------
+# --- the mapping onto rows, in this process (no Spark) ----------------------------------
 
 
-def _lookup(url: str, keys: list[str | None], bucket: str = "ref") -> list[bytes | None]:
+def _lookup(url: str, keys: list[Any], bucket: str = "ref") -> list[bytes | None]:
     return _kv_udf.lookup_values(keys, bucket, url, 5.0, None, {})
 
 
 @pytest.mark.usefixtures("bucket")
-def test_requests_paused_by_their_byte_limit_are_continued(
-    js_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+def test_rows_get_their_key_s_value_and_null_keys_and_absent_keys_get_none(
+    js_server: NatsServer
 ) -> None:
-    keys: list[str | None] = [f"k{n}" for n in range(2_100)] + ["missing", None, "empty"]
-    monkeypatch.setattr(_kv_udf, "_CHUNK_MAX_BYTES", 2_000)  # ~100 values a round
-    assert _lookup(js_server.url, keys) == [_expected(key) for key in keys]
-
-
-def test_a_bucket_without_direct_gets_is_read_key_by_key(js_server: NatsServer) -> None:
-    with nats_sync.connect(js_server.url) as nc:
-        js = nc.jetstream()
-        # A bucket as nats-py's legacy create_key_value makes it: no allow_direct.
-        js.create_stream(name="KV_legacy", subjects=["$KV.legacy.>"], max_msgs_per_subject=3,
-                         allow_rollup_hdrs=True, deny_delete=True, allow_direct=False)
-        kv = js.key_value("legacy")
-        kv.put("a", b"1")
-        kv.put("a", b"2")
-        kv.put("b", b"x")
-        kv.delete("b")
-        kv.put("c", b"3")
-        try:
-            assert _lookup(js_server.url, ["a", "b", "c", "d", None, "a"], "legacy") == [
-                b"2", None, b"3", None, None, b"2"]
-        finally:
-            js.delete_key_value("legacy")
-            close_worker_clients()
+    keys: list[Any] = ["k5", None, "missing", b"k1", "k2", "k5", "empty", "k3"]
+    assert _lookup(js_server.url, keys) == [b"v5", None, None, b"new", None, b"v5", b"",
+                                            None]
+    assert _lookup(js_server.url, [None, None]) == [None, None]
+    assert _lookup(js_server.url, []) == []
 
 
 @pytest.mark.usefixtures("bucket")
-def test_an_invalid_key_raises_naming_it(js_server: NatsServer) -> None:
+def test_an_invalid_key_raises_naming_it_and_a_non_string_key_is_refused(
+    js_server: NatsServer
+) -> None:
     with pytest.raises(InvalidKeyError, match=r"'a\.\.b'"):
         _lookup(js_server.url, ["k0", "a..b"])
+    with pytest.raises(InvalidArgumentError, match=r"keys must be strings.*int 7"):
+        _lookup(js_server.url, ["k0", 7])

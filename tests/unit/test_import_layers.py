@@ -31,7 +31,7 @@ for _layer, _modules in enumerate([
      "jetstream.stream", "jetstream._ranges", "jetstream.publish", "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
-     "jetstream._kv_watch"],
+     "jetstream._kv_watch", "jetstream._kv_many"],
     # 6 the public client
     ["client"],
     # 7 built on the public client

@@ -1,0 +1,206 @@
+"""Many keys' current values at once: the batched direct gets behind ``KeyValue.get_many``.
+
+How it works: the keys' subjects (``$KV.<bucket>.<key>``) are cut into requests of at
+most 1,024 subjects (the server's cap on the messages one request may match: "413 Too
+Many Results") and under a quarter of the server's ``max_payload``. Each request is
+``{"multi_last": [subjects], "max_bytes": ...}`` published to
+``$JS.API.DIRECT.GET.KV_<bucket>`` (nats-server 2.11+, JetStream API level >= 1) with
+``<inbox>.<n>`` as its reply subject, on one subscription of ``<inbox>.*``: up to four
+requests are on the wire at once, and the last token of a reply's subject tells whose it
+is. The stream answers a request with the latest message of each of its subjects that
+has one (``Nats-Subject`` says which), then a ``204 EOB`` status (``404`` when none of
+them has any). An EOB with messages still pending means the request's ``max_bytes`` was
+reached: the same request is sent again from the sequence after the last one received,
+up to the same last sequence (``Nats-UpTo-Sequence``), so every subject of a request is
+read from one snapshot of the stream. A delete or purge marker (or a server-made
+marker) as a key's latest message means no value.
+
+When the first answer says batched direct gets are not there (no responders: the bucket
+takes no direct gets; or a status of a server that does not know ``multi_last``),
+`NoBatchedGetsError` tells the caller to read the keys one by one.
+
+Threads and state: everything runs on the calling thread and starts none. One lookup's
+state (its inbox subscription, the requests awaiting their EOB by token, the values
+found so far) lives in a `_Lookup` made for that call and dropped when it returns; the
+subscription is removed on the way out, whatever happens. Nothing is shared between
+calls, so any number of threads may look up at once, each on its own inbox.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from nats_sync.errors import TimeoutError
+from nats_sync.jetstream._api import header_int, header_value
+from nats_sync.jetstream._kv_watch import operation_of
+from nats_sync.jetstream.errors import StatusError
+
+if TYPE_CHECKING:
+    from nats_sync.jetstream._api import CoreClient
+    from nats_sync.jetstream.context import JetStream
+    from nats_sync.msg import Msg
+    from nats_sync.subscription import Subscription
+
+#: The server refuses a multi_last request matching more messages (413 Too Many Results).
+MULTI_LAST_MAX_KEYS = 1024
+#: Requests of one lookup awaiting their EOB at once.
+REQUESTS_IN_FLIGHT = 4
+#: Bytes of values one request may bring back before the server pauses it (an EOB with
+#: messages pending; the rest is asked for again).
+REQUEST_MAX_BYTES = 8 * 1024 * 1024
+#: The request size limit when the client does not say its server's ``max_payload``.
+_FALLBACK_MAX_PAYLOAD = 256 * 1024
+_END_OF_BATCH = 204
+_NOT_FOUND = 404
+#: Statuses of a server that does not know multi_last requests (bad or empty request,
+#: request timeout, required API level).
+_UNSUPPORTED = frozenset({400, 408, 412})
+
+
+class NoBatchedGetsError(Exception):
+    """The server or the bucket takes no batched direct gets: read the keys one by one."""
+
+
+def latest_values(js: JetStream, bucket: str, stream: str, keys: Sequence[str],
+                  timeout: float) -> dict[str, bytes]:
+    """The current value of each of ``keys`` (valid, distinct) that has one.
+
+    Raises:
+        NoBatchedGetsError: the first answer says batched direct gets are not available.
+        StatusError: the server answered a request with another error status.
+        TimeoutError: no answer came within ``timeout`` seconds of the last one.
+    """
+    prefix = f"$KV.{bucket}."
+    call = js.api.subject(f"DIRECT.GET.{stream}")
+    requests = chunk_subjects([prefix + key for key in keys], _max_payload(js.client))
+    lookup = _Lookup(js.client, call, prefix, timeout)
+    try:
+        return lookup.run(requests)
+    except TimeoutError:
+        raise TimeoutError(
+            f"bucket {bucket!r} did not answer a lookup of {len(keys)} keys within {timeout}s"
+        ) from None
+
+
+def chunk_subjects(subjects: Sequence[str], max_payload: int) -> list[list[str]]:
+    """``subjects`` cut into requests of at most 1,024 and under max_payload / 4 bytes."""
+    limit = max(max_payload // 4, 1024)
+    requests: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for subject in subjects:
+        cost = len(subject.encode()) + 3  # its quotes and comma in the JSON list
+        if current and (len(current) >= MULTI_LAST_MAX_KEYS or size + cost > limit):
+            requests.append(current)
+            current, size = [], 0
+        current.append(subject)
+        size += cost
+    if current:
+        requests.append(current)
+    return requests
+
+
+def _max_payload(client: CoreClient) -> int:
+    """The server's ``max_payload`` as the client knows it (``Client.max_payload``)."""
+    value = getattr(client, "max_payload", None)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return _FALLBACK_MAX_PAYLOAD
+
+
+class _Lookup:
+    """One pipelined lookup: its requests in flight and the values found so far."""
+
+    def __init__(self, client: CoreClient, call: str, prefix: str, timeout: float) -> None:
+        self._client = client
+        self._call = call
+        self._prefix = prefix
+        self._timeout = timeout
+        self._inbox = ""
+        self._awaiting: dict[str, list[str]] = {}  # reply token -> its subjects
+        self._answered = False  # a reply came: no longer a question of support
+        self.values: dict[str, bytes] = {}
+
+    def run(self, requests: list[list[str]]) -> dict[str, bytes]:
+        """Sends ``requests`` four at a time and reads every answer."""
+        client = self._client
+        self._inbox = client.new_inbox()
+        sub = client.subscribe(self._inbox + ".*", pending_msgs_limit=0)
+        try:
+            upcoming: Iterator[tuple[int, list[str]]] = enumerate(requests)
+            for index, subjects in upcoming:
+                self._send(str(index), subjects, {})
+                if len(self._awaiting) >= REQUESTS_IN_FLIGHT:
+                    break
+            while self._awaiting:
+                if self._read(sub):
+                    following = next(upcoming, None)
+                    if following is not None:
+                        self._send(str(following[0]), following[1], {})
+        finally:
+            sub.unsubscribe()
+        return self.values
+
+    def _send(self, token: str, subjects: list[str], resume: dict[str, int]) -> None:
+        body = {"multi_last": subjects, "max_bytes": REQUEST_MAX_BYTES, **resume}
+        self._client.publish(self._call, json.dumps(body, separators=(",", ":")).encode(),
+                             reply=f"{self._inbox}.{token}")
+        self._awaiting[token] = subjects
+
+    def _read(self, sub: Subscription) -> bool:
+        """Takes one reply; True when it ended a request (a slot for the next one).
+
+        Raises:
+            NoBatchedGetsError: the first answer says there are no batched direct gets.
+            StatusError: another error status.
+        """
+        reply = sub.next_msg(self._timeout)
+        status = reply.status
+        if status is None:
+            self._answered = True
+            self._take(reply)
+            return False
+        token = reply.subject[len(self._inbox) + 1:]
+        subjects = self._awaiting.pop(token, None)
+        if subjects is None:
+            return False  # not a request of ours (never expected on a fresh inbox)
+        if status == _END_OF_BATCH:
+            self._answered = True
+            resume = _resume(reply)
+            if resume is not None:
+                self._send(token, subjects, resume)
+                return False
+            return True
+        if status == _NOT_FOUND:
+            self._answered = True
+            return True
+        if not self._answered and (reply.is_no_responders or status in _UNSUPPORTED):
+            raise NoBatchedGetsError
+        raise StatusError(status=status, description=reply.description)
+
+    def _take(self, reply: Msg) -> None:
+        """Records one key's latest message (a marker is no value)."""
+        subject = header_value(reply.headers, "Nats-Subject")
+        if subject is None or not subject.startswith(self._prefix):
+            return
+        key = subject[len(self._prefix):]
+        if operation_of(reply.headers) == "PUT":
+            self.values[key] = reply.data
+        else:
+            self.values.pop(key, None)
+
+
+def _resume(eob: Msg) -> dict[str, int] | None:
+    """What continues a request its byte limit paused; None when it is complete."""
+    headers = eob.headers
+    pending, last, up_to = (header_int(headers, name) for name in (
+        "Nats-Num-Pending", "Nats-Last-Sequence", "Nats-UpTo-Sequence"))
+    if not pending or last is None:
+        return None
+    resume = {"seq": last + 1}
+    if up_to:
+        resume["up_to_seq"] = up_to
+    return resume
+
