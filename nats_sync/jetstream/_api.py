@@ -84,6 +84,11 @@ class CoreClient(Protocol):
         """Whether the client is closed."""
         ...
 
+    @property
+    def max_payload(self) -> int:
+        """The largest payload the server accepts."""
+        ...
+
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """The internal disconnected/reconnected/closed hook."""
         ...

@@ -50,8 +50,6 @@ REQUESTS_IN_FLIGHT = 4
 #: Bytes of values one request may bring back before the server pauses it (an EOB with
 #: messages pending; the rest is asked for again).
 REQUEST_MAX_BYTES = 8 * 1024 * 1024
-#: The request size limit when the client does not say its server's ``max_payload``.
-_FALLBACK_MAX_PAYLOAD = 256 * 1024
 _END_OF_BATCH = 204
 _NOT_FOUND = 404
 #: Statuses of a server that does not know multi_last requests (bad or empty request,
@@ -74,7 +72,7 @@ def latest_values(js: JetStream, bucket: str, stream: str, keys: Sequence[str],
     """
     prefix = f"$KV.{bucket}."
     call = js.api.subject(f"DIRECT.GET.{stream}")
-    requests = chunk_subjects([prefix + key for key in keys], _max_payload(js.client))
+    requests = chunk_subjects([prefix + key for key in keys], js.client.max_payload)
     lookup = _Lookup(js.client, call, prefix, timeout)
     try:
         return lookup.run(requests)
@@ -100,14 +98,6 @@ def chunk_subjects(subjects: Sequence[str], max_payload: int) -> list[list[str]]
     if current:
         requests.append(current)
     return requests
-
-
-def _max_payload(client: CoreClient) -> int:
-    """The server's ``max_payload`` as the client knows it (``Client.max_payload``)."""
-    value = getattr(client, "max_payload", None)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return _FALLBACK_MAX_PAYLOAD
 
 
 class _Lookup:
