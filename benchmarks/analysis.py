@@ -53,10 +53,13 @@ def collect(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Stat]
 
 
 def all_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The client runs plus the Spark runs, the latter as case "spark", client = variant."""
+    """The client runs plus the Spark runs, the latter with client = variant: request_udf's
+    as case "spark", the JetStream parts' under their own case keys."""
     spark_runs = [{**run, "case": SPARK_KEY, "client": run["variant"]}
                   for run in (results.get("spark") or {}).get("runs", [])]
-    return [*results["runs"], *spark_runs]
+    js_runs = [{**run, "client": run["variant"]}
+               for run in (results.get("spark_js") or {}).get("runs", [])]
+    return [*results["runs"], *spark_runs, *js_runs]
 
 
 def all_stats(results: dict[str, Any]) -> dict[tuple[str, str], dict[str, Stat]]:
@@ -65,7 +68,8 @@ def all_stats(results: dict[str, Any]) -> dict[tuple[str, str], dict[str, Stat]]
 
 
 def paired_ratios(runs: list[dict[str, Any]], target: Target) -> list[float]:
-    """The target's ratio within each repetition (both sides measured minutes apart at most)."""
+    """The target's ratio within each repetition (both sides measured minutes apart at most);
+    for an absolute target, the measured value of each repetition."""
     by_rep: dict[tuple[Any, str], float] = {}
     for run in runs:
         if run.get("ok") and run["case"] == target.case and target.metric in run["metrics"]:
@@ -73,7 +77,7 @@ def paired_ratios(runs: list[dict[str, Any]], target: Target) -> list[float]:
     ratios = []
     for rep in sorted({rep for rep, _ in by_rep}):
         top = by_rep.get((rep, target.numerator))
-        bottom = by_rep.get((rep, target.denominator))
+        bottom = by_rep.get((rep, target.denominator)) if target.denominator else 1.0
         if top is not None and bottom:
             ratios.append(top / bottom)
     return ratios
@@ -84,6 +88,11 @@ def skipped_cases(results: dict[str, Any]) -> frozenset[str]:
     ran = {run["case"] for run in results["runs"]}
     if results.get("spark") is not None:
         ran.add(SPARK_KEY)
+    spark_js = results.get("spark_js")
+    if spark_js is not None:
+        ran |= {run["case"] for run in spark_js.get("runs", [])}
+        if spark_js.get("error"):  # the process died: every part it was to run failed
+            ran |= set((spark_js.get("args") or {}).get("js_parts", []))
     return frozenset(t.case for t in TARGETS if t.case not in ran)
 
 
@@ -120,14 +129,15 @@ def judge(
     verdicts = []
     for target in TARGETS:
         top = stats.get((target.case, target.numerator), {}).get(target.metric)
-        bottom = stats.get((target.case, target.denominator), {}).get(target.metric)
+        bottom = (stats.get((target.case, target.denominator), {}).get(target.metric)
+                  if target.denominator else Stat(1.0, 1.0, 1.0, 1))
         if target.case in skipped:
             verdicts.append(Verdict(target, None, "skipped", ""))
             continue
         if top is None or bottom is None or not bottom.median:
             verdicts.append(Verdict(target, None, "error", "no successful runs to compare"))
             continue
-        ratio = top.median / bottom.median
+        ratio = top.median / bottom.median  # an absolute target's: the median itself
         notes = []
         status = "met" if ratio >= target.minimum else "missed"
         for metric in target.zero:
@@ -139,6 +149,15 @@ def judge(
                 notes.append(f"{metric} up to {worst:,.0f}")
         verdicts.append(Verdict(target, ratio, status, "; ".join(notes)))
     return verdicts
+
+
+def measured_text(verdict: Verdict) -> str:
+    """The verdict's measurement: ``2.50x``, or ``123,456 rows/s`` for an absolute target."""
+    if verdict.ratio is None:
+        return "—"
+    if verdict.target.unit:
+        return f"{verdict.ratio:,.0f} {verdict.target.unit}"
+    return f"{verdict.ratio:.2f}x"
 
 
 def spark_stats(spark: dict[str, Any] | None) -> dict[str, tuple[Stat | None, int]]:

@@ -13,11 +13,26 @@ from benchmarks.analysis import (
     better_ratio,
     collect,
     errors_of,
+    measured_text,
     paired_ratios,
     spark_stats,
     verdicts_of,
 )
-from benchmarks.scenarios import CASES, NATSPY, RAW, SPARK_KEY, SPARK_ROW, SPARK_VECTOR, SYNC, Case
+from benchmarks.scenarios import (
+    CASES,
+    NATSPY,
+    RAW,
+    SPARK_JS_READ,
+    SPARK_JS_WRITE,
+    SPARK_KEY,
+    SPARK_KV,
+    SPARK_KV_ROW,
+    SPARK_KV_UDF,
+    SPARK_ROW,
+    SPARK_VECTOR,
+    SYNC,
+    Case,
+)
 
 DASH = "\u2013"  # en dash between min and max
 
@@ -83,6 +98,7 @@ def markdown(results: dict[str, Any]) -> str:
         "Raw numbers: [benchmarks/results.json](benchmarks/results.json); "
         "code: [benchmarks/](benchmarks/).",
         "",
+        *merged_note(results),
         "## Machine",
         "",
         *[f"- {name}: {value}" for name, value in machine.items()],
@@ -94,18 +110,19 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "The ratio is taken between medians; the per-repetition column pairs the two runs "
         "of each repetition (measured seconds apart), which shows how far machine noise "
-        "moves it.",
+        "moves it. A target in rows/s is absolute: the median itself, and each "
+        "repetition's figure.",
         "",
         "| target | ratio of medians | per-repetition ratios | target | result |",
         "|---|---:|---|---|---|",
     ]
     every_run = all_runs(results)
     for v in verdicts:
-        ratio = f"{v.ratio:.2f}x" if v.ratio is not None else "—"
-        paired = ", ".join(f"{r:.2f}x" for r in paired_ratios(every_run, v.target)) or "—"
+        per_rep = paired_ratios(every_run, v.target)
+        paired = ", ".join(f"{r:,.0f}" if v.target.unit else f"{r:.2f}x" for r in per_rep)
         note = f" ({v.note})" if v.note else ""
-        lines.append(f"| {v.target.label} | {ratio} | {paired} | {v.target.text} "
-                     f"| **{v.status}**{note} |")
+        lines.append(f"| {v.target.label} | {measured_text(v)} | {paired or '—'} "
+                     f"| {v.target.text} | **{v.status}**{note} |")
     lines += [
         "",
         "![ratios vs targets](benchmarks/ratios.png)",
@@ -123,6 +140,7 @@ def markdown(results: dict[str, Any]) -> str:
     for case in CASES:
         lines += _case_rows(case, stats, by_metric)
     lines += ["", *spark_section(results.get("spark"), verdicts), ""]
+    lines += [*spark_js_section(results.get("spark_js"), stats, verdicts), ""]
     lines += method_section(results)
     lines += observations(stats, verdicts)
     if ANALYSIS_PATH.exists():  # the hand-written profile notes
@@ -131,6 +149,9 @@ def markdown(results: dict[str, Any]) -> str:
     if (results.get("spark") or {}).get("error"):
         failed.append({"case": SPARK_KEY, "client": "-", "rep": "-",
                        "error": results["spark"]["error"]})
+    if (results.get("spark_js") or {}).get("error"):
+        failed.append({"case": "spark_js", "client": "-", "rep": "-",
+                       "error": results["spark_js"]["error"]})
     if failed:
         lines += ["", "## Errors", "", "| case | client | rep | error |", "|---|---|---|---|"]
         for run in failed:
@@ -171,6 +192,105 @@ def spark_section(spark: dict[str, Any] | None, verdicts: list[Verdict]) -> list
                   f"{vector_rows:,} (it is much slower; this keeps the suite within its time "
                   "budget); rows/s is what is compared."]
     return [*lines, ""]
+
+
+def merged_note(results: dict[str, Any]) -> list[str]:
+    """Which rows a later ``--merge`` run replaced, and on what."""
+    lines = []
+    for merged in results.get("merged", []):
+        machine = merged.get("machine", {})
+        lines.append(
+            f"Rows of {', '.join(merged['rows']) or 'nothing'} were measured again by "
+            f"`{merged['command']}` on {merged['date']} ({merged['duration_s'] / 60:.1f} "
+            f"min; git commit {machine.get('git commit', '?').split(' ')[0]}; 1-min load "
+            f"average {machine.get('load average at start (1/5/15 min)', '?').split(' ')[0]} "
+            f"at its start, {machine.get('load average at end (1/5/15 min)', '?').split(' ')[0]}"
+            " at its end) and merged into this report; everything else is from the run "
+            "named above.")
+    return [*lines, ""] if lines else []
+
+
+#: The JetStream parts of the Spark run: (case, title, [(variant, label)], ours first).
+_SPARK_JS_ROWS = (
+    (SPARK_JS_READ, "source read, 128 B messages",
+     ((SYNC, '`spark.read.format("jetstream")`'),
+      (NATSPY, "nats-py pull consumer, row-at-a-time Python data source"))),
+    (SPARK_JS_WRITE, "sink write, 128 B rows with `msg_id`",
+     ((SYNC, '`df.write.format("jetstream")`'),
+      (NATSPY, "`foreachPartition` + nats-py `publish_async`"))),
+    (SPARK_KV, "key-value lookup, 100 B values",
+     ((SPARK_KV_UDF, "`kv_lookup_udf`"), (SPARK_KV_ROW, "row-at-a-time `udf` + `kv.get`"))),
+)
+_SPARK_CPU = (("server_cpu_us", "nats-server"), ("jvm_cpu_us", "Spark JVM"),
+              ("python_cpu_us", "Spark Python"))
+
+
+def spark_js_section(spark_js: dict[str, Any] | None,
+                     stats: dict[tuple[str, str], dict[str, Stat]],
+                     verdicts: list[Verdict]) -> list[str]:
+    lines = ["## Spark and JetStream: the jetstream source and sink, kv_lookup_udf", ""]
+    if spark_js is None:
+        return [*lines, "Not run (`--no-spark`, or `--only` without these keys).", ""]
+    args = spark_js.get("args") or {}
+    lines += [
+        "local[2] in the same SparkSession as above, 2 cores shared by Spark's JVM, its "
+        "Python workers and nats-server (file store). Each figure is the wall time of one "
+        "Spark action (query planning included) after an untimed warm-up of each variant; "
+        "each run checks what it counted. CPU columns: microseconds per row that each "
+        "process spent during the action (nats-server; Spark's JVM; Spark's Python "
+        "processes, where both clients run), from `/proc`.",
+        "",
+        f"- Source: a file stream with `allow_direct` holding "
+        f"{args.get('read_messages', 0):,} x {args.get('size', 0)} B (stored before, not "
+        "timed), read whole and aggregated (`count(*)`, `sum(length(data))`, `sum(seq)`, "
+        "checked). The jetstream source plans sequence ranges of at most 100,000 and reads "
+        "each with a temporary consumer into Arrow batches; the nats-py reader "
+        "(`benchmarks/spark_js_bench.py`, a Python data source) gets the same ranges and "
+        "fetches each with an ephemeral pull consumer (no acks, 5,000 a fetch) on an event "
+        "loop of the task's own, yielding one tuple per message.",
+        f"- Sink: {args.get('write_rows', 0):,} cached rows of {args.get('size', 0)} B with a "
+        "`msg_id` column in 2 partitions to a fresh file stream per run, which must then "
+        "hold every row; nats-py: `foreachPartition` connecting per partition and calling "
+        "`publish_async` per row with the id as `Nats-Msg-Id` (window 4,000 acks, as the "
+        "sink's default), then awaiting every ack.",
+        f"- Key-value: a file bucket of {args.get('kv_keys', 0):,} keys; keys `k<id % "
+        f"{args.get('kv_keys', 0) * 11 // 10:,}>` looked up (about one in eleven has no "
+        f"value), {args.get('kv_rows', 0):,} rows through `kv_lookup_udf` and "
+        f"{args.get('kv_row_rows', 0):,} through a Python `udf` calling `kv.get` on the "
+        "worker's client (bucket bound once per worker); `count` and `sum(length(value))` "
+        "checked.",
+        "",
+        "| part | variant | rows per run | rows/s | ratio | target | result "
+        + "".join(f"| {name} CPU per row (µs) " for _, name in _SPARK_CPU) + "|",
+        "|---|---|---:|---:|---:|---|---" + "|---:" * len(_SPARK_CPU) + "|",
+    ]
+    for case, title, variants in _SPARK_JS_ROWS:
+        ours_variant = variants[0][0]
+        ours = stats.get((case, ours_variant), {}).get("rows_per_s")
+        theirs = stats.get((case, variants[1][0]), {}).get("rows_per_s")
+        ratio = better_ratio("rows_per_s", ours, theirs)
+        judged = [v for v in verdicts if v.target.case == case]
+        for index, (variant, label) in enumerate(variants):
+            rows = _rows_per_run(spark_js, case, variant)
+            row_stats = stats.get((case, variant), {})
+            target = result = ""
+            if index == 0:
+                target = "; ".join(v.target.text for v in judged)
+                result = "; ".join(f"**{v.status}**" for v in judged)
+            lines.append(
+                f"| {title if index == 0 else ''} | {label} | {f'{rows:,}' if rows else '—'} "
+                f"| {fmt_stat(row_stats.get('rows_per_s'), 'rows/s')} "
+                f"| {f'{ratio:.1f}x' if index == 0 and ratio else ''} | {target} | {result} "
+                + "".join(f"| {fmt_stat(row_stats.get(metric), 'µs')} "
+                          for metric, _ in _SPARK_CPU) + "|")
+    return [*lines, ""]
+
+
+def _rows_per_run(spark_js: dict[str, Any], case: str, variant: str) -> int:
+    for run in spark_js.get("runs", []):
+        if run.get("ok") and run["case"] == case and run["variant"] == variant:
+            return int(run["metrics"]["rows"])
+    return 0
 
 
 def method_section(results: dict[str, Any]) -> list[str]:
@@ -267,7 +387,7 @@ def observations(
         if ratio is not None and ratio < 1:
             behind.append(f"- {case.title}: nats_sync reaches {ratio:.2f}x nats-py "
                           f"({(1 - ratio) * 100:.0f}% behind).")
-    missed = [f"- target missed: {v.target.label}: {v.ratio:.2f}x against {v.target.text}"
+    missed = [f"- target missed: {v.target.label}: {measured_text(v)} against {v.target.text}"
               + (f" ({v.note})" if v.note else "")
               for v in verdicts if v.status == "missed" and v.ratio is not None]
     if not behind and not missed:

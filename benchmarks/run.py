@@ -4,8 +4,9 @@ How it works: one nats-server and one raw echo responder serve the whole run. Fo
 repetition and each case, nats_sync and nats-py (order swapped every other repetition)
 and, where it applies, the raw socket each run in a fresh worker process with a
 timeout; a failed run is recorded and the suite goes on. Spark runs last, in one child
-process of its own. Writes BENCHMARKS.md, benchmarks/results.json and
-benchmarks/ratios.png.
+process of its own (request_udf first, then the JetStream parts). Writes BENCHMARKS.md,
+benchmarks/results.json and benchmarks/ratios.png; with ``--merge`` the runs of whatever
+this run left out are kept from the previous results.json.
 """
 
 from __future__ import annotations
@@ -23,15 +24,34 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import chart, report
-from benchmarks.analysis import verdicts_of
+from benchmarks.analysis import measured_text, verdicts_of
 from benchmarks.common import cpu_seconds
 from benchmarks.procs import ROOT, Responder, python_command, run_streaming
-from benchmarks.scenarios import CASES, NATSPY, RAW, SPARK_FULL, SPARK_QUICK, SYNC, Case
+from benchmarks.scenarios import (
+    CASES,
+    NATSPY,
+    RAW,
+    SPARK_FULL,
+    SPARK_JS_ALL,
+    SPARK_JS_FULL,
+    SPARK_JS_PARTS,
+    SPARK_JS_QUICK,
+    SPARK_JS_READ,
+    SPARK_JS_WRITE,
+    SPARK_KEY,
+    SPARK_KV,
+    SPARK_QUICK,
+    SYNC,
+    Case,
+)
 from nats_sync.testing import NatsServer
 
 HERE = Path(__file__).resolve().parent
 WORKER_TIMEOUT = 120.0
-SPARK_TIMEOUT = 480.0
+#: Seconds the Spark process may take: request_udf, then each JetStream part it runs.
+SPARK_TIMEOUTS = {SPARK_KEY: 480.0, SPARK_JS_READ: 900.0, SPARK_JS_WRITE: 400.0,
+                  SPARK_KV: 300.0}
+SPARK_PARTS = (SPARK_KEY, *SPARK_JS_PARTS)
 HEADLINE_UNITS = {"msgs_per_s": "msgs/s", "reqs_per_s": "req/s", "acks_per_s": "acks/s",
                   "puts_per_s": "puts/s", "mib_per_s": "MiB/s", "p50_us": "µs p50"}
 
@@ -43,7 +63,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark comparison")
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3)")
     parser.add_argument("--only", default="",
-                        help="comma-separated case keys to run (default: all)")
+                        help="comma-separated case keys to run (default: all); Spark keys: "
+                        f"{', '.join(SPARK_PARTS)} or {SPARK_JS_ALL} (the last three); "
+                        "naming none runs all of Spark")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the previous results.json's runs of the cases and Spark "
+                        "parts this run leaves out, and write the report of both")
     parser.add_argument("--out", type=Path, default=ROOT,
                         help="folder for BENCHMARKS.md (default: the repo root)")
     return parser.parse_args(argv)
@@ -202,28 +227,82 @@ def run_clients(
     return runs
 
 
-def run_spark(quick: bool, reps: int, url: str) -> dict[str, Any]:
-    """The Spark comparison in its own process; returns its runs or an error."""
-    args = {**(SPARK_QUICK if quick else SPARK_FULL), "url": url}
-    if not quick:
-        args["reps"] = reps
-    print(f"Spark: request_udf on {args['vector_rows']:,} rows vs row UDF on "
-          f"{args['row_rows']:,} rows, {args['reps']} repetition(s)", flush=True)
+def run_spark(quick: bool, reps: int, url: str, server_pid: int, parts: list[str]
+              ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The Spark parts in their own process; returns (request_udf, JetStream) results,
+    None for a side not run, an error document for one that did not finish."""
+    args: dict[str, Any] = {"url": url, "server_pid": server_pid}
+    js_parts = [part for part in SPARK_JS_PARTS if part in parts]
+    if SPARK_KEY in parts:
+        args["udf"] = dict(SPARK_QUICK if quick else {**SPARK_FULL, "reps": reps})
+        print(f"Spark: request_udf on {args['udf']['vector_rows']:,} rows vs row UDF on "
+              f"{args['udf']['row_rows']:,} rows, {args['udf']['reps']} repetition(s)",
+              flush=True)
+    if js_parts:
+        args["js"] = {**(SPARK_JS_QUICK if quick else {**SPARK_JS_FULL, "reps": reps}),
+                      "js_parts": js_parts}
+        print(f"Spark JetStream: {', '.join(js_parts)}, {args['js']['reps']} repetition(s)",
+              flush=True)
 
     def echo(line: str) -> None:
-        if not line.startswith("RESULT "):
+        if not line.startswith("RESULT"):
             print(line, flush=True)
 
+    timeout = sum(SPARK_TIMEOUTS[part] for part in parts)
     outcome = run_streaming(python_command("benchmarks.spark_bench", json.dumps(args)),
-                            SPARK_TIMEOUT, echo)
+                            timeout, echo)
+    found: dict[str, dict[str, Any]] = {}
     for line in outcome.lines:
-        if line.startswith("RESULT "):
-            result: dict[str, Any] = json.loads(line[len("RESULT "):])
-            return result
-    reason = f"timed out after {SPARK_TIMEOUT:.0f}s" if outcome.timed_out else (
+        head, _, body = line.partition(" ")
+        if head in ("RESULT", "RESULT_JS"):
+            found[head] = json.loads(body)
+    reason = f"timed out after {timeout:.0f}s" if outcome.timed_out else (
         f"exit code {outcome.returncode}")
-    print(f"Spark FAILED: {reason}\n{outcome.stderr[-1500:]}", flush=True)
-    return {"runs": [], "args": args, "error": f"spark run {reason}: {outcome.stderr[-300:]}"}
+    missing = [head for head, key in (("RESULT", "udf"), ("RESULT_JS", "js"))
+               if key in args and head not in found]
+    if missing:
+        print(f"Spark FAILED: {reason}\n{outcome.stderr[-1500:]}", flush=True)
+    error = f"spark run {reason}: {outcome.stderr[-300:]}"
+    udf = found.get("RESULT", {"runs": [], "args": args.get("udf"), "error": error})
+    js = found.get("RESULT_JS", {"runs": [], "args": args.get("js"), "error": error})
+    return (udf if "udf" in args else None), (js if "js" in args else None)
+
+
+def spark_parts(wanted: set[str], no_spark: bool) -> list[str]:
+    """The Spark parts ``--only`` names (all of them when it names none)."""
+    if no_spark:
+        return []
+    if SPARK_JS_ALL in wanted:
+        wanted = wanted | set(SPARK_JS_PARTS)
+    named = [part for part in SPARK_PARTS if part in wanted]
+    return named or list(SPARK_PARTS)
+
+
+def merge(results: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+    """``results`` plus the runs of ``previous`` for what ``results`` did not run.
+
+    The earlier run's command, date and machine stay on top (it is the bulk of the
+    report); this run's are listed under ``merged``.
+    """
+    ran = {run["case"] for run in results["runs"]}
+    js_ran = {run["case"] for run in (results.get("spark_js") or {}).get("runs", [])}
+    merged = dict(previous)
+    merged["runs"] = [run for run in previous["runs"] if run["case"] not in ran]
+    merged["runs"] += results["runs"]
+    merged["args_by_case"] = {**previous.get("args_by_case", {}),
+                              **results["args_by_case"]}
+    if results.get("spark") is not None:
+        merged["spark"] = results["spark"]
+    if results.get("spark_js") is not None:
+        old = previous.get("spark_js") or {"runs": [], "args": None}
+        kept = [run for run in old["runs"] if run["case"] not in js_ran]
+        merged["spark_js"] = {**results["spark_js"],
+                              "runs": kept + results["spark_js"]["runs"]}
+    rows = sorted(ran | js_ran | ({SPARK_KEY} if results.get("spark") else set()))
+    merged["merged"] = [*previous.get("merged", []), {
+        "command": results["command"], "date": results["date"], "rows": rows,
+        "duration_s": results["duration_s"], "machine": results["machine"]}]
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,9 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     reps = options.reps or (1 if options.quick else 3)
     wanted = {key for key in options.only.split(",") if key}
     cases = [case for case in CASES if not wanted or case.key in wanted]
+    parts = spark_parts(wanted, options.no_spark)
     command = "make bench" + (f" BENCH_ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")
     print(f"{command}: {len(cases)} cases x {reps} repetition(s)"
-          f"{'' if options.no_spark else ' + Spark'}", flush=True)
+          f"{' + Spark (' + ', '.join(parts) + ')' if parts else ''}", flush=True)
     # JetStream on for the whole run, so its cases share the server with the core ones
     # (an idle JetStream adds no traffic on the core subjects); the store is a file store
     # in the server's temp folder, removed at the end.
@@ -246,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         responder = Responder(server.url)
         try:
             runs = run_clients(cases, reps, options.quick, server.url, responder, server.pid)
-            spark = None if options.no_spark else run_spark(options.quick, reps, server.url)
+            spark, spark_js = (run_spark(options.quick, reps, server.url, server.pid, parts)
+                               if parts else (None, None))
         finally:
             responder.stop()
     machine["load average at end (1/5/15 min)"] = " / ".join(
@@ -264,7 +345,10 @@ def main(argv: list[str] | None = None) -> int:
         "args_by_case": {case.key: case.args(options.quick) for case in cases},
         "runs": runs,
         "spark": spark,
+        "spark_js": spark_js,
     }
+    if options.merge and (HERE / "results.json").exists():
+        results = merge(results, json.loads((HERE / "results.json").read_text()))
     (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     chart.draw(results, HERE / "ratios.png")
     options.out.mkdir(parents=True, exist_ok=True)  # --out may name a folder not made yet
@@ -274,7 +358,6 @@ def main(argv: list[str] | None = None) -> int:
           f"in {results['duration_s'] / 60:.1f} min\n", flush=True)
     verdicts = verdicts_of(results)
     for verdict in verdicts:
-        ratio = f"{verdict.ratio:.2f}x" if verdict.ratio is not None else "-"
-        print(f"  {verdict.target.label:<38} {ratio:>8}  {verdict.target.text:<36} "
-              f"{verdict.status}", flush=True)
+        print(f"  {verdict.target.label:<38} {measured_text(verdict):>16}  "
+              f"{verdict.target.text:<36} {verdict.status}", flush=True)
     return 0

@@ -46,6 +46,7 @@ class Target:
     minimum: float
     text: str
     zero: tuple[str, ...] = field(default=())
+    unit: str = ""
 
 
 _PUB_METRICS = (("msgs_per_s", "throughput", "msgs/s"), ("cpu_us_per_msg", "CPU per msg", "µs"))
@@ -160,6 +161,15 @@ CASES: tuple[Case, ...] = (
 SPARK_KEY = "spark"
 SPARK_VECTOR = "request_udf"
 SPARK_ROW = "row_udf"
+# Spark and JetStream (benchmarks/spark_js_bench.py): each a key of its own for --only
+# ("spark_js" names all three); the read and write compare SYNC with NATSPY.
+SPARK_JS_READ = "spark_js_read"
+SPARK_JS_WRITE = "spark_js_write"
+SPARK_KV = "spark_kv_lookup"
+SPARK_JS_PARTS = (SPARK_JS_READ, SPARK_JS_WRITE, SPARK_KV)
+SPARK_JS_ALL = "spark_js"
+SPARK_KV_UDF = "kv_lookup_udf"
+SPARK_KV_ROW = "kv_row_udf"
 
 TARGETS: tuple[Target, ...] = (
     Target("publish 16 B msgs/s", "publish_16", "msgs_per_s", SYNC, NATSPY, 2.0, "≥ 2.0x"),
@@ -194,7 +204,17 @@ TARGETS: tuple[Target, ...] = (
            "≥ 2.0x, bytes intact", zero=("errors",)),
     Target("Spark request_udf vs row UDF rows/s", SPARK_KEY, "rows_per_s", SPARK_VECTOR,
            SPARK_ROW, 20.0, "≥ 20x"),
+    Target("Spark jetstream source rows/s", SPARK_JS_READ, "rows_per_s", SYNC, "", 100_000,
+           "≥ 100,000 rows/s", unit="rows/s"),
+    Target("Spark kv_lookup_udf vs row UDF rows/s", SPARK_KV, "rows_per_s", SPARK_KV_UDF,
+           SPARK_KV_ROW, 10.0, "≥ 10x"),
 )
 
 SPARK_FULL = {"vector_rows": 200_000, "row_rows": 200_000, "reps": 3}
 SPARK_QUICK = {"vector_rows": 20_000, "row_rows": 5_000, "reps": 1}
+SPARK_JS_FULL = {"read_messages": 1_000_000, "size": 128, "write_rows": 200_000,
+                 "kv_keys": 10_000, "kv_rows": 200_000, "kv_row_rows": 50_000,
+                 "value_size": 100, "reps": 3}
+SPARK_JS_QUICK = {"read_messages": 50_000, "size": 128, "write_rows": 20_000,
+                  "kv_keys": 1_000, "kv_rows": 20_000, "kv_row_rows": 5_000,
+                  "value_size": 100, "reps": 1}
