@@ -9,7 +9,8 @@ data source.
 Run it on a laptop (embedded nats-server, local Spark):   python examples/spark_lookup.py
 Point it at a real deployment:
     python examples/spark_lookup.py --servers nats://nats.internal:4222 --master spark://...
-(``--no-service`` if the lookup service already runs elsewhere.) ``make demo`` runs it.
+(``--no-service`` if the lookup service already runs elsewhere.) ``make demo`` runs it, then
+the durable pipeline of spark_jetstream_pipeline.py (both from examples/demo.py).
 """
 
 from __future__ import annotations
