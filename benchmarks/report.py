@@ -40,11 +40,16 @@ DASH = "\u2013"  # en dash between min and max
 #: Units of whole counts (lost messages, failed puts, ...): shown without decimals.
 COUNT_UNITS = frozenset({"msgs", "gets", "puts", "objects", "requests"})
 
+#: CPU per row of the Spark processes, measured in clock ticks.
+CPU_PER_ROW = "µs per row"
+
 #: Hand-written notes (profiles, what was tried) appended to the generated page.
 ANALYSIS_PATH = Path(__file__).with_name("ANALYSIS.md")
 
 
 def fmt_value(value: float, unit: str) -> str:
+    if unit == CPU_PER_ROW:  # /proc clock ticks: tenths are all there is
+        return f"{value:,.1f}"
     if unit == "µs":
         return f"{value:,.1f}" if value >= 10 else f"{value:.3f}"
     if unit in COUNT_UNITS:
@@ -281,7 +286,7 @@ def spark_js_section(spark_js: dict[str, Any] | None,
                 f"| {title if index == 0 else ''} | {label} | {f'{rows:,}' if rows else '—'} "
                 f"| {fmt_stat(row_stats.get('rows_per_s'), 'rows/s')} "
                 f"| {f'{ratio:.1f}x' if index == 0 and ratio else ''} | {target} | {result} "
-                + "".join(f"| {fmt_stat(row_stats.get(metric), 'µs')} "
+                + "".join(f"| {fmt_stat(row_stats.get(metric), CPU_PER_ROW)} "
                           for metric, _ in _SPARK_CPU) + "|")
     return [*lines, ""]
 
