@@ -145,8 +145,13 @@ def ack_sequence_time_pending(reply: str) -> tuple[int, int, int]:
     first = 5 if count == _V1_TOKENS else 7 if count in _V2_TOKENS else 0
     if not first or tokens[0] != "$JS" or tokens[1] != "ACK":
         raise NotJSMessageError(f"not a JetStream ack subject: {reply!r}")
+    seq, stamp, pending = tokens[first], tokens[first + 2], tokens[first + 3]
+    # int() alone would also take "+1" or "1_0"; the server writes plain digits.
+    if not (seq + stamp + pending).isdigit() or not (seq + stamp + pending).isascii():
+        raise NotJSMessageError(
+            f"ack subject {reply!r} has a token that is not a number where one should be")
     try:
-        return _number(tokens[first]), _number(tokens[first + 2]), _number(tokens[first + 3])
+        return int(seq), int(stamp), int(pending)
     except ValueError:
         raise NotJSMessageError(
             f"ack subject {reply!r} has a token that is not a number where one should be"

@@ -161,10 +161,13 @@ def read_columns_by_consumer(js: JetStream, stream: str, start: int, *, subject:
     try:
         if consumer.cached_info.num_pending == 0:
             return
+        client.publish(pull, body, reply=inbox)
         while True:
-            client.publish(pull, body, reply=inbox)
             columns = StoredColumns()
             finished = _take_pull(sub, wait, batch, end_seq, columns, stream)
+            if not finished:
+                # The next pull travels while the caller works on this run.
+                client.publish(pull, body, reply=inbox)
             if columns.seqs:
                 yield columns
             if finished:
