@@ -203,8 +203,9 @@ def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
 
         received = []
         with contextlib.suppress(nats_sync.TimeoutError):
-            while True:
-                received.append(json.loads(summary_sub.next_msg(timeout=2.0).data))
+            while True:  # one per category, then a short look for any extra
+                wait = 0.2 if len(received) >= len(CATEGORIES) else 5.0
+                received.append(json.loads(summary_sub.next_msg(timeout=wait).data))
 
         print()
         print(f"rows enriched      {written:,}")
