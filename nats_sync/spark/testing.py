@@ -136,7 +136,7 @@ class SparkStandaloneCluster:
         spark_home: the Spark to launch; default `find_spark_home`.
         startup_timeout: seconds `start` waits for the worker to register.
         workdir: where the logs and the worker's work folder go; default a new temp
-            folder (removed by `cleanup`).
+            folder, made by `start` once Java and Spark are found (removed by `cleanup`).
     """
 
     def __init__(
@@ -159,8 +159,7 @@ class SparkStandaloneCluster:
         self.spark_home = Path(spark_home) if spark_home is not None else None
         self.startup_timeout = startup_timeout
         self._own_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir is not None else Path(
-            tempfile.mkdtemp(prefix="nats-sync-spark-cluster-"))
+        self._workdir = Path(workdir) if workdir is not None else None
         self._master_port: int | None = None
         self._master_ui_port: int | None = None
         self._master: subprocess.Popen[bytes] | None = None
@@ -182,6 +181,8 @@ class SparkStandaloneCluster:
             return self
         home = self.spark_home or find_spark_home()
         find_java()
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="nats-sync-spark-cluster-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "work").mkdir(exist_ok=True)
         launcher = str(home / "bin" / "spark-class")
@@ -216,6 +217,9 @@ class SparkStandaloneCluster:
             "SPARK_HOME": str(home),
             "SPARK_LOCAL_IP": self.host,
             "PYSPARK_PYTHON": self.python,
+            # No REST submission server: its fixed port (6066) is not ours to take.
+            "SPARK_MASTER_OPTS": " ".join(filter(None, [
+                env.get("SPARK_MASTER_OPTS"), "-Dspark.master.rest.enabled=false"])),
         })
         return env
 
@@ -267,8 +271,9 @@ class SparkStandaloneCluster:
     def cleanup(self) -> None:
         """`stop`, and remove the work folder (logs included) when it was made here."""
         self.stop()
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._own_workdir and self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
     def __enter__(self) -> SparkStandaloneCluster:
         return self.start()
@@ -302,6 +307,13 @@ class SparkStandaloneCluster:
         if self._master_ui_port is None:
             raise RuntimeError("the cluster has not started yet, so it has no web UI")
         return f"http://{self.host}:{self._master_ui_port}"
+
+    @property
+    def workdir(self) -> Path:
+        """The folder of the logs (``master.log``, ``worker.log``) and of ``work/``."""
+        if self._workdir is None:
+            raise RuntimeError("the cluster has not started yet, so it has no folder")
+        return self._workdir
 
     @property
     def master_log(self) -> Path:

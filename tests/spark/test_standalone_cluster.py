@@ -202,8 +202,11 @@ def test_no_spark_jars_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(SparkClusterError, match=r"has no Spark jars \(jars/spark-core_"):
         find_spark_home()
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "nothing"))
+    cluster = SparkStandaloneCluster()
     with pytest.raises(SparkClusterError, match="has no executable bin/spark-class"):
-        SparkStandaloneCluster().start()
+        cluster.start()
+    with pytest.raises(RuntimeError, match="has not started"):
+        _ = cluster.workdir  # no temp folder was made for a start that could not be
 
 
 def test_the_installed_pyspark_is_a_launchable_spark(monkeypatch: pytest.MonkeyPatch) -> None:
