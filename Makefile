@@ -48,9 +48,11 @@ $(BENCH_STAMP): $(DEV_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,bench]'
 	touch $@
 
-# nats_sync vs nats-py side by side on one embedded nats-server, plus Spark request_udf vs a
-# row-at-a-time UDF (~10 min on 2 cores). Writes BENCHMARKS.md, benchmarks/results.json and
-# benchmarks/ratios.png. BENCH_ARGS: --quick (smoke test), --no-spark, --reps N, --only KEYS.
+# nats_sync vs nats-py side by side on one embedded nats-server, plus Spark: request_udf vs a
+# row-at-a-time UDF, and the JetStream source, sink and kv_lookup_udf against nats-py and
+# row-at-a-time peers (~15 min on 2 cores). Writes BENCHMARKS.md, benchmarks/results.json and
+# benchmarks/ratios.png. BENCH_ARGS: --quick (smoke test), --no-spark, --reps N, --only KEYS
+# (e.g. spark_js), --merge (keep the previous run's figures of what this run leaves out).
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks $(BENCH_ARGS)
 

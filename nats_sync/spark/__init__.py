@@ -9,6 +9,8 @@ Spark forks its Python workers, and each worker makes its one client on first us
   bucket (null where absent), the keys of a batch looked up together.
 - `request_udf`: a vectorised UDF sending one request per row, pipelined per batch.
 - `request_df`: adds ``reply`` and ``error`` columns to a DataFrame.
+- `nats_sync.spark.testing.SparkStandaloneCluster`: a standalone master and worker from
+  pyspark's own jars on loopback, for trying a job on a real cluster.
 
 Connection options of both sources: ``servers`` (required; commas between URLs),
 ``name``, ``user``, ``password``, ``token``, ``creds``, ``nkeys_seed``, ``tls_ca``,
