@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from nats_sync._defaults import DEFAULT_NEXT_MSG_TIMEOUT
+from nats_sync._validate import check_int
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -151,6 +152,23 @@ class _MessageQueue:
                 taken_bytes += len(item.data)  # type: ignore[union-attr]  # not _End
             self._bytes_out += taken_bytes
             return batch
+
+    def take_ready(self, limit: int) -> list[Msg]:
+        """Up to ``limit`` messages already queued, without waiting (the end marker
+        stays queued)."""
+        with self._lock:
+            items = self._items
+            taken: list[Msg] = []
+            taken_bytes = 0
+            while items and len(taken) < limit:
+                item = items[0]
+                if type(item) is _End:
+                    break
+                items.popleft()
+                taken.append(item)  # type: ignore[arg-type]  # not _End: checked
+                taken_bytes += len(item.data)  # type: ignore[union-attr]  # not _End
+            self._bytes_out += taken_bytes
+            return taken
 
     def _take(self) -> Msg | _End | None:
         """Under the lock: pops the next item, or None when there is none."""
@@ -413,6 +431,26 @@ class Subscription:
             self._messages.append_end()
             raise self._ended_error()
         return item  # type: ignore[return-value]
+
+    def next_msgs(self, max_msgs: int,
+                  timeout: float | None = DEFAULT_NEXT_MSG_TIMEOUT) -> list[Msg]:
+        """Returns up to ``max_msgs`` messages at once, in order: waits like `next_msg`
+        for the first, then takes those already queued behind it without waiting.
+
+        For readers of many messages (JetStream bulk reads, key-value lookups): one lock
+        round per call instead of one per message.
+
+        Raises:
+            InvalidArgumentError: ``max_msgs`` is not an int >= 1, or the subscription
+                has a callback.
+            TimeoutError, ConnectionClosedError, BadSubscriptionError,
+                PermissionsViolationError: as `next_msg`, when no message is there.
+        """
+        check_int(max_msgs, "max_msgs", 1)
+        first = self.next_msg(timeout)
+        if max_msgs == 1:
+            return [first]
+        return [first, *self._messages.take_ready(max_msgs - 1)]
 
     def _ended_error(self) -> Error:
         if self._end_error is not None:

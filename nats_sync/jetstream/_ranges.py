@@ -16,6 +16,7 @@ cached API level.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -31,9 +32,9 @@ from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
+    from nats_sync.jetstream._api import CoreClient
     from nats_sync.jetstream.context import JetStream
     from nats_sync.jetstream.stream import Stream
-    from nats_sync.subscription import Subscription
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -44,6 +45,11 @@ _DIRECT_HEADERS = frozenset({
 })
 _END_OF_BATCH = 204
 _NOT_FOUND = 404
+#: Bytes a bulk read's pull asks for at most (unless the caller says), at least 4
+#: messages of the server's largest size.
+_BULK_PULL_BYTES = 16 * 1024 * 1024
+#: "No Messages" answers in a row that end a bulk read the consumer said was not done.
+_EMPTY_ANSWERS = 3
 #: Seconds an ephemeral reading consumer outlives a reader that vanished (a crash).
 _READER_INACTIVE_THRESHOLD = 30.0
 
@@ -135,13 +141,16 @@ def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
 def read_columns_by_consumer(js: JetStream, stream: str, start: int, *, subject: str | None,
                              end_seq: int | None, batch: int, max_bytes: int | None,
                              timeout: float | None) -> Iterator[StoredColumns]:
-    """Reads ``start..end_seq`` with an ephemeral, unacknowledged consumer, one
-    ``no_wait`` pull of ``batch`` messages at a time, and yields each pull's messages
-    as columns. The consumer is deleted at the end (or expires after
+    """Reads ``start..end_seq`` with an ephemeral, unacknowledged consumer and yields
+    runs of about ``batch`` messages as columns. Two ``no_wait`` pulls of ``batch``
+    messages (and at most ``max_bytes``, by default enough for a few of the largest
+    messages the server takes) are kept in flight, so the server streams while the
+    caller works on a run. The consumer is deleted at the end (or expires after
     ``_READER_INACTIVE_THRESHOLD`` if this process dies).
 
     Raises:
-        JetStreamError: the consumer could not be made, or a pull was refused.
+        JetStreamError: the consumer could not be made, a pull was refused, or the
+            inbox dropped a message (it never should: its limits hold both pulls).
         TimeoutError: a pull got no answer within ``timeout`` (the context's default).
     """
     fields: dict[str, Any] = {
@@ -154,24 +163,34 @@ def read_columns_by_consumer(js: JetStream, stream: str, start: int, *, subject:
     consumer = js.create_consumer(stream, timeout=timeout, **fields)
     wait = timeout or js.timeout
     client = js.client
+    pull_bytes = max_bytes or max(_BULK_PULL_BYTES, 4 * client.max_payload)
     inbox = client.new_inbox()
-    sub = client.subscribe(inbox)
-    pull = js.api.subject(f"CONSUMER.MSG.NEXT.{stream}.{consumer.name}")
-    body = pull_body(batch, no_wait=True, max_bytes=max_bytes)
+    sub = client.subscribe(inbox, pending_msgs_limit=2 * batch + 64,
+                           pending_bytes_limit=3 * pull_bytes)
+    pulls = _Pulls(client, js.api.subject(f"CONSUMER.MSG.NEXT.{stream}.{consumer.name}"),
+                   inbox, pull_body(batch, no_wait=True, max_bytes=pull_bytes), batch)
     try:
         if consumer.cached_info.num_pending == 0:
             return
-        client.publish(pull, body, reply=inbox)
-        while True:
-            columns = StoredColumns()
-            finished = _take_pull(sub, wait, batch, end_seq, columns, stream)
-            if not finished:
-                # The next pull travels while the caller works on this run.
-                client.publish(pull, body, reply=inbox)
-            if columns.seqs:
+        pulls.send()
+        pulls.send()
+        columns = StoredColumns()
+        finished = False
+        while not finished:
+            try:
+                received = sub.next_msgs(batch, wait)
+            except core_errors.TimeoutError:
+                raise core_errors.TimeoutError(
+                    f"no answer to a pull on stream {stream!r} within {wait}s"
+                ) from None
+            if sub.dropped:
+                raise JetStreamError(
+                    f"reading stream {stream!r}: the pull inbox dropped {sub.dropped} "
+                    "message(s)")
+            finished = _take(received, pulls, end_seq, columns)
+            if columns.seqs and (finished or len(columns.seqs) >= batch):
                 yield columns
-            if finished:
-                return
+                columns = StoredColumns()
     finally:
         sub.unsubscribe()
         try:
@@ -180,36 +199,77 @@ def read_columns_by_consumer(js: JetStream, stream: str, start: int, *, subject:
             pass  # it expires by itself after the inactive threshold
 
 
-def _take_pull(sub: Subscription, wait: float, batch: int, end_seq: int | None,
-               columns: StoredColumns, stream: str) -> bool:
-    """Moves one pull's messages into ``columns``; True when the range is read."""
-    seqs, subjects, datas = columns.seqs, columns.subjects, columns.datas
-    headers, times_ns = columns.headers, columns.times_ns
-    for _ in range(batch):
-        try:
-            msg = sub.next_msg(wait)
-        except core_errors.TimeoutError:
-            raise core_errors.TimeoutError(
-                f"no answer to a pull on stream {stream!r} within {wait}s"
-            ) from None
+class _Pulls:
+    """The pulls of one bulk read, oldest first, with what each still owes."""
+
+    def __init__(self, client: CoreClient, subject: str, inbox: str, body: bytes,
+                 batch: int) -> None:
+        self._client = client
+        self._subject = subject
+        self._inbox = inbox
+        self._body = body
+        self._batch = batch
+        self._owed: deque[int] = deque()
+        #: The consumer's pending count after the last message (None: none came yet).
+        self.pending: int | None = None
+        #: "No Messages" answers in a row.
+        self.empty_answers = 0
+
+    def send(self) -> None:
+        self._client.publish(self._subject, self._body, reply=self._inbox)
+        self._owed.append(self._batch)
+
+    def delivered(self) -> None:
+        """One message of the oldest pull came; a pull that is complete is replaced."""
+        self._owed[0] -= 1
+        if not self._owed[0]:
+            self._owed.popleft()
+            self.send()
+
+    def ended(self) -> None:
+        """A status ended the oldest pull early (its byte limit, a timeout): replace it."""
+        if self._owed:
+            self._owed.popleft()
+        self.send()
+
+
+def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None,
+          columns: StoredColumns) -> bool:
+    """Moves messages into ``columns``; True when the range is read."""
+    for msg in received:
         if msg.status is not None:
             status = classify(msg)
             if status.kind == "heartbeat":
                 continue
-            if status.kind == "done":
-                # 404: nothing left; 408/409 ends: this pull is over, nothing lost.
-                return msg.status == d.STATUS_NOT_FOUND
-            raise status.error or StatusError(status=msg.status, description=msg.description)
+            if status.kind != "done":
+                raise status.error or StatusError(status=msg.status,
+                                                  description=msg.description)
+            if msg.status == d.STATUS_NOT_FOUND:
+                # Nothing left for this consumer, unless its last message said more
+                # were pending (then a pull overtook another: ask again, a few times).
+                if pulls.pending == 0 or pulls.empty_answers >= _EMPTY_ANSWERS:
+                    return True
+                pulls.empty_answers += 1
+                pulls.ended()
+                continue
+            if "batch completed" not in msg.description.lower():
+                # A pull ended early (its byte limit, a timeout). One that ended with
+                # all its messages was replaced when its last one came.
+                pulls.ended()
+            continue
         seq, stamp, pending = ack_sequence_time_pending(msg.reply)
         if end_seq is not None and seq > end_seq:
             return True
-        seqs.append(seq)
-        subjects.append(msg.subject)
-        datas.append(msg.data)
-        headers.append(msg.headers)
-        times_ns.append(stamp)
+        columns.seqs.append(seq)
+        columns.subjects.append(msg.subject)
+        columns.datas.append(msg.data)
+        columns.headers.append(msg.headers)
+        columns.times_ns.append(stamp)
         if pending == 0 or seq == end_seq:
             return True
+        pulls.pending = pending
+        pulls.empty_answers = 0
+        pulls.delivered()
     return False
 
 

@@ -15,7 +15,13 @@ from nats_sync import _defaults as d
 from nats_sync._connection import Connection
 from nats_sync._outbox import Frame, Outbox
 from nats_sync._publishing import Publisher
-from nats_sync.errors import ConnectionClosedError, Error, OutboundBufferLimitError
+from nats_sync.errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    Error,
+    InvalidArgumentError,
+    OutboundBufferLimitError,
+)
 from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
 
@@ -193,3 +199,28 @@ def test_max_msgs_ends_delivery_on_the_same_message_for_both() -> None:
     sub, _ = _subscription(max_msgs=3)
     results = [sub._deliver(msg) for msg in _msgs(3)]
     assert results == [True, True, False]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 64])
+def test_next_msgs_takes_what_next_msg_takes_in_chunks(chunk: int) -> None:
+    one, _ = _subscription(pending_msgs=9, pending_bytes=1 << 20)
+    many, _ = _subscription(pending_msgs=9, pending_bytes=1 << 20)
+    for msg in _msgs(12):  # three are dropped by both (pending limit 9)
+        one._deliver(msg)
+        many._deliver(msg)
+    many._end()  # the end marker stays behind the messages
+    one._end()
+    by_one: list[Msg] = []
+    while one.pending_msgs:
+        by_one.append(one.next_msg(timeout=0.01))
+    by_many: list[Msg] = []
+    while many.pending_msgs:
+        taken = many.next_msgs(chunk, timeout=0.01)
+        assert 1 <= len(taken) <= chunk
+        by_many.extend(taken)
+    assert by_many == by_one and len(by_one) == 9
+    assert (many.pending_bytes, many.dropped) == (one.pending_bytes, one.dropped) == (0, 3)
+    with pytest.raises(BadSubscriptionError):
+        many.next_msgs(chunk, timeout=0.01)
+    with pytest.raises(InvalidArgumentError):
+        many.next_msgs(0)
