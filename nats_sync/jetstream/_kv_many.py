@@ -41,12 +41,15 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._api import CoreClient
     from nats_sync.jetstream.context import JetStream
     from nats_sync.msg import Msg
-    from nats_sync.subscription import Subscription
 
 #: The server refuses a multi_last request matching more messages (413 Too Many Results).
 MULTI_LAST_MAX_KEYS = 1024
 #: Requests of one lookup awaiting their EOB at once.
 REQUESTS_IN_FLIGHT = 4
+#: Replies taken from the inbox in one go.
+_REPLIES_PER_TAKE = 256
+#: The headers that make a stored message a delete or purge marker (see operation_of).
+_MARKER_HEADERS = frozenset({"KV-Operation", "Nats-Marker-Reason"})
 #: Bytes of values one request may bring back before the server pauses it (an EOB with
 #: messages pending; the rest is asked for again).
 REQUEST_MAX_BYTES = 8 * 1024 * 1024
@@ -125,10 +128,11 @@ class _Lookup:
                 if len(self._awaiting) >= REQUESTS_IN_FLIGHT:
                     break
             while self._awaiting:
-                if self._read(sub):
-                    following = next(upcoming, None)
-                    if following is not None:
-                        self._send(str(following[0]), following[1], {})
+                for reply in sub.next_msgs(_REPLIES_PER_TAKE, self._timeout):
+                    if self._handle(reply):
+                        following = next(upcoming, None)
+                        if following is not None:
+                            self._send(str(following[0]), following[1], {})
         finally:
             sub.unsubscribe()
         return self.values
@@ -139,14 +143,13 @@ class _Lookup:
                              reply=f"{self._inbox}.{token}")
         self._awaiting[token] = subjects
 
-    def _read(self, sub: Subscription) -> bool:
-        """Takes one reply; True when it ended a request (a slot for the next one).
+    def _handle(self, reply: Msg) -> bool:
+        """One reply; True when it ended a request (a slot for the next one).
 
         Raises:
             NoBatchedGetsError: the first answer says there are no batched direct gets.
             StatusError: another error status.
         """
-        reply = sub.next_msg(self._timeout)
         status = reply.status
         if status is None:
             self._answered = True
@@ -172,11 +175,13 @@ class _Lookup:
 
     def _take(self, reply: Msg) -> None:
         """Records one key's latest message (a marker is no value)."""
-        subject = header_value(reply.headers, "Nats-Subject")
+        headers = reply.headers
+        subject = header_value(headers, "Nats-Subject")
         if subject is None or not subject.startswith(self._prefix):
             return
         key = subject[len(self._prefix):]
-        if operation_of(reply.headers) == "PUT":
+        # A value has neither marker header; only a marker needs operation_of's look.
+        if not _MARKER_HEADERS.intersection(headers or ()) or operation_of(headers) == "PUT":
             self.values[key] = reply.data
         else:
             self.values.pop(key, None)
