@@ -141,6 +141,14 @@ def test_batch_start_before_the_head_is_data_loss(spark: Any, js_server: NatsSer
     assert [row.seq for row in rows] == list(range(91, 101))
 
 
+def test_a_head_moved_by_a_per_subject_limit_is_not_data_loss(
+        spark: Any, js_server: NatsServer, js: JetStream) -> None:
+    js.create_stream(name="LATEST", subjects=["latest.>"], max_msgs_per_subject=1)
+    _fill(js, "LATEST", 40, subjects=4)  # only the last message of each subject stays
+    rows = _read(spark, js_server.url, "LATEST", startingOffsets='{"LATEST": 1}')
+    assert [row.seq for row in rows] == [37, 38, 39, 40]
+
+
 def _escaped(text: str) -> str:
     import re
 
