@@ -44,12 +44,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import (
-    BinaryType,
     ByteType,
     DataType,
     IntegerType,
     LongType,
-    MapType,
     ShortType,
     StringType,
     StructType,
@@ -62,6 +60,7 @@ from nats_sync.jetstream import JetStream, PubAck
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
     check_known,
+    check_message_columns,
     connection_options,
     lowered_options,
     positive_float,
@@ -218,34 +217,14 @@ def check_sink_schema(schema: StructType, *, has_subject_option: bool,
             f"{_SINK}: unknown column(s) {unknown}; allowed are data, subject, headers, "
             "msg_id and the columns named in option 'msgIdColumns'"
         )
-    if not isinstance(columns["data"], BinaryType | StringType):
-        raise InvalidArgumentError(
-            f"{_SINK}: column 'data' must be binary or string, not {columns['data']}"
-        )
-    for name in ("subject", "msg_id"):
-        if name in columns and not isinstance(columns[name], StringType):
-            raise InvalidArgumentError(
-                f"{_SINK}: column {name!r} must be a string, not {columns[name]}"
-            )
-    headers = columns.get("headers")
-    if headers is not None and not (
-        isinstance(headers, MapType)
-        and isinstance(headers.keyType, StringType)
-        and isinstance(headers.valueType, StringType)
-    ):
-        raise InvalidArgumentError(
-            f"{_SINK}: column 'headers' must be map<string,string>, not {headers}"
-        )
     for name in msg_id_columns:
         if not isinstance(columns[name], _MSG_ID_PART_TYPES):
             raise InvalidArgumentError(
                 f"{_SINK}: column {name!r} of option 'msgIdColumns' must be a string or an "
                 f"integer, not {columns[name]}"
             )
-    if not has_subject_option and "subject" not in columns:
-        raise InvalidArgumentError(
-            f"{_SINK}: give option 'subject' or a 'subject' column to publish to"
-        )
+    check_message_columns(_SINK, columns, ("subject", "msg_id"),
+                          has_subject_option=has_subject_option)
 
 
 # --- the tasks: publishing with acknowledgements -------------------------------------------

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql.types import BinaryType, DataType, MapType, StringType
+
 from nats_sync.errors import InvalidArgumentError
 
 #: Options that go to ``connect()``; the value is the keyword they become there.
@@ -89,6 +91,41 @@ def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> S
     )
 
 
+def check_message_columns(source: str, columns: Mapping[str, DataType],
+                          string_columns: tuple[str, ...], *, has_subject_option: bool) -> None:
+    """The column checks both sinks share: ``data`` binary or string, each of
+    ``string_columns`` a string, ``headers`` a map<string,string>, and a subject from
+    the option or a column.
+
+    Raises:
+        InvalidArgumentError: what is wrong, naming the column.
+    """
+    if "data" not in columns:
+        raise InvalidArgumentError(f"{source}: the DataFrame needs a 'data' column")
+    if not isinstance(columns["data"], BinaryType | StringType):
+        raise InvalidArgumentError(
+            f"{source}: column 'data' must be binary or string, not {columns['data']}"
+        )
+    for name in string_columns:
+        if name in columns and not isinstance(columns[name], StringType):
+            raise InvalidArgumentError(
+                f"{source}: column {name!r} must be a string, not {columns[name]}"
+            )
+    headers = columns.get("headers")
+    if headers is not None and not (
+        isinstance(headers, MapType)
+        and isinstance(headers.keyType, StringType)
+        and isinstance(headers.valueType, StringType)
+    ):
+        raise InvalidArgumentError(
+            f"{source}: column 'headers' must be map<string,string>, not {headers}"
+        )
+    if not has_subject_option and "subject" not in columns:
+        raise InvalidArgumentError(
+            f"{source}: give option 'subject' or a 'subject' column to publish to"
+        )
+
+
 def lowered_options(options: Mapping[str, str]) -> dict[str, str]:
     """The options with their keys in lower case, without the ones Spark itself adds."""
     return {
@@ -161,6 +198,7 @@ def positive_int(option: str, text: str, source: str = "nats data source") -> in
 
 
 __all__ = [
-    "CONNECT_OPTIONS", "SourceSettings", "check_known", "connection_options", "lowered_options",
+    "CONNECT_OPTIONS", "SourceSettings", "check_known", "check_message_columns",
+    "connection_options", "lowered_options",
     "parse_source_options", "positive_float", "positive_int",
 ]

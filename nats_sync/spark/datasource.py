@@ -30,11 +30,15 @@ from pyspark.sql.datasource import (
     SimpleDataSourceStreamReader,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, MapType, StringType, StructType
+from pyspark.sql.types import StructType
 
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
-from nats_sync.spark._options import SourceSettings, parse_source_options
+from nats_sync.spark._options import (
+    SourceSettings,
+    check_message_columns,
+    parse_source_options,
+)
 from nats_sync.spark._worker import worker_client
 from nats_sync.subscription import Subscription
 
@@ -103,31 +107,13 @@ def check_write_schema(schema: StructType, *, has_subject_option: bool) -> None:
     """
     columns = {field.name: field.dataType for field in schema.fields}
     unknown = sorted(set(columns) - _WRITE_COLUMNS)
-    if "data" not in columns:
-        raise InvalidArgumentError("nats data source: the DataFrame needs a 'data' column")
-    if unknown:
+    if "data" in columns and unknown:
         raise InvalidArgumentError(
             f"nats data source: unknown column(s) {unknown}; "
             "allowed are data, subject, reply, headers"
         )
-    if not isinstance(columns["data"], BinaryType | StringType):
-        raise InvalidArgumentError(
-            f"nats data source: column 'data' must be binary or string, not {columns['data']}"
-        )
-    for name in ("subject", "reply"):
-        if name in columns and not isinstance(columns[name], StringType):
-            raise InvalidArgumentError(f"nats data source: column {name!r} must be a string")
-    headers = columns.get("headers")
-    if headers is not None and not (
-        isinstance(headers, MapType)
-        and isinstance(headers.keyType, StringType)
-        and isinstance(headers.valueType, StringType)
-    ):
-        raise InvalidArgumentError("nats data source: column 'headers' must be map<string,string>")
-    if not has_subject_option and "subject" not in columns:
-        raise InvalidArgumentError(
-            "nats data source: give option 'subject' or a 'subject' column to publish to"
-        )
+    check_message_columns("nats data source", columns, ("subject", "reply"),
+                          has_subject_option=has_subject_option)
 
 
 def publish_batches(settings: SourceSettings, batches: Iterator[pa.RecordBatch]) -> int:
