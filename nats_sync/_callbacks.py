@@ -1,4 +1,5 @@
-"""The callback thread: runs user callbacks (error_cb, closed_cb, ...) one at a time.
+"""The callback thread: runs user callbacks (error_cb, closed_cb, ...) one at a time;
+and the internal status listeners.
 
 How it works: any thread :meth:`CallbackRunner.submit`s a call into an unbounded
 ``SimpleQueue`` (callbacks are rare and must never be dropped); one thread, started by
@@ -7,6 +8,10 @@ thread carries on. ``stop()`` queues a marker, so everything submitted before it
 runs; once the thread has ended, ``submit`` runs the call on the caller's thread (a done
 callback added to a finished future after ``close()`` must still run, as in
 ``concurrent.futures``).
+
+`StatusListeners` holds the internal listeners of connection events (JetStream readers
+use them); it owns a tuple replaced whole under its lock, so telling needs no lock and
+runs on whichever thread saw the event.
 """
 
 from __future__ import annotations
@@ -72,3 +77,32 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         fn(*args)
     except Exception:
         log.exception("nats_sync: callback %r raised", fn)
+
+
+class StatusListeners:
+    """The internal listeners of ``"disconnected"``, ``"reconnected"`` and ``"closed"``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: tuple[Callable[[str], None], ...] = ()
+
+    def add(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Registers ``listener``; returns the call that removes it."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+        def remove() -> None:
+            with self._lock:
+                self._listeners = tuple(
+                    known for known in self._listeners if known is not listener
+                )
+
+        return remove
+
+    def tell(self, event: str) -> None:
+        """Calls every listener with ``event`` on this thread; one that raises is logged."""
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("nats_sync: status listener %r failed on %s", listener, event)

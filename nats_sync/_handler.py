@@ -45,7 +45,7 @@ from typing import Any
 
 from nats_sync import _defaults as d
 from nats_sync import _proto as proto
-from nats_sync._callbacks import CallbackRunner
+from nats_sync._callbacks import CallbackRunner, StatusListeners
 from nats_sync._connection import Connection
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
@@ -136,7 +136,7 @@ class Handler:
         self._deliveries = Deliveries(self._start_thread)
         #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
         #: "closed"; the list is replaced whole under the lock, read without it.
-        self._status_listeners: tuple[Callable[[str], None], ...] = ()
+        self._status_listeners = StatusListeners()
         _live_handlers.add(self)
 
     # --- threads -------------------------------------------------------------------
@@ -415,7 +415,7 @@ class Handler:
         if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
             self.report_error(error)
         self._callbacks.submit(self.options.disconnected_cb)
-        self._tell_listeners("disconnected")
+        self._status_listeners.tell("disconnected")
         if not retry:
             self.close()
             return
@@ -432,7 +432,7 @@ class Handler:
             return False
         self.reconnects += 1
         self._callbacks.submit(self.options.reconnected_cb)
-        self._tell_listeners("reconnected")
+        self._status_listeners.tell("reconnected")
         return True
 
     def add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
@@ -445,23 +445,7 @@ class Handler:
         ``CLOSE_CALLBACK_GRACE`` for a thread of its own to end, so that ``close()``
         leaves no JetStream thread behind.
         """
-        with self._lock:
-            self._status_listeners = (*self._status_listeners, listener)
-
-        def remove() -> None:
-            with self._lock:
-                self._status_listeners = tuple(
-                    known for known in self._status_listeners if known is not listener
-                )
-
-        return remove
-
-    def _tell_listeners(self, event: str) -> None:
-        for listener in self._status_listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("nats_sync: status listener %r failed on %s", listener, event)
+        return self._status_listeners.add(listener)
 
     def _on_given_up(self, error: BaseException) -> None:
         """Reconnect thread: no server could be reached; the client closes."""
@@ -729,7 +713,7 @@ class Handler:
                 sub._end(closed, stop_callbacks=True)
             self.timer.stop()
             self._callbacks.submit(self.options.closed_cb)
-            self._tell_listeners("closed")
+            self._status_listeners.tell("closed")
             self._callbacks.stop()
         with self._lock:
             threads = conn_threads + [
