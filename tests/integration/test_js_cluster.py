@@ -67,3 +67,23 @@ def test_publish_and_consume_through_a_follower_restart(
     assert sorted(set(acked)) == list(range(1, TOTAL + 1))  # msg_id kept retries single
     assert sorted(seen) == list(range(1, TOTAL + 1))
     assert stream.info().state.messages == TOTAL
+
+
+def test_bulk_reads_of_an_r3_stream_from_every_node(
+    jetstream_cluster: NatsCluster, connect: ClientFactory
+) -> None:
+    """Stream.get_msg_columns (Spark's reader) on an R3 stream, through each server in
+    turn: the temporary consumer may land on any replica; every read is whole."""
+    writer = connect(servers=jetstream_cluster.urls).jetstream(timeout=10)
+    writer.create_stream(name="R3BULK", subjects=["bulk.>"], num_replicas=3)
+    for n in range(3_000):
+        writer.publish_async(f"bulk.{n % 3}", b"%d" % n)
+    writer.publish_async_completed(60)
+    for server in jetstream_cluster.servers:
+        js = connect(servers=[server.url], dont_randomize=True).jetstream(timeout=10)
+        seqs = [seq for run in js.stream("R3BULK").get_msg_columns(1, batch=500)
+                for seq in run.seqs]
+        assert seqs == list(range(1, 3_001)), server.name
+        filtered = [seq for run in js.stream("R3BULK").get_msg_columns(
+            1_000, subject="bulk.2", end_seq=2_000, batch=100) for seq in run.seqs]
+        assert filtered == [seq for seq in range(1_000, 2_001) if (seq - 1) % 3 == 2]
