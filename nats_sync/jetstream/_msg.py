@@ -41,8 +41,13 @@ _ACK = b"+ACK"
 _NAK = b"-NAK"
 _WPI = b"+WPI"
 _TERM = b"+TERM"
-_V1_TOKENS = 9
-_V2_TOKENS = (11, 12)
+#: The ack subject's layout, written once: the index of ``<stream>`` by the number of
+#: tokens (v1: 9; v2: 11 or 12, with ``<domain>.<account>`` before it), then the place of
+#: each number after ``<stream>.<consumer>``.
+_V2_STREAM_AT = 4
+_STREAM_AT = {9: 2, 11: _V2_STREAM_AT, 12: _V2_STREAM_AT}
+_DELIVERED, _SSEQ, _CSEQ, _STAMP, _PENDING = range(2, 7)
+_NOT_A_NUMBER = "ack subject {!r} has a token that is not a number where one should be"
 _NO_DOMAIN = "_"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 #: One lock for every message's acknowledged flag: held for a test-and-set only.
@@ -94,30 +99,21 @@ def parse_metadata(reply: str) -> MsgMetadata:
             should be a number is not one.
     """
     tokens = reply.split(".")
-    count = len(tokens)
-    if count < 2 or tokens[0] != "$JS" or tokens[1] != "ACK":
+    if len(tokens) < 2 or tokens[0] != "$JS" or tokens[1] != "ACK":
         raise NotJSMessageError(f"not a JetStream ack subject: {reply!r}")
-    if count == _V1_TOKENS:
-        domain: str | None = None
-        rest = tokens[2:]
-    elif count in _V2_TOKENS:
-        domain = tokens[2] if tokens[2] not in ("", _NO_DOMAIN) else None
-        rest = tokens[4:11]
-    else:
+    at = _STREAM_AT.get(len(tokens))
+    if at is None:
         raise NotJSMessageError(
-            f"ack subject {reply!r} has {count} tokens; v1 has 9, v2 has 11 or 12"
+            f"ack subject {reply!r} has {len(tokens)} tokens; v1 has 9, v2 has 11 or 12"
         )
-    stream, consumer = rest[0], rest[1]
+    stream, consumer = tokens[at], tokens[at + 1]
     if not stream or not consumer:
         raise NotJSMessageError(f"ack subject {reply!r} names no stream or consumer")
-    try:
-        delivered, stream_seq, consumer_seq, stamp, pending = (
-            _number(token) for token in rest[2:7]
-        )
-    except ValueError:
-        raise NotJSMessageError(
-            f"ack subject {reply!r} has a token that is not a number where one should be"
-        ) from None
+    domain = tokens[2] if at == _V2_STREAM_AT and tokens[2] not in ("", _NO_DOMAIN) else None
+    numbers = tokens[at + _DELIVERED:at + _PENDING + 1]
+    if not all(token.isdigit() for token in numbers) or not "".join(numbers).isascii():
+        raise NotJSMessageError(_NOT_A_NUMBER.format(reply))
+    delivered, stream_seq, consumer_seq, stamp, pending = map(int, numbers)
     return MsgMetadata(
         stream=stream,
         consumer=consumer,
@@ -139,30 +135,15 @@ def ack_sequence_time_pending(reply: str) -> tuple[int, int, int]:
         NotJSMessageError: ``reply`` is not an ack subject of layout v1 or v2.
     """
     tokens = reply.split(".")
-    count = len(tokens)
-    # v1: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>;
-    # v2 puts <domain>.<account hash> before <stream> (and may end with a token more).
-    first = 5 if count == _V1_TOKENS else 7 if count in _V2_TOKENS else 0
-    if not first or tokens[0] != "$JS" or tokens[1] != "ACK":
+    at = _STREAM_AT.get(len(tokens), 0)
+    if not at or tokens[0] != "$JS" or tokens[1] != "ACK":
         raise NotJSMessageError(f"not a JetStream ack subject: {reply!r}")
-    seq, stamp, pending = tokens[first], tokens[first + 2], tokens[first + 3]
+    seq, stamp, pending = tokens[at + _SSEQ], tokens[at + _STAMP], tokens[at + _PENDING]
     # int() alone would also take "+1" or "1_0"; the server writes plain digits.
-    if not (seq + stamp + pending).isdigit() or not (seq + stamp + pending).isascii():
-        raise NotJSMessageError(
-            f"ack subject {reply!r} has a token that is not a number where one should be")
-    try:
-        return int(seq), int(stamp), int(pending)
-    except ValueError:
-        raise NotJSMessageError(
-            f"ack subject {reply!r} has a token that is not a number where one should be"
-        ) from None
-
-
-def _number(token: str) -> int:
-    # int() alone would take "+1", " 1" or "1_0"; the server writes plain digits.
-    if not token.isdigit() or not token.isascii():
-        raise ValueError(token)
-    return int(token)
+    if not (seq.isdigit() and stamp.isdigit() and pending.isdigit()
+            and (seq + stamp + pending).isascii()):
+        raise NotJSMessageError(_NOT_A_NUMBER.format(reply))
+    return int(seq), int(stamp), int(pending)
 
 
 class JsMsg:
