@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from nats_sync.testing import _free_port
 
 __all__ = [
     "SparkClusterError",
@@ -113,12 +114,6 @@ def find_java() -> str:
             "(17 or 21), e.g. apt-get install openjdk-17-jre-headless"
         )
     return found
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class SparkStandaloneCluster:
