@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
+from nats_sync._validate import check_int
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import header_int, header_value, parse_time
 from nats_sync.jetstream._msg import ack_sequence_time_pending
@@ -62,14 +63,7 @@ def read_range(js: JetStream, stream: Stream, start_seq: int, *, subject: str | 
                end_seq: int | None, batch: int, max_bytes: int | None,
                timeout: float | None, direct: bool | None = None) -> Iterator[StoredMsg]:
     """See ``Stream.get_msgs``."""
-    for value, what, minimum in ((start_seq, "start_seq", 1), (batch, "batch", 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InvalidArgumentError(f"{what} must be an int >= {minimum}, got {value!r}")
-    for optional, what in ((end_seq, "end_seq"), (max_bytes, "max_bytes")):
-        if optional is not None and (isinstance(optional, bool)
-                                     or not isinstance(optional, int) or optional < 1):
-            raise InvalidArgumentError(f"{what} must be an int >= 1 or None, got {optional!r}")
-    if end_seq is not None and end_seq < start_seq:
+    if not check_range(start_seq, end_seq, batch, max_bytes):
         return
     if direct is not False:
         usable = js.api_level(timeout) >= 1 and bool(stream.cached_info.config.allow_direct)
@@ -92,6 +86,25 @@ def read_range(js: JetStream, stream: Stream, start_seq: int, *, subject: str | 
             start_seq = last + 1  # what was yielded stays yielded; the rest by consumer
     yield from _read_by_consumer(js, stream.name, start_seq, subject, end_seq, batch,
                                  max_bytes, timeout)
+
+
+def check_range(start_seq: int, end_seq: int | None, batch: int, max_bytes: int | None
+                ) -> bool:
+    """Checks the arguments of a range read; False when the range is empty
+    (``end_seq`` below ``start_seq``).
+
+    Raises:
+        InvalidArgumentError: a number is not an int >= 1 (``end_seq`` and
+            ``max_bytes`` may be None).
+    """
+    check_int(start_seq, "start_seq", 1)
+    check_int(batch, "batch", 1)
+    if max_bytes is not None:
+        check_int(max_bytes, "max_bytes", 1)
+    if end_seq is None:
+        return True
+    check_int(end_seq, "end_seq", 1)
+    return end_seq >= start_seq
 
 
 def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,

@@ -14,9 +14,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import _proto as proto
+from nats_sync._validate import check_int
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import parse_time
-from nats_sync.jetstream._ranges import read_columns_by_consumer, read_range
+from nats_sync.jetstream._ranges import check_range, read_columns_by_consumer, read_range
 from nats_sync.jetstream.api import ConsumerConfig, StoredColumns, StoredMsg, StreamInfo
 from nats_sync.jetstream.errors import JetStreamError
 
@@ -77,9 +78,11 @@ class Stream:
         if subject is not None:
             body["filter"] = subject
         if keep is not None:
-            body["keep"] = _non_negative(keep, "keep")
+            check_int(keep, "keep", 0)
+            body["keep"] = keep
         if sequence is not None:
-            body["seq"] = _non_negative(sequence, "sequence")
+            check_int(sequence, "sequence", 0)
+            body["seq"] = sequence
         reply = self._js.api.request(f"STREAM.PURGE.{self._name}", body, timeout)
         return int(reply.get("purged", 0))
 
@@ -89,7 +92,8 @@ class Stream:
         Raises:
             MessageNotFoundError: nothing is stored there.
         """
-        return self._get({"seq": _positive(seq, "seq")}, timeout)
+        check_int(seq, "seq", 1)
+        return self._get({"seq": seq}, timeout)
 
     def get_last_msg(self, subject: str, *, timeout: float | None = None) -> StoredMsg:
         """The last message stored on ``subject``.
@@ -112,7 +116,8 @@ class Stream:
         Raises:
             MessageNotFoundError: nothing is stored there.
         """
-        body = {"seq": _positive(seq, "seq"), "no_erase": not erase}
+        check_int(seq, "seq", 1)
+        body = {"seq": seq, "no_erase": not erase}
         self._js.api.request(f"STREAM.MSG.DELETE.{self._name}", body, timeout)
 
     def get_msgs(self, start_seq: int = 1, *, subject: str | None = None,
@@ -145,9 +150,7 @@ class Stream:
         what a columnar reader (Spark, Arrow, pandas) wants; the consumer is
         unacknowledged, in memory, and deleted at the end.
         """
-        _positive(start_seq, "start_seq")
-        _positive(batch, "batch")
-        if end_seq is not None and _positive(end_seq, "end_seq") < start_seq:
+        if not check_range(start_seq, end_seq, batch, max_bytes):
             return
         yield from read_columns_by_consumer(
             self._js, self._name, start_seq, subject=subject, end_seq=end_seq, batch=batch,
@@ -214,14 +217,3 @@ def stored_msg_from_api(stream: str, message: dict[str, Any]) -> StoredMsg:
         time=parse_time(raw_time) if isinstance(raw_time, str) else None,
     )
 
-
-def _positive(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(f"{what} must be an int >= 1, got {value!r}")
-    return value
-
-
-def _non_negative(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(f"{what} must be an int >= 0, got {value!r}")
-    return value
