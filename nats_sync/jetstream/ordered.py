@@ -163,6 +163,17 @@ class OrderedConsumer:
         except (JetStreamError, core_errors.Error):
             pass  # gone already, or unreachable now: the server expires it anyway
 
+    def _claim(self) -> None:
+        """Takes ``_lock`` for one read (the caller releases it).
+
+        Raises:
+            OrderedConsumerConcurrentRequestsError: another read holds it.
+        """
+        if not self._lock.acquire(blocking=False):
+            raise OrderedConsumerConcurrentRequestsError(
+                f"the ordered consumer of {self._stream!r} is being read already"
+            )
+
     def _accept(self, msg: JsMsg) -> bool:
         """Whether ``msg`` is the next one; on a gap, the consumer is marked for reset."""
         sequence = msg.metadata.sequence
@@ -181,10 +192,7 @@ class OrderedConsumer:
         Raises:
             OrderedConsumerConcurrentRequestsError: another read is under way.
         """
-        if not self._lock.acquire(blocking=False):
-            raise OrderedConsumerConcurrentRequestsError(
-                f"the ordered consumer of {self._stream!r} is being read already"
-            )
+        self._claim()
         try:
             deadline = time.monotonic() + max_wait
             while True:
@@ -247,10 +255,7 @@ class OrderedConsumer:
         Raises:
             OrderedConsumerConcurrentRequestsError: a read is under way.
         """
-        if not self._lock.acquire(blocking=False):
-            raise OrderedConsumerConcurrentRequestsError(
-                f"the ordered consumer of {self._stream!r} is being read already"
-            )
+        self._claim()
         try:
             return self._current(time.monotonic() + max_wait).cached_info.num_pending
         finally:
@@ -272,7 +277,6 @@ class OrderedMessages:
         self._max_messages = max_messages
         self._max_wait = max_wait
         self._inner: Any = None
-        self._inner_consumer: PullConsumer | None = None
         self._stopped = threading.Event()
 
     def __iter__(self) -> Iterator[JsMsg]:
@@ -297,10 +301,7 @@ class OrderedMessages:
         """
         ordered = self._ordered
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not ordered._lock.acquire(blocking=False):
-            raise OrderedConsumerConcurrentRequestsError(
-                f"the ordered consumer of {ordered.stream_name!r} is being read already"
-            )
+        ordered._claim()
         try:
             while True:
                 if self._stopped.is_set() or ordered._stopped.is_set():
@@ -330,7 +331,6 @@ class OrderedMessages:
             consumer = ordered._current(far)
             self._inner = consumer.messages(max_messages=self._max_messages,
                                             max_wait=self._max_wait)
-            self._inner_consumer = consumer
         # Short waits, so a stop() or a reconnect is noticed within a second.
         wait = 1.0 if remaining is None else min(remaining, 1.0)
         try:
