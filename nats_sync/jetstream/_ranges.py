@@ -1,16 +1,18 @@
-"""Reading a range of a stream's sequences without a durable consumer (``get_msgs``).
+"""Reading a range of a stream's sequences without a durable consumer (``get_msgs``,
+``get_msg_columns``).
 
 How it works, on the caller's thread: where the server has the batched direct get (API
 level >= 1) and the stream allows direct gets, each round sends
 ``{"seq": S, "batch": N, "next_by_subj": F, "max_bytes": B}`` to
-``DIRECT.GET.<stream>`` with a fresh inbox of ours as the reply subject; the stored
-messages stream back (gaps skipped), each with its ``Nats-Sequence`` and
+``DIRECT.GET.<stream>`` with an inbox of ours (one per read) as the reply subject; the
+stored messages stream back (gaps skipped), each with its ``Nats-Sequence`` and
 ``Nats-Num-Pending``, and a ``204 EOB`` status closes the batch (``404`` when nothing is
 at or after S). The next round starts after the last sequence seen. A server that
 answers with one message and no ``Nats-Num-Pending`` has no batches: the reader falls
-back. Otherwise an ephemeral, unacknowledged pull consumer starting at S is read with
-``fetch`` and deleted at the end. Nothing is kept between calls but the context's
-cached API level.
+back. Otherwise (and always for ``get_msg_columns``) an ephemeral, unacknowledged pull
+consumer starting at S is read with two ``no_wait`` pulls in flight
+(``read_columns_by_consumer``) and deleted at the end. Nothing is kept between calls
+but the context's cached API level.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ _DIRECT_HEADERS = frozenset({
     "Nats-Last-Sequence",
 })
 _END_OF_BATCH = 204
-_NOT_FOUND = 404
 #: Bytes a bulk read's pull asks for at most (unless the caller says), at least 4
 #: messages of the server's largest size.
 _BULK_PULL_BYTES = 16 * 1024 * 1024
@@ -112,18 +113,19 @@ def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
                  timeout: float | None) -> Iterator[StoredMsg]:
     wait = timeout or js.timeout
     call = js.api.subject(f"DIRECT.GET.{stream}")
-    while end_seq is None or start <= end_seq:
-        size = batch if end_seq is None else min(batch, end_seq - start + 1)
-        body: dict[str, Any] = {"seq": start, "batch": size}
-        if subject:
-            body["next_by_subj"] = subject
-        if max_bytes:
-            body["max_bytes"] = max_bytes
-        inbox = js.client.new_inbox()
-        sub = js.client.subscribe(inbox)
-        try:
-            js.client.publish(call, _json(body), reply=inbox)
-            pending = None
+    client = js.client
+    inbox = client.new_inbox()
+    # One inbox for every round: a round ends with its 204 (or 404) before the next is sent.
+    sub = client.subscribe(inbox)
+    try:
+        while end_seq is None or start <= end_seq:
+            size = batch if end_seq is None else min(batch, end_seq - start + 1)
+            body: dict[str, Any] = {"seq": start, "batch": size}
+            if subject:
+                body["next_by_subj"] = subject
+            if max_bytes:
+                body["max_bytes"] = max_bytes
+            client.publish(call, _json(body), reply=inbox)
             while True:
                 try:
                     reply = sub.next_msg(wait)
@@ -132,9 +134,8 @@ def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
                         f"no direct get reply from stream {stream!r} within {wait}s"
                     ) from None
                 if reply.status == _END_OF_BATCH:
-                    pending = header_int(reply.headers, "Nats-Num-Pending")
                     break
-                if reply.status == _NOT_FOUND:
+                if reply.status == d.STATUS_NOT_FOUND:
                     return
                 if reply.status is not None:
                     raise StatusError(status=reply.status, description=reply.description)
@@ -145,10 +146,10 @@ def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
                     return
                 start = message.seq + 1
                 yield message
-        finally:
-            sub.unsubscribe()
-        if not pending:
-            return
+            if not header_int(reply.headers, "Nats-Num-Pending"):
+                return
+    finally:
+        sub.unsubscribe()
 
 
 def read_columns_by_consumer(js: JetStream, stream: str, start: int, *, subject: str | None,
