@@ -17,7 +17,8 @@ from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from nats_sync._validate import check_int
+from nats_sync import _defaults as d
+from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import _compat
 from nats_sync.jetstream._api import (
@@ -91,13 +92,12 @@ class JetStream:
         client: CoreClient,
         *,
         domain: str | None = None,
-        api_prefix: str = "$JS.API",
-        timeout: float = 5.0,
+        api_prefix: str = d.DEFAULT_JS_API_PREFIX,
+        timeout: float = d.DEFAULT_JS_TIMEOUT,
         max_pending_acks: int = 4000,
         stall_wait: float = 0.2,
     ) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise InvalidArgumentError(f"timeout must be a number > 0, got {timeout!r}")
+        check_timeout(timeout)
         if domain is not None and (not isinstance(domain, str) or not domain or any(
                 c in domain for c in ".*> \t")):
             raise InvalidArgumentError(f"domain must be a plain non-empty name, got {domain!r}")
