@@ -21,11 +21,11 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nats_sync._proto import Headers
 from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg
 from nats_sync.jetstream.errors import JetStreamError, MessageNotFoundError
 from nats_sync.jetstream.stream import Stream
 from nats_sync.spark._js_plan import SOURCE, JsRange, Planner
+from nats_sync.spark._options import flat_headers
 
 JS_READ_SCHEMA = (
     "stream string, seq long, subject string, data binary, headers map<string,string>, "
@@ -142,19 +142,10 @@ def _check_head(part: JsRange) -> None:
         planner.checked_start(planner.offset(part.lo, info), info)
 
 
-def _header_pairs(headers: Headers | None) -> list[tuple[str, str]] | None:
-    if not headers:
-        return None
-    return [
-        (name, ",".join(value) if isinstance(value, list) else value)
-        for name, value in headers.items()
-    ]
-
-
 def _batch(stream: str, run: StoredColumns, include_headers: bool) -> pa.RecordBatch:
     count = len(run.seqs)
     headers = (
-        pa.array([_header_pairs(h) if h else None for h in run.headers], _HEADERS_TYPE)
+        pa.array([flat_headers(h) if h else None for h in run.headers], _HEADERS_TYPE)
         if include_headers else pa.nulls(count, _HEADERS_TYPE)
     )
     # Server stamps are nanoseconds; Spark keeps microseconds.

@@ -2,7 +2,8 @@
 
 How it works: pure functions, run on the driver when Spark builds a reader or writer, so
 a typo fails the query before any task starts. Spark hands options over as a
-case-insensitive mapping of strings; every key is checked against a fixed list.
+case-insensitive mapping of strings; every key is checked against a fixed list. Also
+the column checks and the headers conversion the sources share.
 """
 
 from __future__ import annotations
@@ -126,6 +127,17 @@ def check_message_columns(source: str, columns: Mapping[str, DataType],
         )
 
 
+def flat_headers(headers: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """Message headers as a ``map<string,string>`` value (a repeated header's values
+    joined with ``,``), or None where there are none."""
+    if not headers:
+        return None
+    return {
+        key: ",".join(value) if isinstance(value, list) else value
+        for key, value in headers.items()
+    }
+
+
 def lowered_options(options: Mapping[str, str]) -> dict[str, str]:
     """The options with their keys in lower case, without the ones Spark itself adds."""
     return {
@@ -199,6 +211,6 @@ def positive_int(option: str, text: str, source: str = "nats data source") -> in
 
 __all__ = [
     "CONNECT_OPTIONS", "SourceSettings", "check_known", "check_message_columns",
-    "connection_options", "lowered_options",
+    "connection_options", "flat_headers", "lowered_options",
     "parse_source_options", "positive_float", "positive_int",
 ]

@@ -37,6 +37,7 @@ from nats_sync.msg import Msg
 from nats_sync.spark._options import (
     SourceSettings,
     check_message_columns,
+    flat_headers,
     parse_source_options,
 )
 from nats_sync.spark._worker import worker_client
@@ -263,7 +264,7 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
             msg.subject,
             msg.reply or None,
             msg.data,
-            _flat_headers(msg.headers),
+            flat_headers(msg.headers),
             datetime.now(timezone.utc),
         )
         assert self._buffer is not None  # subscribed only after the buffer exists
@@ -305,12 +306,3 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to acknowledge in core NATS."""
-
-
-def _flat_headers(headers: dict[str, Any] | None) -> dict[str, str] | None:
-    if not headers:
-        return None
-    return {
-        key: ",".join(value) if isinstance(value, list) else value
-        for key, value in headers.items()
-    }
