@@ -1,23 +1,23 @@
 """Watching key-value keys: :class:`KeyWatcher`, on the ordered consumer.
 
-How it works: a watcher is an :class:`~nats_sync.jetstream.ordered.OrderedConsumer` on
-the bucket's stream, filtered on the watched subjects by the server, starting with the
-last entry of each key (``last_per_subject``), every kept entry (``all``, with
-``include_history``) or the stream's next sequence (``updates_only``). The ordered
-consumer is made when the watcher is, so nothing stored after ``watch()`` returns is
-missed, and it remakes itself after a reconnect, a server restart or a gap from the
-stream sequence after the last entry it handed over: nothing is lost or repeated.
+How it works: a watcher reads an :class:`~nats_sync.jetstream.ordered.Watch` (an
+ordered consumer on the bucket's stream) filtered on the watched subjects by the
+server, starting with the last entry of each key, every kept entry
+(``include_history``) or the stream's next sequence (``updates_only``). The consumer is
+made when the watcher is, so nothing stored after ``watch()`` returns is missed, and it
+remakes itself after a reconnect, a server restart or a gap from the stream sequence
+after the last entry it handed over: nothing is lost or repeated.
 
 The end of the initial values is the first message with no pending messages after it
 (its ``num_pending`` is 0), or the moment the watch starts when the consumer had
-nothing to deliver; ``updates()`` then returns ``None`` exactly once. Iteration skips
-that ``None``.
+nothing to deliver; ``updates()`` then returns ``None`` exactly once (the ``Watch``
+tells it). Iteration skips that ``None``.
 
 Threads: none of its own. ``updates()`` and iteration run on the caller's thread, one
 reader at a time (the ordered consumer's lock); ``stop()`` may come from any thread and
 wakes the reader at once; the client's close ends it too (the ordered consumer's
-status listener, on a client thread, only sets its flag). ``_marker_due`` and
-``_init_done`` are touched by the reading thread only.
+status listener, on a client thread, only sets its flag). The watcher's own state is
+set once, when it is made.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
 from nats_sync.jetstream._api import header_value
-from nats_sync.jetstream.ordered import OrderedConsumer
+from nats_sync.jetstream.ordered import Watch
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._msg import JsMsg
@@ -93,26 +93,8 @@ class KeyWatcher:
         self._bucket = bucket
         self._prefix_length = len(f"$KV.{bucket}.")
         self._ignore_deletes = ignore_deletes
-        if updates_only:
-            # "new" would be asked again on a remake before the first update came,
-            # losing what was stored meanwhile: start at a fixed sequence instead.
-            next_seq = js.stream_info(stream).state.last_seq + 1
-            self._ordered = OrderedConsumer(
-                js, stream, filter_subjects=subjects, deliver_policy="by_start_sequence",
-                opt_start_seq=next_seq, headers_only=meta_only)
-        else:
-            self._ordered = OrderedConsumer(
-                js, stream, filter_subjects=subjects,
-                deliver_policy="all" if include_history else "last_per_subject",
-                headers_only=meta_only)
-        try:
-            pending = self._ordered.start(js.timeout)
-        except BaseException:
-            self._ordered.stop()
-            raise
-        self._messages = self._ordered.messages()
-        self._init_done = updates_only
-        self._marker_due = not updates_only and pending == 0
+        self._watch = Watch(js, stream, subjects, include_history=include_history,
+                            updates_only=updates_only, headers_only=meta_only)
 
     def __repr__(self) -> str:
         return f"<nats_sync.jetstream.KeyWatcher on {self._bucket!r}>"
@@ -135,7 +117,7 @@ class KeyWatcher:
     @property
     def init_done(self) -> bool:
         """Whether the end of the initial values was handed over."""
-        return self._init_done
+        return self._watch.init_done
 
     def updates(self, timeout: float | None = 5.0) -> Entry | None:
         """The next entry; ``None`` once, at the end of the initial values.
@@ -149,15 +131,11 @@ class KeyWatcher:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if self._marker_due:
-                self._marker_due = False
-                self._init_done = True
-                return None
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            msg = self._messages.next(timeout=remaining)
+            msg = self._watch.next(remaining)
+            if msg is None:
+                return None
             entry = self._entry(msg)
-            if not self._init_done and msg.metadata.num_pending == 0:
-                self._marker_due = True
             if self._ignore_deletes and entry.operation != "PUT":
                 continue
             return entry
@@ -171,5 +149,4 @@ class KeyWatcher:
     def stop(self) -> None:
         """Ends the watch at once (a reader blocked in ``updates`` wakes up) and removes
         its server-side consumer."""
-        self._messages.stop()
-        self._ordered.stop()
+        self._watch.stop()

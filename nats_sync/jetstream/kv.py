@@ -537,8 +537,6 @@ class KeyValue:
             meta_only: leave out the values (headers only).
             updates_only: only changes stored after the watch began.
         """
-        if include_history and updates_only:
-            raise InvalidArgumentError("include_history and updates_only exclude each other")
         subjects = [self._prefix + pattern for pattern in self._filters(keys)]
         return KeyWatcher(self._js, self._bucket, self._stream.name, subjects,
                           include_history=include_history, ignore_deletes=ignore_deletes,

@@ -16,6 +16,16 @@ runs ``cb`` on the pull consumer's ``ConsumeContext`` thread
 (``nats_sync-js-consume-ordered-<stream>``). The reconnect listener
 runs on a client thread and only sets ``_reset_needed``. State: the sequences and the
 current consumer are written by the reading thread under ``_lock`` held for the read.
+
+:class:`Watch` is what the key-value and object store watchers read: an ordered
+consumer on some subjects that starts with the last message of each (``all`` kept ones
+with ``include_history``), or at the stream's next sequence (``updates_only``: a fixed
+sequence, not ``new``, which a remake before the first message would ask again, losing
+what was stored meanwhile). It makes the server-side consumer at once, so nothing
+stored after it returns is missed, and tells the end of the initial messages as one
+``None``: after the first message with no pending messages after it (``num_pending``
+0), or at once when the consumer had nothing to deliver. Its ``_marker_due`` and
+``init_done`` are touched by the reading thread only.
 """
 
 from __future__ import annotations
@@ -366,6 +376,62 @@ class OrderedMessages:
     def drain(self, timeout: float | None = None) -> None:
         """Same as :meth:`stop`: an ordered reader holds nothing unacknowledged."""
         self.stop()
+
+
+class Watch:
+    """The messages of an ordered consumer on ``subjects``: the initial ones, ``None``
+    once at their end (not with ``updates_only``), then every new one.
+
+    Raises:
+        InvalidArgumentError: ``include_history`` with ``updates_only``.
+    """
+
+    def __init__(self, js: JetStream, stream: str, subjects: Sequence[str], *,
+                 include_history: bool, updates_only: bool, headers_only: bool = False
+                 ) -> None:
+        if include_history and updates_only:
+            raise InvalidArgumentError("include_history and updates_only exclude each other")
+        if updates_only:
+            next_seq = js.stream_info(stream).state.last_seq + 1
+            self._ordered = OrderedConsumer(
+                js, stream, filter_subjects=subjects, deliver_policy="by_start_sequence",
+                opt_start_seq=next_seq, headers_only=headers_only)
+        else:
+            self._ordered = OrderedConsumer(
+                js, stream, filter_subjects=subjects,
+                deliver_policy="all" if include_history else "last_per_subject",
+                headers_only=headers_only)
+        try:
+            pending = self._ordered.start(js.timeout)
+        except BaseException:
+            self._ordered.stop()
+            raise
+        self._messages = self._ordered.messages()
+        #: Whether the end of the initial messages was handed over.
+        self.init_done = updates_only
+        self._marker_due = not updates_only and pending == 0
+
+    def next(self, timeout: float | None) -> JsMsg | None:
+        """The next message; ``None`` once, at the end of the initial ones.
+
+        Raises:
+            TimeoutError: nothing new within ``timeout`` seconds.
+            ConnectionClosedError: stopped, or the client closed.
+        """
+        if self._marker_due:
+            self._marker_due = False
+            self.init_done = True
+            return None
+        msg = self._messages.next(timeout=timeout)
+        if not self.init_done and msg.metadata.num_pending == 0:
+            self._marker_due = True
+        return msg
+
+    def stop(self) -> None:
+        """Ends the watch at once (a reader blocked in ``next`` wakes up) and removes its
+        server-side consumer."""
+        self._messages.stop()
+        self._ordered.stop()
 
 
 class _Waiting(_Reset):
