@@ -520,12 +520,12 @@ class JetStream:
     def purge_stream(self, name: str, seq: int | None = None, subject: str | None = None,
                      keep: int | None = None) -> int:
         """nats-py's ``purge_stream``: ``Stream.purge`` by name."""
-        return self.stream(name).purge(subject=subject, keep=keep, sequence=seq)
+        return self._named_stream(name).purge(subject=subject, keep=keep, sequence=seq)
 
     def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None
                 ) -> StoredMsg:
         """nats-py's ``get_msg``: by sequence, or the last message on ``subject``."""
-        stream = self.stream(stream_name)
+        stream = self._named_stream(stream_name)
         if seq is not None:
             return stream.get_msg(seq)
         if subject is None:
@@ -534,11 +534,17 @@ class JetStream:
 
     def get_last_msg(self, stream_name: str, subject: str) -> StoredMsg:
         """nats-py's ``get_last_msg``: the last message stored on ``subject``."""
-        return self.stream(stream_name).get_last_msg(subject)
+        return self._named_stream(stream_name).get_last_msg(subject)
 
     def delete_msg(self, stream_name: str, seq: int) -> None:
         """nats-py's ``delete_msg``: removes one message (erasing it)."""
-        self.stream(stream_name).delete_msg(seq, erase=True)
+        self._named_stream(stream_name).delete_msg(seq, erase=True)
+
+    def _named_stream(self, name: str) -> Stream:
+        """A ``Stream`` bound by name alone (its ``cached_info`` holds only the name) for
+        the one-request calls above: no STREAM.INFO first, as nats-py sends one request;
+        a missing stream is the server's ``StreamNotFoundError`` all the same."""
+        return Stream(self, StreamInfo(config=StreamConfig(name=check_stream_name(name))))
 
     def add_consumer(self, stream: str, config: ConsumerConfig | None = None,
                      **fields: Any) -> ConsumerInfo:

@@ -126,6 +126,28 @@ def test_stored_messages_get_delete_and_purge(js: JetStream) -> None:
     assert (state.messages, state.first_seq) == (0, 11)
 
 
+def test_legacy_stored_message_calls_take_the_stream_by_name(js: JetStream) -> None:
+    js.create_stream(name="L", subjects=["l.>"])
+    for n in range(1, 7):
+        store(js, f"l.{n % 2}", b"%d" % n)
+    assert js.get_msg("L", 2).data == b"2"
+    assert js.get_msg("L", subject="l.1").seq == 5
+    assert js.get_last_msg("L", "l.0").seq == 6
+    js.delete_msg("L", 3)
+    with pytest.raises(MessageNotFoundError):
+        js.get_msg("L", 3)
+    assert js.purge_stream("L", subject="l.0") == 3
+    assert js.purge_stream("L") == 2
+    with pytest.raises(nats_sync.InvalidArgumentError, match="seq or subject"):
+        js.get_msg("L")
+    for call in (lambda: js.get_msg("NOPE", 1), lambda: js.get_last_msg("NOPE", "l.0"),
+                 lambda: js.delete_msg("NOPE", 1), lambda: js.purge_stream("NOPE")):
+        with pytest.raises(StreamNotFoundError):
+            call()
+    with pytest.raises(InvalidStreamNameError):
+        js.get_msg("a.b", 1)
+
+
 def test_get_msgs_reads_a_range_by_direct_get_skipping_gaps(js: JetStream) -> None:
     stream = js.create_stream(name="R", subjects=["r.>"], allow_direct=True)
     for n in range(1, 21):
