@@ -224,7 +224,8 @@ def test_unanswered_pings_make_the_connection_stale(connect: Connect) -> None:
                                  max_outstanding_pings=2, allow_reconnect=False)
     assert wait_until(lambda: handler.state is State.CLOSED)
     assert isinstance(handler.last_error, StaleConnectionError)
-    assert any(isinstance(err, StaleConnectionError) for err in events.errors)
+    # error_cb runs on the callback thread, which may still be at it when CLOSED is set.
+    assert wait_until(lambda: any(isinstance(err, StaleConnectionError) for err in events.errors))
 
 
 def test_close_fails_waiting_flushes_and_stops_every_thread(connect: Connect) -> None:
