@@ -5,8 +5,8 @@ JSON body (``$JS.API`` or ``$JS.<domain>.API``). :class:`JsApi` sends it with th
 client's public ``request`` on the caller's thread, decodes the reply and raises the
 mapped error (``errors.api_error``). It keeps no state beyond its settings, so any
 thread may use it at once. The helpers convert units (float seconds <-> integer
-nanoseconds, aware UTC ``datetime`` <-> RFC 3339 with nanoseconds) and validate
-stream and consumer names.
+nanoseconds, aware UTC ``datetime`` <-> RFC 3339 with nanoseconds, epoch nanoseconds
+-> ``datetime``) and validate stream and consumer names.
 
 Nothing here imports the client: what JetStream needs from it is :class:`CoreClient`
 (the public API plus the internal status-listener hook), which keeps the package's
@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from nats_sync.errors import NoRespondersError
@@ -129,6 +129,15 @@ def parse_time(text: str) -> datetime:
     zone = "+00:00" if match["zone"] in ("Z", "z") else match["zone"]
     parsed = datetime.fromisoformat(f"{match['base'].replace(' ', 'T')}.{fraction}{zone}")
     return parsed.astimezone(timezone.utc)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def time_from_ns(nanoseconds: int) -> datetime:
+    """Nanoseconds since the epoch (an ack subject's time stamp) as an aware UTC
+    ``datetime``; integer arithmetic keeps the microseconds exact."""
+    return _EPOCH + timedelta(microseconds=nanoseconds // 1000)
 
 
 def format_time(moment: datetime) -> str:

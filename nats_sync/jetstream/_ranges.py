@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
 from nats_sync._validate import check_int
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._api import header_int, header_value, parse_time
+from nats_sync.jetstream._api import header_int, header_value, parse_time, time_from_ns
 from nats_sync.jetstream._msg import ack_sequence_time_pending
 from nats_sync.jetstream._pull import classify, pull_body
 from nats_sync.jetstream.api import StoredColumns, StoredMsg
@@ -38,8 +37,6 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._api import CoreClient
     from nats_sync.jetstream.context import JetStream
     from nats_sync.jetstream.stream import Stream
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 #: Headers the server adds to a direct get reply; the stored message's own are the rest.
 _DIRECT_HEADERS = frozenset({
@@ -299,7 +296,7 @@ def _read_by_consumer(js: JetStream, stream: str, start: int, subject: str | Non
         ):
             yield StoredMsg(stream=stream, subject=subj, seq=seq, data=data,
                             headers=dict(headers) if headers else None,
-                            time=_EPOCH + timedelta(microseconds=stamp // 1000))
+                            time=time_from_ns(stamp))
 
 
 def stored_from_direct(stream: str, reply: Msg) -> StoredMsg:

@@ -17,6 +17,7 @@ from nats_sync.jetstream._api import (
     format_time,
     from_ns,
     parse_time,
+    time_from_ns,
     to_ns,
 )
 from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo, StreamConfig, StreamInfo
@@ -98,6 +99,7 @@ def test_units_round_trip() -> None:
         "2026-01-01T00:00:00Z")
     with pytest.raises(js_errors.JetStreamError):
         parse_time("yesterday")
+    assert time_from_ns(1_795_433_562_649_191_476) == moment  # microseconds kept exactly
 
 
 @pytest.mark.parametrize("name", ["", "a.b", "a b", "a\tb", "a*", "a>", "a/b", "a\\b", 5, None])
