@@ -502,7 +502,8 @@ class Handler:
             raise ConnectionClosedError("the client is closed")
 
     def check_can_start(self) -> None:
-        """Raises unless a new subscription or request may start."""
+        """Raises unless a subscription may start or end, or a request start (closed,
+        draining, forked)."""
         if self.state is State.CONNECTED and _current_pid[0] == self._pid:
             return
         self._check_open()
@@ -538,9 +539,7 @@ class Handler:
         """Sends UNSUB now, or after ``limit`` messages in total."""
         check_int(limit, "limit", 0)
         with self._lock:
-            self._check_open()
-            if self.state in DRAINING:
-                raise ConnectionDrainingError("the client is draining")
+            self.check_can_start()
             if sub.is_closed or self.subs.get(sub.sid) is not sub:
                 raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
             if limit and limit > sub.received:
@@ -567,9 +566,7 @@ class Handler:
         check_timeout(budget)
         deadline = time.monotonic() + budget
         with self._lock:
-            self._check_open()
-            if self.state in DRAINING:
-                raise ConnectionDrainingError("the client is draining")
+            self.check_can_start()
             if sub.is_closed or self.subs.get(sub.sid) is not sub:
                 raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
             self._put_control(proto.encode_unsub(sub.sid))
