@@ -232,7 +232,7 @@ def _entry_line(entry: Entry) -> str:
     return f"{entry.revision}\t{entry.operation}\t{stamp}\t{entry.key}\t{value}"
 
 
-def _next(js: Any, args: argparse.Namespace, out: TextIO) -> None:
+def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     if args.count < 1:
         raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
     reader = js.consumer(args.stream, args.name)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
@@ -44,13 +43,6 @@ class CoreClient(Protocol):
         headers: Headers = None,
     ) -> Msg:
         """A core request: the first reply."""
-        ...
-
-    def request_future(
-        self, subject: str, payload: bytes = b"", timeout: float = ...,
-        headers: Headers = None,
-    ) -> Future[Msg]:
-        """A core request whose reply is a future."""
         ...
 
     def request_batch(
