@@ -366,8 +366,8 @@ class Client:
     def jetstream(
         self,
         domain: str | None = None,
-        api_prefix: str = "$JS.API",
-        timeout: float = 5.0,
+        api_prefix: str = d.DEFAULT_JS_API_PREFIX,
+        timeout: float = d.DEFAULT_JS_TIMEOUT,
         max_pending_acks: int = 4000,
         stall_wait: float = 0.2,
     ) -> JetStream:
