@@ -192,10 +192,6 @@ class ServerPool:
         chosen = self._servers if servers is None else servers
         return [Server.of(server, self.failures(server)) for server in chosen]
 
-    def find(self, netloc: str) -> ServerAddress | None:
-        """The server at ``host:port``, if it is in the pool."""
-        return next((server for server in self._servers if server.netloc == netloc), None)
-
     def replace(self, urls: Iterable[str]) -> None:
         """Makes ``urls`` the pool (``set_server_pool``): parsed first, so a bad URL
         changes nothing; shuffled unless told not to; failure counts of servers that
