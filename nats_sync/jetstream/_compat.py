@@ -121,7 +121,7 @@ class JsSubscription:
 
     def drain(self, timeout: float | None = None) -> None:
         """Lets what was pulled be handed over, then stops."""
-        self._reader.drain(timeout) if self._with_callback else self._reader.drain()
+        self._reader.drain(timeout)
         self._end()
 
 
