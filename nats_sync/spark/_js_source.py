@@ -17,6 +17,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import check_stream_name
+from nats_sync.jetstream.errors import InvalidStreamNameError
 from nats_sync.spark._js_plan import (
     DEFAULT_FETCH_BATCH,
     DEFAULT_TIMEOUT,
@@ -71,8 +73,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> JsRead
     stream = given.get("stream", "").strip()
     if not stream:
         raise InvalidArgumentError(f"{SOURCE}: option 'stream' is required (the stream's name)")
-    if any(char in stream for char in " \t\r\n.*>"):
-        raise InvalidArgumentError(f"{SOURCE}: option 'stream' is not a stream name: {stream!r}")
+    try:
+        check_stream_name(stream)
+    except InvalidStreamNameError as bad:
+        raise InvalidStreamNameError(f"{SOURCE}: option 'stream': {bad.detail}") from None
     if "startingoffsets" in given and "startingtimestamp" in given:
         raise InvalidArgumentError(
             f"{SOURCE}: give either 'startingOffsets' or 'startingTimestamp', not both"
