@@ -5,11 +5,13 @@ How it works: plain functions and a `Planner` made per call, on the driver (the 
 An offset is ``{"<stream>": {"seq": <next sequence to read>, "created": "<stream
 creation time>"}}``; the creation time tells a stream deleted and made again (its
 sequences start over) from the one a checkpoint knew. A planner asks the server once per
-call (``STREAM.INFO``) through the process's worker client and keeps nothing.
+call (``STREAM.INFO``) through the process's worker client and keeps nothing but the one
+JetStream context its calls share.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Mapping
@@ -96,9 +98,14 @@ class Planner:
     def __init__(self, settings: JsReadSettings) -> None:
         self.settings = settings
 
+    @functools.cached_property
+    def js(self) -> JetStream:
+        """The context of this planner's calls (its ``api_level`` asked once at most)."""
+        return self.settings.jetstream()
+
     def info(self) -> StreamInfo:
         try:
-            return self.settings.jetstream().stream_info(self.settings.stream)
+            return self.js.stream_info(self.settings.stream)
         except StreamNotFoundError:
             raise StreamNotFoundError(
                 f"{SOURCE}: stream {self.settings.stream!r} does not exist",
@@ -124,9 +131,8 @@ class Planner:
 
     def _seq_at_time(self, millis: int, info: StreamInfo) -> int:
         when = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
-        js = self.settings.jetstream()
         try:
-            reply = js.api.request(
+            reply = self.js.api.request(
                 f"STREAM.MSG.GET.{self.settings.stream}",
                 {"start_time": when.isoformat().replace("+00:00", "Z")},
             )
@@ -206,7 +212,7 @@ class Planner:
             return False
         if mode == "auto" and info.config.retention != "workqueue":
             return False
-        usable = bool(info.config.allow_direct) and self.settings.jetstream().api_level() >= 1
+        usable = bool(info.config.allow_direct) and self.js.api_level() >= 1
         if mode == "direct" and not usable:
             raise InvalidArgumentError(
                 f"{SOURCE}: readMode 'direct' needs a stream with allow_direct and a "
