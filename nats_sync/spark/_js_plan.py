@@ -23,6 +23,7 @@ from pyspark.sql.datasource import InputPartition
 
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import JetStream
+from nats_sync.jetstream._api import format_time
 from nats_sync.jetstream.api import StreamInfo
 from nats_sync.jetstream.errors import MessageNotFoundError, StreamNotFoundError
 from nats_sync.spark._worker import worker_client
@@ -134,7 +135,7 @@ class Planner:
         try:
             reply = self.js.api.request(
                 f"STREAM.MSG.GET.{self.settings.stream}",
-                {"start_time": when.isoformat().replace("+00:00", "Z")},
+                {"start_time": format_time(when)},
             )
         except MessageNotFoundError:
             return head_of(info)  # nothing stored at or after that time yet
