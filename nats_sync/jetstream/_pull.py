@@ -572,20 +572,20 @@ class MessageStream:
                     check = True
                 else:
                     request = self._take_pull(now)
-        if check:
-            self._check_consumer(deadline)
-            return 0.0
-        if request is not None:
-            self._send_pull(*request)
-        with self._lock:
+            # How long to wait, with the pull just taken counted as pending.
             due = math.inf if deadline is None else deadline
-            if self._state == _ACTIVE:
+            if state == _ACTIVE:
                 if not self._connected or self._pending_msgs == 0:
                     due = min(due, now + _POLL)
                 elif self._awaiting():
                     due = min(due, self._heartbeat_due)
                 if self._retry_at > now:
                     due = min(due, self._retry_at)
+        if check:
+            self._check_consumer(deadline)
+            return 0.0
+        if request is not None and not self._send_pull(*request):
+            return 0.0  # not sent: the next call waits as the failure left things
         return None if due == math.inf else max(due - time.monotonic(), 0.0)
 
     def _take_pull(self, now: float) -> tuple[int, int] | None:
@@ -608,19 +608,24 @@ class MessageStream:
         self._heartbeat_due = now + 2 * self._heartbeat
         return batch, size
 
-    def _send_pull(self, batch: int, size: int) -> None:
+    def _send_pull(self, batch: int, size: int) -> bool:
+        """Publishes a pull ``_take_pull`` counted; False (and it is uncounted) when
+        it could not be sent."""
         body = pull_body(batch, expires=self._expires, max_bytes=size or None,
                          heartbeat=self._heartbeat)
         try:
             self._client.publish(self._subject, body, reply=self._inbox)
         except ConnectionClosedError:
             self._end(_CLOSED, None)
+            return False
         except Error as err:  # e.g. the reconnect buffer is full: try again soon
             with self._lock:
                 self._pending_msgs = max(0, self._pending_msgs - batch)
                 self._pending_bytes = max(0, self._pending_bytes - size)
                 self._retry_at = time.monotonic() + _POLL
                 self._warnings.append(err)
+            return False
+        return True
 
     def _on_status(self, msg: Msg) -> None:
         status = classify(msg)
