@@ -25,10 +25,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from spark_jetstream_pipeline import jetstream_url, run_pipeline
+from spark_jetstream_pipeline import run_pipeline
 from spark_lookup import build_session, run_lookup
 
 from nats_sync.spark.testing import SparkStandaloneCluster
+from nats_sync.testing import server_url
 
 
 @contextlib.contextmanager
@@ -59,8 +60,10 @@ def main() -> int:
 
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nats-sync-demo-"))
     began = time.perf_counter()
-    with jetstream_url(args.servers) as url, \
+    with server_url(args.servers, jetstream=True) as url, \
             spark_master(args.master, args.local_cluster) as master:
+        if not args.servers:
+            print(f"embedded nats-server {url} with JetStream")
         print(f"starting Spark ({master}) ...", flush=True)
         started = time.perf_counter()
         spark = build_session(master)

