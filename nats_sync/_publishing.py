@@ -5,7 +5,7 @@ the callback and delivery threads (``Msg.respond``), and requesting threads.
 ``publish`` is the public entry and the hot path: a message without reply or headers
 is built from the cached ``PUB <subject> <size>\\r\\n`` line and appended to the
 outbox under its lock (``Outbox.put_messages`` inlined: a call is a tenth of this
-path's cost; ``tests/unit/test_publish_paths_agree.py`` holds the two to the same
+path's cost; ``tests/unit/test_fast_paths_agree.py`` holds the two to the same
 result). ``publish_request`` carries the request multiplexer's own inbox, which needs
 no validation, and may write from the caller's thread when the writer is idle
 (``direct``). Nothing here starts a thread or waits, except for room in a full outbox
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 HeadersArg = Mapping[str, "str | Sequence[str]"] | None
 
 _LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
+_UNCACHED = d.UNCACHED_SUBJECT_PREFIXES
 _CRLF = proto.CRLF
 
 
@@ -174,8 +175,10 @@ class Publisher:
     ) -> bytes:
         """``PUB <subject> <size>\\r\\n``, validating ``subject`` unless cached."""
         prefix = proto.pub_prefix(subject, self.strict_subjects) if entry is None else entry[0]
-        line = proto.pub_line(prefix, b"", size)
-        if subject.startswith(d.UNCACHED_SUBJECT_PREFIXES):
+        # proto.pub_line without a reply, inlined: replies (Msg.respond to an inbox) and
+        # subjects published with changing sizes come here for every message.
+        line = b"%b%d\r\n" % (prefix, size)
+        if subject.startswith(_UNCACHED):
             return line  # used once (an inbox, an ack): caching it only evicts the rest
         if entry is None and len(self._pub_lines) >= d.SUBJECT_CACHE_SIZE:
             self._pub_lines.clear()

@@ -172,7 +172,8 @@ def connect_fields(
 
 def pub_line(prefix: bytes, reply: bytes, size: int) -> bytes:
     """``PUB <subject> [<reply>] <size>\\r\\n`` from :func:`pub_prefix`'s
-    ``b"PUB <subject> "`` and an already validated reply: every PUB line is made here."""
+    ``b"PUB <subject> "`` and an already validated reply: every PUB line is made here
+    (``Publisher._pub_line`` inlines the form without a reply)."""
     if reply:
         return b"%b%b %d\r\n" % (prefix, reply, size)
     return b"%b%d\r\n" % (prefix, size)
