@@ -9,13 +9,13 @@ publisher. Blocking requests wait on their waiter in the caller's thread (or rea
 own reply, ``RequestHost.read_own_reply``); ``request_future`` deadlines are scheduled
 on the timer thread. Nothing here starts a thread.
 
-State: ``_mux`` is set once, under ``_lock``, and only read afterwards; the mux is
-thread-safe by itself (see ``_requests``).
+State: ``_mux`` is the mux the handler keeps (it subscribes one inbox, once, under its
+own lock, and returns that mux to every caller), so two first requests racing here end
+with the same mux; the mux is thread-safe by itself (see ``_requests``).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast
@@ -101,7 +101,6 @@ class Requester:
         self._run_callback = run_callback
         self._inbox_prefix = inbox_prefix
         self._nuid = Nuid()
-        self._lock = threading.Lock()
         self._mux: RequestMux | None = None
 
     def new_inbox(self) -> str:
@@ -109,14 +108,14 @@ class Requester:
         return f"{self._inbox_prefix}.{self._nuid.next()}"
 
     def _request_mux(self) -> RequestMux:
-        self._host.check_can_start()
         mux = self._mux
-        if mux is not None:
-            return mux
-        with self._lock:
-            if self._mux is None:
-                self._mux = self._host.open_request_inbox(RequestMux(self.new_inbox() + "."))
-            return self._mux
+        if mux is None:
+            # open_request_inbox checks the client can start a request (and only the
+            # first mux offered wins there).
+            mux = self._mux = self._host.open_request_inbox(RequestMux(self.new_inbox() + "."))
+        else:
+            self._host.check_can_start()
+        return mux
 
     def request(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
