@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from nats_sync.errors import NoRespondersError
+from nats_sync.errors import InvalidArgumentError, NoRespondersError
 from nats_sync.jetstream.errors import (
     InvalidConsumerNameError,
     InvalidStreamNameError,
@@ -171,6 +171,23 @@ def _check_name(name: object, what: str, error: type[JetStreamError]) -> str:
         raise error(f"{what} {name!r} holds {''.join(bad)!r}: "
                     "names may not contain '.', '*', '>', '/', '\\' or whitespace")
     return name
+
+
+def check_domain(domain: object) -> str | None:
+    """Returns ``domain`` (None for no domain) if it can be a JetStream domain.
+
+    Raises:
+        InvalidArgumentError: not None and not a plain name: empty, not a str, or holding
+            ``. * >`` or whitespace (it becomes one token of ``$JS.<domain>.API``).
+    """
+    if domain is None:
+        return None
+    if not isinstance(domain, str) or not domain or any(
+            c in ".*>" or c.isspace() for c in domain):
+        raise InvalidArgumentError(
+            f"domain must be a plain non-empty name (no '.', '*', '>' or whitespace), "
+            f"got {domain!r}")
+    return domain
 
 
 def check_stream_name(name: object) -> str:

@@ -26,6 +26,7 @@ from nats_sync.jetstream._api import (
     Headers,
     JsApi,
     check_consumer_name,
+    check_domain,
     check_stream_name,
     format_time,
 )
@@ -98,9 +99,7 @@ class JetStream:
         stall_wait: float = 0.2,
     ) -> None:
         check_timeout(timeout)
-        if domain is not None and (not isinstance(domain, str) or not domain or any(
-                c in domain for c in ".*> \t")):
-            raise InvalidArgumentError(f"domain must be a plain non-empty name, got {domain!r}")
+        check_domain(domain)
         prefix = f"$JS.{domain}.API" if domain else api_prefix.rstrip(".")
         if not prefix:
             raise InvalidArgumentError("api_prefix must not be empty")

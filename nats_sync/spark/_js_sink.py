@@ -57,6 +57,7 @@ from nats_sync._proto import publish_subject
 from nats_sync.client import Client
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, PubAck
+from nats_sync.jetstream._api import check_domain
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
     check_known,
@@ -147,11 +148,10 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
     if subject is not None:
         _check_subject_option(subject)
     domain = given.get("domain") or None
-    if domain is not None and any(c in domain for c in ".*> \t\r\n"):
-        raise InvalidArgumentError(
-            f"{_SINK}: option 'domain' must be a plain name (no '.', '*', '>' or spaces), "
-            f"got {domain!r}"
-        )
+    try:
+        check_domain(domain)
+    except InvalidArgumentError as bad:
+        raise InvalidArgumentError(f"{_SINK}: option 'domain': {bad}") from None
     id_columns = tuple(name.strip() for name in given.get("msgidcolumns", "").split(",")
                        if name.strip())
     if "msgidcolumns" in given and not id_columns:

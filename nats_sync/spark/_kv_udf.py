@@ -31,6 +31,7 @@ from nats_sync._validate import check_timeout
 from nats_sync.client import Client
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import KeyValue, KeyValueConfig
+from nats_sync.jetstream._api import check_domain
 from nats_sync.spark._worker import worker_client
 
 _DEFAULT_TIMEOUT = 5.0
@@ -130,9 +131,10 @@ def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = _DEFAU
     """
     KeyValueConfig(bucket=bucket).to_stream_config()  # raises InvalidBucketNameError
     check_timeout(timeout)
-    if domain is not None and (not isinstance(domain, str) or not domain
-                               or any(c in domain for c in ".*> \t\r\n")):
-        raise InvalidArgumentError(f"kv_lookup_udf: domain must be a plain name, got {domain!r}")
+    try:
+        check_domain(domain)
+    except InvalidArgumentError as bad:
+        raise InvalidArgumentError(f"kv_lookup_udf: {bad}") from None
     options = dict(connect_options)
     wait = float(timeout)
 
