@@ -263,9 +263,9 @@ def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None,
                 pulls.empty_answers += 1
                 pulls.ended()
                 continue
-            if "batch completed" not in msg.description.lower():
-                # A pull ended early (its byte limit, a timeout). One that ended with
-                # all its messages was replaced when its last one came.
+            if status.pending_msgs != 0:
+                # A pull ended owing messages (its byte limit, a timeout). One that owes
+                # none (409 Batch Completed) was replaced when its last message came.
                 pulls.ended()
             continue
         seq, stamp, pending = ack_sequence_time_pending(msg.reply)
