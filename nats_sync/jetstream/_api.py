@@ -132,6 +132,11 @@ def time_from_ns(nanoseconds: int) -> datetime:
     return _EPOCH + timedelta(microseconds=nanoseconds // 1000)
 
 
+def ns_from_time(moment: datetime) -> int:
+    """The inverse of `time_from_ns` for an aware ``datetime`` (exact, in integers)."""
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
 def format_time(moment: datetime) -> str:
     """An aware ``datetime`` as RFC 3339 in UTC (a naive one is taken as UTC)."""
     if moment.tzinfo is None:

@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from nats_sync._validate import check_timeout
-from nats_sync.jetstream._api import to_ns
+from nats_sync.jetstream._api import time_from_ns, to_ns
 from nats_sync.jetstream.errors import MsgAlreadyAckdError, NotJSMessageError
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ _STREAM_AT = {9: 2, 11: _V2_STREAM_AT, 12: _V2_STREAM_AT}
 _DELIVERED, _SSEQ, _CSEQ, _STAMP, _PENDING = range(2, 7)
 _NOT_A_NUMBER = "ack subject {!r} has a token that is not a number where one should be"
 _NO_DOMAIN = "_"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 #: One lock for every message's acknowledged flag: held for a test-and-set only.
 _ACK_LOCK = threading.Lock()
 
@@ -120,8 +119,7 @@ def parse_metadata(reply: str) -> MsgMetadata:
         domain=domain,
         num_delivered=delivered,
         num_pending=pending,
-        # Microseconds, the datetime's precision; integer arithmetic keeps them exact.
-        timestamp=_EPOCH + timedelta(microseconds=stamp // 1000),
+        timestamp=time_from_ns(stamp),
         sequence=SequencePair(stream=stream_seq, consumer=consumer_seq),
     )
 

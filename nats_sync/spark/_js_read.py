@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg
+from nats_sync.jetstream._api import ns_from_time
 from nats_sync.jetstream.errors import JetStreamError, MessageNotFoundError
 from nats_sync.jetstream.stream import Stream
 from nats_sync.spark._js_plan import SOURCE, JsRange, Planner
@@ -42,7 +42,6 @@ ARROW_SCHEMA = pa.schema([
 _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 _TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
 _ROWS_PER_BATCH = 10_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 #: Seconds between reads of a replica found behind its leader.
 _LAG_RETRY_WAIT = 0.1
 
@@ -121,18 +120,12 @@ def _direct_runs(messages: Iterator[StoredMsg]) -> Iterator[StoredColumns]:
         run.subjects.append(message.subject)
         run.datas.append(message.data)
         run.headers.append(message.headers)
-        run.times_ns.append(_ns(message.time))
+        run.times_ns.append(0 if message.time is None else ns_from_time(message.time))
         if len(run) >= _ROWS_PER_BATCH:
             yield run
             run = StoredColumns()
     if run.seqs:
         yield run
-
-
-def _ns(moment: datetime | None) -> int:
-    if moment is None:
-        return 0
-    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def _check_head(part: JsRange) -> None:
