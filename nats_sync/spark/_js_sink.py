@@ -12,7 +12,7 @@ subject, the stream refused the message, no ack within ``timeout``) fails the ta
 a `RuntimeError` saying how many of its rows were acknowledged, and Spark runs the task
 again. The task reports its rows and the duplicates the stream ignored
 (``PubAck.duplicate``) to the driver, which logs them in ``commit``. State touched: the
-worker's client cache and this module's cache of JetStream contexts (under a lock).
+worker's client cache and this module's cache of JetStream contexts (``_worker.PerClient``).
 
 Exactly-once into JetStream: give each row a message id (a ``msg_id`` column, or option
 ``msgIdColumns``: columns whose values joined with ``:`` make the id, e.g.
@@ -28,7 +28,6 @@ message ids the sink is at-least-once.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -54,7 +53,6 @@ from pyspark.sql.types import (
 )
 
 from nats_sync._proto import publish_subject
-from nats_sync.client import Client
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, PubAck
 from nats_sync.jetstream._api import check_domain
@@ -67,7 +65,7 @@ from nats_sync.spark._options import (
     positive_float,
     positive_int,
 )
-from nats_sync.spark._worker import worker_client
+from nats_sync.spark._worker import PerClient, worker_client
 
 logger = logging.getLogger("nats_sync.spark")
 
@@ -229,28 +227,19 @@ def check_sink_schema(schema: StructType, *, has_subject_option: bool,
 
 # --- the tasks: publishing with acknowledgements -------------------------------------------
 
-_contexts_lock = threading.Lock()
-#: This process's JetStream contexts: (id of client, domain, timeout, window) -> (client,
-#: context). One context per client and settings keeps one ack subscription for all the
-#: tasks this worker runs, instead of one per task lingering until it idles out.
-_contexts: dict[tuple[int, str | None, float, int], tuple[Client, JetStream]] = {}
+#: This process's JetStream contexts, one per client and settings: one ack subscription
+#: for all the tasks this worker runs, instead of one per task lingering until it idles.
+_contexts: PerClient[JetStream] = PerClient()
 
 
 def _jetstream(settings: SinkSettings) -> JetStream:
     client = worker_client(list(settings.servers), settings.connect_kwargs)
-    key = (id(client), settings.domain, settings.timeout, settings.max_pending_acks)
-    with _contexts_lock:
-        cached = _contexts.get(key)
-        if cached is not None and cached[0] is client:
-            return cached[1]
-        for stale in [k for k, (c, _) in _contexts.items() if c.is_closed]:
-            del _contexts[stale]
-        # stall_wait = the ack timeout: a full window frees up as acks come or expire.
-        js = client.jetstream(domain=settings.domain, timeout=settings.timeout,
-                              max_pending_acks=settings.max_pending_acks,
-                              stall_wait=settings.timeout)
-        _contexts[key] = (client, js)
-        return js
+    # stall_wait = the ack timeout: a full window frees up as acks come or expire.
+    return _contexts.get(
+        client, (settings.domain, settings.timeout, settings.max_pending_acks),
+        lambda: client.jetstream(domain=settings.domain, timeout=settings.timeout,
+                                 max_pending_acks=settings.max_pending_acks,
+                                 stall_wait=settings.timeout))
 
 
 class _Tally:

@@ -11,59 +11,39 @@ naming it (a bug in the job, unlike a missing key, as in nats.go and nats-py), a
 lookup that gets no answer in time raises: the task fails and Spark retries it, rather
 than taking an unreachable server for a missing key.
 
-State: a per-process cache of (client, bucket binding), made on first use after Spark
-forks the worker and guarded by a lock; the binding's ``KeyValue`` remembers whether
-batched gets work. Only plain data (bucket, servers, options) is captured in the
-function Spark pickles.
+State: a per-process cache of bucket bindings (``_worker.PerClient``), made on first
+use after Spark forks the worker; each ``KeyValue`` remembers whether batched gets work.
+Only plain data (bucket, servers, options) is captured in the function Spark pickles.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.functions import arrow_udf
 
 from nats_sync._validate import check_timeout
-from nats_sync.client import Client
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import KeyValue, KeyValueConfig
 from nats_sync.jetstream._api import check_domain
-from nats_sync.spark._worker import worker_client
+from nats_sync.spark._worker import PerClient, worker_client
 
 _DEFAULT_TIMEOUT = 5.0
 
 
-@dataclass
-class _Bucket:
-    """One process's binding of a bucket: the client and its KV handle."""
-
-    client: Client
-    kv: KeyValue
-
-
-_buckets_lock = threading.Lock()
-_buckets: dict[tuple[Any, ...], _Bucket] = {}
+#: This process's bound buckets, per client, bucket, domain and timeout.
+_buckets: PerClient[KeyValue] = PerClient()
 
 
 def _bucket(bucket: str, servers: str | list[str], timeout: float, domain: str | None,
-            options: dict[str, Any]) -> _Bucket:
+            options: dict[str, Any]) -> KeyValue:
     """This process's binding of ``bucket`` (made on first use, again after a close)."""
     client = worker_client(servers, options)
-    key = (bucket, id(client), domain, timeout)
-    with _buckets_lock:
-        found = _buckets.get(key)
-        if found is not None and found.client is client:
-            return found
-        for stale in [k for k, b in _buckets.items() if b.client.is_closed]:
-            del _buckets[stale]
-        kv = client.jetstream(domain=domain, timeout=timeout).key_value(bucket)
-        found = _Bucket(client, kv)
-        _buckets[key] = found
-        return found
+    return _buckets.get(client, (bucket, domain, timeout),
+                        lambda: client.jetstream(domain=domain, timeout=timeout)
+                        .key_value(bucket))
 
 
 def lookup_values(keys: Sequence[Any], bucket: str, servers: str | list[str], timeout: float,
@@ -81,7 +61,7 @@ def lookup_values(keys: Sequence[Any], bucket: str, servers: str | list[str], ti
     wanted = [name for name in names if name is not None]
     if not wanted:
         return [None] * len(names)
-    kv = _bucket(bucket, servers, timeout, domain, options).kv
+    kv = _bucket(bucket, servers, timeout, domain, options)
     values = kv.get_many(wanted, timeout=timeout)
     return [None if name is None else values.get(name) for name in names]
 
