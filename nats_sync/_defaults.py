@@ -17,6 +17,9 @@ NATS_PY_FLUSHER_QUEUE_SIZE = 1024
 DEFAULT_JS_API_PREFIX = "$JS.API"
 #: Seconds for JetStream API calls when the context is not told otherwise.
 DEFAULT_JS_TIMEOUT = 5.0
+#: publish_async acks awaited at once, and how long a full window waits for room.
+DEFAULT_JS_MAX_PENDING_ACKS = 4000
+DEFAULT_JS_STALL_WAIT = 0.2
 #: Headers of the WebSocket upgrade request that the upgrade itself writes, which
 #: ``ws_connection_headers`` may therefore not set (lower case).
 WS_RESERVED_HEADERS = frozenset(

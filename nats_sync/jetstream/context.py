@@ -95,8 +95,8 @@ class JetStream:
         domain: str | None = None,
         api_prefix: str = d.DEFAULT_JS_API_PREFIX,
         timeout: float = d.DEFAULT_JS_TIMEOUT,
-        max_pending_acks: int = 4000,
-        stall_wait: float = 0.2,
+        max_pending_acks: int = d.DEFAULT_JS_MAX_PENDING_ACKS,
+        stall_wait: float = d.DEFAULT_JS_STALL_WAIT,
     ) -> None:
         check_timeout(timeout)
         check_domain(domain)

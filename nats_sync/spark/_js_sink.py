@@ -52,6 +52,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from nats_sync import _defaults as d
 from nats_sync._proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, PubAck
@@ -71,7 +72,7 @@ logger = logging.getLogger("nats_sync.spark")
 
 _SINK = "jetstream sink"
 DEFAULT_ACK_TIMEOUT = 10.0
-DEFAULT_MAX_PENDING_ACKS = 4000
+DEFAULT_MAX_PENDING_ACKS = d.DEFAULT_JS_MAX_PENDING_ACKS
 #: Option names as users write them; Spark hands them over in any case.
 _OPTION_NAMES = {"subject": "subject", "timeout": "timeout", "domain": "domain",
                  "msgidcolumns": "msgIdColumns", "maxpendingacks": "maxPendingAcks"}
