@@ -51,3 +51,14 @@ def check_int(value: object, name: str, minimum: int) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidArgumentError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def check_text(value: object, name: str) -> str:
+    """Returns ``value`` if it is a non-empty ``str``.
+
+    Raises:
+        InvalidArgumentError: it is not.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{name} must be a non-empty str, got {value!r}")
+    return value

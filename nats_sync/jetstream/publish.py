@@ -58,7 +58,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
-from nats_sync._validate import check_int, check_timeout
+from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import (
     ConnectionClosedError,
     Error,
@@ -112,7 +112,7 @@ def js_headers(
     """
     extra: dict[str, str] = {}
     if msg_id is not None:
-        extra[_MSG_ID] = _non_empty(msg_id, "msg_id")
+        extra[_MSG_ID] = check_text(msg_id, "msg_id")
     if expected_stream is not None:
         extra[_EXPECTED_STREAM] = check_stream_name(expected_stream)
     if expected_last_seq is not None:
@@ -122,7 +122,7 @@ def js_headers(
         check_int(expected_last_subject_seq, "expected_last_subject_seq", 0)
         extra[_EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last_subject_seq)
     if expected_last_msg_id is not None:
-        extra[_EXPECTED_LAST_MSG_ID] = _non_empty(expected_last_msg_id, "expected_last_msg_id")
+        extra[_EXPECTED_LAST_MSG_ID] = check_text(expected_last_msg_id, "expected_last_msg_id")
     if not extra:
         return headers
     if headers is None:
@@ -132,12 +132,6 @@ def js_headers(
             f"headers must be a mapping of name -> value, got {type(headers).__name__}"
         )
     return {**headers, **extra}
-
-
-def _non_empty(value: object, name: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(f"{name} must be a non-empty str, got {value!r}")
-    return value
 
 
 def decode_ack(msg: Msg, subject: str) -> PubAck:

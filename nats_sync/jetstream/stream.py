@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import _proto as proto
-from nats_sync._validate import check_int
+from nats_sync._validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import parse_time
 from nats_sync.jetstream._ranges import check_range, read_columns_by_consumer, read_range
@@ -101,9 +101,7 @@ class Stream:
         Raises:
             MessageNotFoundError: nothing is stored on it.
         """
-        if not isinstance(subject, str) or not subject:
-            raise InvalidArgumentError(f"subject must be a non-empty str, got {subject!r}")
-        return self._get({"last_by_subj": subject}, timeout)
+        return self._get({"last_by_subj": check_text(subject, "subject")}, timeout)
 
     def _get(self, body: dict[str, Any], timeout: float | None) -> StoredMsg:
         reply = self._js.api.request(f"STREAM.MSG.GET.{self._name}", body, timeout)
