@@ -150,7 +150,9 @@ class StreamConfig(ApiObject):
     subject_delete_marker_ttl: float | None = field(default=None, metadata=_DURATION)
     allow_msg_counter: bool | None = None
     allow_atomic: bool | None = None
+    allow_batched: bool | None = None  # fast-ingest batches (server 2.14+)
     allow_msg_schedules: bool | None = None
+    persist_mode: str | None = None  # "default" | "async" (server 2.12+)
 
 
 @dataclass
@@ -326,6 +328,56 @@ class PubAck(ApiObject):
     duplicate: bool = False
     domain: str | None = None
     val: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchAck:
+    """The stream's acknowledgement of a whole batch (atomic or fast ingest).
+
+    Attributes:
+        stream: the stream that stored the batch.
+        seq: the stream sequence of the batch's last stored message (0 when the
+            server stored nothing new, e.g. every message was a duplicate).
+        batch_id: the batch's id.
+        count: how many messages of the batch the stream took (the server's count;
+            with gap ``fail`` every one up to the last stored, in order).
+        domain: the JetStream domain, if the server has one.
+    """
+
+    stream: str
+    seq: int
+    batch_id: str
+    count: int
+    domain: str | None = None
+
+    @classmethod
+    def from_api(cls, reply: dict[str, Any], batch_id: str) -> BatchAck:
+        """Reads a batch's final publish acknowledgement (``{"stream", "seq", "batch",
+        "count", ...}``); ``batch_id`` fills in where the server left it out."""
+        seq = reply.get("seq", 0)
+        count = reply.get("count", 0)
+        domain = reply.get("domain")
+        return cls(
+            stream=str(reply.get("stream", "")),
+            seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
+            batch_id=str(reply.get("batch") or batch_id),
+            count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+            domain=domain if isinstance(domain, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class FastPubAck:
+    """What :meth:`FastPublisher.add` returns for each message.
+
+    Attributes:
+        batch_sequence: this message's sequence within the batch (1, 2, ...).
+        ack_sequence: the highest batch sequence the server has acknowledged so far;
+            with gap ``fail`` every message up to it is stored.
+    """
+
+    batch_sequence: int
+    ack_sequence: int
 
 
 @dataclass

@@ -18,9 +18,21 @@ from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 
 __all__ = [
     "APIError",
+    "AtomicBatchNotEnabledError",
+    "AtomicBatchTooManyInflightError",
     "BadBucketError",
     "BadObjectMetaError",
     "BadRequestError",
+    "BatchClosedError",
+    "BatchCommitInvalidError",
+    "BatchDuplicateMsgIdError",
+    "BatchGapError",
+    "BatchIdInvalidError",
+    "BatchIncompleteError",
+    "BatchMessageError",
+    "BatchSequenceMissingError",
+    "BatchTooLargeError",
+    "BatchUnsupportedHeaderError",
     "BucketNotFoundError",
     "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
@@ -28,6 +40,10 @@ __all__ = [
     "ConsumerNameInUseError",
     "ConsumerNotFoundError",
     "DigestMismatchError",
+    "FastBatchInvalidPatternError",
+    "FastBatchNotEnabledError",
+    "FastBatchTooManyInflightError",
+    "FastBatchUnknownError",
     "InvalidBucketNameError",
     "InvalidConsumerNameError",
     "InvalidKeyError",
@@ -165,6 +181,65 @@ class JetStreamNotEnabledError(ServiceUnavailableError):
     """10076 / 10039: JetStream is not enabled (for the server, or for this account)."""
 
 
+# --- batch publishing (ADR-50): atomic batches (2.12) and fast ingest (2.14) -------------
+
+
+class AtomicBatchNotEnabledError(BadRequestError):
+    """10174: the stream does not allow atomic batches (``allow_atomic``)."""
+
+
+class BatchSequenceMissingError(BadRequestError):
+    """10175: an atomic batch message came without its batch sequence."""
+
+
+class BatchIncompleteError(BadRequestError):
+    """10176: the atomic batch had a gap (or timed out) and was abandoned: nothing stored."""
+
+
+class BatchUnsupportedHeaderError(BadRequestError):
+    """10177: a header atomic batches do not support (``Nats-Expected-Last-Msg-Id``)."""
+
+
+class BatchIdInvalidError(BadRequestError):
+    """10179 (atomic) / 10207 (fast ingest): the batch id is invalid (over 64 characters)."""
+
+
+class BatchTooLargeError(BadRequestError):
+    """10199: the atomic batch holds more messages than the server allows (1,000 by default).
+
+    Also raised by the client before sending anything where it knows the limit.
+    """
+
+
+class BatchCommitInvalidError(BadRequestError):
+    """10200: the atomic batch's commit header is invalid."""
+
+
+class BatchDuplicateMsgIdError(BadRequestError):
+    """10201: the atomic batch holds a ``msg_id`` the stream stored already (or twice)."""
+
+
+class AtomicBatchTooManyInflightError(APIError):
+    """10210 (429): the stream or server has as many atomic batches in flight as it allows."""
+
+
+class FastBatchNotEnabledError(BadRequestError):
+    """10205: the stream does not allow fast-ingest batches (``allow_batched``)."""
+
+
+class FastBatchInvalidPatternError(BadRequestError):
+    """10206: the fast-ingest reply subject is not one the server understands."""
+
+
+class FastBatchUnknownError(BadRequestError):
+    """10208: the server knows no fast-ingest batch of that id (abandoned after 10 s idle,
+    or its leader changed)."""
+
+
+class FastBatchTooManyInflightError(APIError):
+    """10211 (429): the stream or server has as many fast-ingest batches as it allows."""
+
+
 _BY_ERR_CODE: dict[int, type[APIError]] = {
     10058: StreamNameAlreadyInUseError,
     10071: WrongLastSequenceError,
@@ -180,6 +255,20 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10037: MessageNotFoundError,
     10076: JetStreamNotEnabledError,
     10039: JetStreamNotEnabledError,
+    10174: AtomicBatchNotEnabledError,
+    10175: BatchSequenceMissingError,
+    10176: BatchIncompleteError,
+    10177: BatchUnsupportedHeaderError,
+    10179: BatchIdInvalidError,
+    10199: BatchTooLargeError,
+    10200: BatchCommitInvalidError,
+    10201: BatchDuplicateMsgIdError,
+    10210: AtomicBatchTooManyInflightError,
+    10205: FastBatchNotEnabledError,
+    10206: FastBatchInvalidPatternError,
+    10207: BatchIdInvalidError,
+    10208: FastBatchUnknownError,
+    10211: FastBatchTooManyInflightError,
 }
 _BY_CODE: dict[int, type[APIError]] = {
     400: BadRequestError,
@@ -227,6 +316,49 @@ class PublishAckTimeoutError(JetStreamError, TimeoutError):
     """No publish acknowledgement came within the timeout (also a ``TimeoutError``)."""
 
     label = "timeout waiting for a publish ack"
+
+
+class BatchClosedError(JetStreamError):
+    """The batch ended already (committed, closed, or ended by the server after a gap or
+    a failed check with gap ``fail``); ``__cause__`` is the error that ended it, if any."""
+
+    label = "batch closed"
+
+
+class BatchGapError(JetStreamError):
+    """Fast ingest: the server saw a gap; messages ``expected_seq`` up to (not including)
+    ``seq`` of the batch were lost. Given to ``error_cb`` with gap ``ok``.
+
+    Attributes:
+        expected_seq: the batch sequence the server expected next.
+        seq: the batch sequence that came instead.
+    """
+
+    label = "fast batch gap"
+
+    def __init__(self, detail: str = "", *, expected_seq: int = 0, seq: int = 0) -> None:
+        super().__init__(detail or f"batch messages {expected_seq}..{seq - 1} were lost")
+        self.expected_seq = expected_seq
+        self.seq = seq
+
+
+class BatchMessageError(JetStreamError):
+    """Fast ingest: the server refused one message of the batch (a failed per-message
+    check such as ``expected_last_subject_seq``). Given to ``error_cb`` with gap ``ok``;
+    with gap ``fail`` it is the cause of the batch's end.
+
+    Attributes:
+        seq: the batch sequence of the refused message.
+        error: the server's error (an :class:`APIError` subclass).
+    """
+
+    label = "fast batch message refused"
+
+    def __init__(self, detail: str = "", *, seq: int = 0,
+                 error: APIError | None = None) -> None:
+        super().__init__(detail or f"batch message {seq} refused: {error}")
+        self.seq = seq
+        self.error = error
 
 
 class ConsumerDeletedError(JetStreamError):

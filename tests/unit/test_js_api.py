@@ -38,6 +38,20 @@ from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo, StreamConfig, 
     (10037, 404, js_errors.MessageNotFoundError),
     (10076, 503, js_errors.JetStreamNotEnabledError),
     (10039, 503, js_errors.JetStreamNotEnabledError),
+    (10174, 400, js_errors.AtomicBatchNotEnabledError),
+    (10175, 400, js_errors.BatchSequenceMissingError),
+    (10176, 400, js_errors.BatchIncompleteError),
+    (10177, 400, js_errors.BatchUnsupportedHeaderError),
+    (10179, 400, js_errors.BatchIdInvalidError),
+    (10199, 400, js_errors.BatchTooLargeError),
+    (10200, 400, js_errors.BatchCommitInvalidError),
+    (10201, 400, js_errors.BatchDuplicateMsgIdError),
+    (10210, 429, js_errors.AtomicBatchTooManyInflightError),
+    (10205, 400, js_errors.FastBatchNotEnabledError),
+    (10206, 400, js_errors.FastBatchInvalidPatternError),
+    (10207, 400, js_errors.BatchIdInvalidError),
+    (10208, 400, js_errors.FastBatchUnknownError),
+    (10211, 429, js_errors.FastBatchTooManyInflightError),
     (99999, 400, js_errors.BadRequestError),
     (99999, 404, js_errors.NotFoundError),
     (99999, 500, js_errors.ServerError),
@@ -70,6 +84,19 @@ def test_decode_reply_raises_the_mapped_error_or_a_clear_one() -> None:
         decode_reply(b"<html>", "s")
     with pytest.raises(js_errors.JetStreamError, match="not a JSON object"):
         decode_reply(b"[1]", "s")
+
+
+def test_batch_errors_keep_their_fields_through_pickle() -> None:
+    gap = js_errors.BatchGapError(expected_seq=10, seq=15)
+    assert "10..14" in str(gap) and (gap.expected_seq, gap.seq) == (10, 15)
+    copy = pickle.loads(pickle.dumps(gap))
+    assert (type(copy), copy.expected_seq, copy.seq, str(copy)) == (
+        js_errors.BatchGapError, 10, 15, str(gap))
+    cause = js_errors.api_error({"code": 400, "err_code": 10071, "description": "wrong"})
+    refused = js_errors.BatchMessageError(seq=7, error=cause)
+    copy = pickle.loads(pickle.dumps(refused))
+    assert copy.seq == 7 and isinstance(copy.error, js_errors.WrongLastSequenceError)
+    assert isinstance(js_errors.BatchClosedError("ended"), js_errors.JetStreamError)
 
 
 def test_client_side_errors_read_plainly_and_pickle() -> None:
