@@ -128,6 +128,50 @@ class Publisher:
             self._host.check_can_publish()
         self._encode_and_queue(subject, payload, inbox, headers, direct)
 
+    def publish_inbox(
+        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg = None
+    ) -> None:
+        """Publishes with our own ``inbox`` as the reply subject, queued for the writer.
+
+        The per-message path of JetStream's ``publish_async`` (and any reply carried by
+        the request multiplexer's inbox): the reply is not validated, and the subject's
+        validated ``b"PUB <subject> "`` comes from the line cache, so a message without
+        headers costs one format and the outbox append of :meth:`publish` (inlined as
+        there; ``tests/unit/test_fast_paths_agree.py`` holds it to ``_encode_and_queue``).
+        """
+        if not self.accepting:
+            self._host.check_can_publish()
+        if headers or type(payload) is not bytes:
+            self._encode_and_queue(subject, payload, inbox, headers, False)
+            return
+        size = len(payload)
+        if size >= _LARGE_PAYLOAD or size > self.max_payload:
+            self._encode_and_queue(subject, payload, inbox, headers, False)
+            return
+        entry = self._pub_lines.get(subject)
+        if entry is None:
+            self._pub_line(subject, size, None)  # validates the subject and caches it
+            entry = self._pub_lines.get(subject)
+            if entry is None:  # a subject never cached (an inbox, an ack)
+                self._encode_and_queue(subject, payload, inbox, headers, False)
+                return
+        frame = b"%b%b %d\r\n%b\r\n" % (entry[0], inbox, size, payload)
+        outbox = self.outbox
+        length = len(frame)
+        lock = outbox.lock
+        lock.acquire()
+        try:
+            if outbox.size + length > outbox.limit and (outbox.size or not outbox.connected):
+                outbox.wait_for_room(length)
+            outbox.frames.append(frame)
+            outbox.size += length
+            outbox.out_msgs += 1
+            outbox.out_bytes += size
+            if outbox.writer_waiting:
+                outbox.wake_writer()
+        finally:
+            lock.release()
+
     def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
         """Queues encoded PUB frames as they are (``request_batch``)."""
         if not self.accepting:

@@ -27,6 +27,7 @@ from nats_sync._publishing import HeadersArg
 from nats_sync._requests import (
     BatchSlot,
     BatchWait,
+    InboxRoute,
     ReplyFuture,
     ReplyWaiter,
     RequestMux,
@@ -75,6 +76,11 @@ class RequestPublisher(Protocol):
     def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
         """Queues encoded PUB frames as they are."""
 
+    def publish_inbox(
+        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg = None
+    ) -> None:
+        """Queues a message whose reply is our own ``inbox`` (not validated)."""
+
 
 class Requester:
     """Blocking, future and batch requests over one shared inbox subscription.
@@ -116,6 +122,16 @@ class Requester:
         else:
             self._host.check_can_start()
         return mux
+
+    def inbox_route(self) -> InboxRoute:
+        """The shared inbox (subscribed if it was not), its publish and the callback
+        runner, for waiters registered by other components.
+
+        Raises:
+            ConnectionClosedError: the client is closed (or draining, forked).
+        """
+        return InboxRoute(self._request_mux(), self._publisher.publish_inbox,
+                          self._run_callback)
 
     def request(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersArg

@@ -16,10 +16,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from nats_sync.errors import NoRespondersError
 from nats_sync.msg import Msg
+
+if TYPE_CHECKING:
+    from nats_sync._publishing import HeadersArg
 
 
 def no_responders(subject: str) -> NoRespondersError:
@@ -163,7 +166,18 @@ class ReplyFuture(Future[Msg]):
             pass  # the user cancelled it
 
 
-Waiter = ReplyWaiter | ReplyFuture | BatchSlot
+class Waiter(Protocol):
+    """What the mux completes: a request's slot, future, or another component's waiter
+    (see :class:`InboxRoute`); called on the reader thread, so it must not block."""
+
+    #: The subject the request went to (``fail_subject`` matches on it).
+    subject: str
+
+    def resolve(self, msg: Msg) -> None:
+        """Completes it with its reply."""
+
+    def fail(self, error: BaseException) -> None:
+        """Completes it with an error."""
 
 
 class RequestMux:
@@ -233,3 +247,18 @@ class RequestMux:
 
     def __contains__(self, reply_subject: Any) -> bool:
         return str(reply_subject)[self._prefix_len :] in self._waiters
+
+
+class InboxRoute(NamedTuple):
+    """What a component that awaits replies on the client's shared request inbox uses
+    (JetStream's ``publish_async``): it registers its own waiters (anything with
+    ``subject``, ``resolve(msg)`` and ``fail(error)``, completed on the reader thread,
+    so they must never block or run user code) and publishes with their reply subjects.
+    """
+
+    #: The client's request multiplexer (its inbox is subscribed).
+    mux: RequestMux
+    #: ``publish(subject, payload, reply_bytes, headers)``: the reply is not validated.
+    publish: Callable[[str, bytes, bytes, HeadersArg], None]
+    #: ``run_callback(fn, *args)`` on the client's callback thread (user code).
+    run_callback: Callable[..., None]

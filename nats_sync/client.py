@@ -29,6 +29,7 @@ from nats_sync._options import (
 )
 from nats_sync._pool import Server, parse_server_url
 from nats_sync._publishing import HeadersArg
+from nats_sync._requests import InboxRoute
 from nats_sync._state import State
 from nats_sync._validate import check_int
 from nats_sync.errors import ConnectionClosedError, NotSupportedError
@@ -399,6 +400,17 @@ class Client:
             domain: the JetStream domain, instead of a prefix.
         """
         return self.jetstream(domain=domain, api_prefix=prefix, timeout=timeout)
+
+    def _inbox_route(self) -> InboxRoute:
+        """Internal hook for JetStream's ``publish_async``: the client's shared request
+        inbox (subscribed on first use), a publish that takes a reply subject of it
+        unchecked, and the callback thread's runner. Waiters registered in its mux are
+        completed on the reader thread: they must not block or run user code.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+        """
+        return self._handler.requester.inbox_route()
 
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """Internal hook for readers built on this client (JetStream consumers, KV

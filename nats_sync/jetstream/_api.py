@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
+from nats_sync._requests import InboxRoute
 from nats_sync.errors import InvalidArgumentError, NoRespondersError
 from nats_sync.jetstream.errors import (
     InvalidConsumerNameError,
@@ -83,6 +84,10 @@ class CoreClient(Protocol):
 
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """The internal disconnected/reconnected/closed hook."""
+        ...
+
+    def _inbox_route(self) -> InboxRoute:
+        """The internal hook of the shared request inbox (``publish_async``'s acks)."""
         ...
 
 

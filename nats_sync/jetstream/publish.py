@@ -12,40 +12,41 @@ How it works:
 - ``publish_batch`` is the client's ``request_batch`` (pipelined on the core) on the
   caller's thread, at most ``max_pending_acks`` unanswered at once; each item gets its
   ack or its error, and nothing is retried (a late retry would reorder the stream).
-- ``publish_async`` shares one wildcard reply subscription ``<inbox>.*`` per context
-  (a *session*) and gives each message a token of its own (``<inbox>.<token>``), as
-  nats.go does: a publish costs a dict entry and a core publish, not a request future
-  (measured with 50,000 messages of 128 bytes: about 29,000 acks/s, against 10,000 for a
-  ``request_future`` per message and 24,000 for nats-py's ``publish_async``).
-  At most ``max_pending_acks`` acks are awaited; a caller beyond that waits up to
-  ``stall_wait`` for room, then gets ``TooManyStalledMsgsError``. A 503 is retried like
-  ``publish`` (the ack timer publishes again after ``retry_wait``); a timeout is not.
-  ``drain()`` unsubscribes the reply subscription, so acks still awaited then fail with
-  ``ConnectionClosedError``: call ``publish_async_completed()`` first.
+- ``publish_async`` registers each message as a waiter in the client's request
+  multiplexer (the shared inbox ``<inbox>.*`` that ``request`` uses, through the
+  client's ``_inbox_route`` hook) and publishes it with that waiter's reply subject
+  (``<inbox>.<token>``), so its ack is decoded and its future settled on the thread
+  that parses the ack, as a request's reply is: no queue, no thread hop, no lock but
+  the window's counter. The future is an :class:`AckFuture`, which makes a condition
+  only if someone waits on it. At most ``max_pending_acks`` acks are awaited; a caller
+  beyond that waits up to ``stall_wait`` for room, then gets
+  ``TooManyStalledMsgsError``. A 503 is retried like ``publish`` (the ack timer
+  publishes again after ``retry_wait``); a timeout is not. Closing the client fails
+  what is still awaited with ``ConnectionClosedError``: call
+  ``publish_async_completed()`` first.
 
-Threads and what they touch (everything below is guarded by ``_lock``; futures are
-settled outside it, so user done-callbacks never run under it):
+Threads and what they touch (``_lock`` guards the counters, ``_retries`` and the
+session; the deques of deadlines are appended by callers and popped only by the timer):
 
-- callers of ``publish_async``: register an entry in ``_pending`` (waiting on ``_room``
-  while the window is full), then publish outside the lock. They open a session
-  (subscribe, listener, timer thread) under ``_session_lock`` when there is none.
-- the reply subscription's delivery thread (the client's ``nats_sync-sub-<sid>``,
-  never the reader): pops the entry of each ack, settles its future, then counts it
-  done (``_in_flight``, waking ``_room`` and ``_done`` waiters). Done-callbacks of
-  acknowledged futures run here.
-- the ack timer thread ``nats_sync-js-acks`` (one per live session): sleeps on
-  ``_wake`` until the earliest deadline or retry (a caller wakes it only for an earlier
-  one, so while acks flow it scans ``_pending``, at most the window, about once per
-  ack timeout); fails expired entries with
-  ``PublishAckTimeoutError``, publishes 503'd entries again, fails everything with
-  ``ConnectionClosedError`` when the client closes, and retires the session
-  (unsubscribes, removes its listener, ends) after ``_IDLE_EXIT`` seconds with
-  nothing in flight. Done-callbacks of timed-out and closed futures run here.
+- callers of ``publish_async``: wait on ``_room`` while the window is full, count the
+  message in flight, register its waiter in the mux, append ``(deadline, reply,
+  waiter)`` to the deque of its ack timeout, publish. They open a session (the inbox
+  route, a status listener, the timer thread) under ``_session_lock`` when there is
+  none.
+- the reader thread (or a requester reading its own reply): pops the waiter from the
+  mux, decodes the ack, settles the future and frees its room (``_settled``). A 503
+  with attempts left goes to ``_retries`` instead. Done-callbacks are handed to the
+  client's callback thread: the reader never runs user code.
+- the ack timer thread ``nats_sync-js-acks`` (one per live session): wakes at the
+  earliest deadline or retry, and every ``_SWEEP_INTERVAL`` while acks are in flight;
+  drops settled entries from the deques' heads (a deque per timeout, so deadlines in
+  each only grow), fails expired ones with ``PublishAckTimeoutError`` (taking them
+  from the mux first, so a late ack and the timeout settle each future once), publishes
+  503'd messages again under a fresh reply, fails everything with
+  ``ConnectionClosedError`` when the client closes, and retires the session after
+  ``_IDLE_EXIT`` seconds with nothing in flight.
 - the client's status listener (any client thread): only marks the session closed and
   wakes the timer.
-
-A done-callback may call ``publish_async`` again: on the two threads above it never
-waits for room (it would wait for itself), the window is exceeded instead.
 """
 
 from __future__ import annotations
@@ -53,9 +54,12 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from concurrent.futures._base import FINISHED as _FINISHED_STATE
+from concurrent.futures._base import RUNNING as _RUNNING_STATE
+from typing import TYPE_CHECKING, Any
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._validate import check_int, check_text, check_timeout
@@ -75,9 +79,9 @@ from nats_sync.jetstream.errors import (
     TooManyStalledMsgsError,
 )
 from nats_sync.msg import Msg
-from nats_sync.subscription import Subscription
 
 if TYPE_CHECKING:
+    from nats_sync._requests import InboxRoute, RequestMux
     from nats_sync.jetstream.context import JetStream
 
 #: Seconds a session lives on with nothing in flight before it unsubscribes and its
@@ -85,6 +89,8 @@ if TYPE_CHECKING:
 _IDLE_EXIT = 10.0
 _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it
+#: Seconds between the timer's sweeps of settled entries while acks are in flight.
+_SWEEP_INTERVAL = 0.25
 
 _MSG_ID = "Nats-Msg-Id"
 _EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -172,39 +178,141 @@ def _ack_timeout(subject: str, timeout: float) -> PublishAckTimeoutError:
     return PublishAckTimeoutError(f"no ack for the publish to {subject!r} within {timeout}s")
 
 
-class _Entry:
-    """One ``publish_async`` message awaiting its ack (fields written under the lock)."""
+class AckFuture(Future[PubAck]):
+    """A ``concurrent.futures.Future`` of one ``publish_async`` ack, cheap to make.
 
-    __slots__ = ("deadline", "future", "headers", "payload", "retries_left", "retry_at",
-                 "retry_wait", "subject", "timeout", "token")
+    ``Future()`` builds a ``Condition`` (two locks) for every message; this one builds
+    its condition, waiter list and callback list only when someone asks for them
+    (``result()`` with a wait, ``add_done_callback``, ``concurrent.futures.wait``).
+    It is settled once by :meth:`_settle`, which sets the state first and then looks
+    for a condition: a thread that makes the condition afterwards sees the state, and a
+    thread that made it earlier holds it while it checks the state, so a wake-up is
+    never lost. Done-callbacks run on the client's callback thread, never on the
+    reader thread that settles most futures. It is running from the start: a message
+    published cannot be taken back, so ``cancel()`` returns False.
+    """
 
-    def __init__(self, subject: str, payload: bytes, headers: Headers, timeout: float,
-                 retries_left: int, retry_wait: float) -> None:
-        self.future: Future[PubAck] = Future()
-        # Running at once: a published message cannot be taken back, so cancel() is False.
-        self.future.set_running_or_notify_cancel()
+    def __init__(self, run_callback: Callable[..., None]) -> None:  # no super(): lazy
+        self._state = _RUNNING_STATE
+        self._result: PubAck | None = None
+        self._exception: BaseException | None = None
+        self._run_callback = run_callback
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached while the attribute is missing; setdefault keeps one winner if
+        # two threads make it at once.
+        if name == "_condition":
+            return self.__dict__.setdefault(name, threading.Condition())
+        if name in ("_waiters", "_done_callbacks"):
+            return self.__dict__.setdefault(name, [])
+        raise AttributeError(name)
+
+    def done(self) -> bool:
+        """Whether the ack (or an error) came; reads the state without the condition."""
+        return self._state == _FINISHED_STATE
+
+    def result(self, timeout: float | None = None) -> PubAck:
+        """The ack, waiting up to ``timeout`` seconds (None: as long as it takes).
+
+        Raises:
+            The publish's error (``PublishAckTimeoutError``, an ``APIError``, ...), or
+            ``TimeoutError`` when it did not complete within ``timeout``.
+        """
+        if self._state == _FINISHED_STATE:  # settled: no condition needed
+            if self._exception is not None:
+                raise self._exception
+            assert self._result is not None
+            return self._result
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The publish's error or None, waiting up to ``timeout`` seconds."""
+        if self._state == _FINISHED_STATE:
+            return self._exception
+        return super().exception(timeout)
+
+    def add_done_callback(self, fn: Callable[[Future[PubAck]], object]) -> None:
+        """Runs ``fn(future)`` on the client's callback thread once the future is done."""
+        with self._condition:
+            if self._state != _FINISHED_STATE:
+                self._done_callbacks.append(fn)
+                return
+        self._run_callback(fn, self)
+
+    def _settle(self, result: PubAck | None, error: BaseException | None) -> None:
+        """Completes the future (exactly once: the caller popped its waiter)."""
+        self._result = result
+        self._exception = error
+        self._state = _FINISHED_STATE
+        lazy = self.__dict__
+        condition = lazy.get("_condition")
+        if condition is None:
+            return  # nobody waits, nobody listens
+        with condition:
+            for waiter in lazy.get("_waiters", ()):
+                if error is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
+            condition.notify_all()
+        for fn in lazy.get("_done_callbacks", ()):
+            self._run_callback(fn, self)
+
+
+class _AckWaiter:
+    """One ``publish_async`` message awaiting its ack, registered in the client's
+    request multiplexer, which completes it on the reader thread."""
+
+    __slots__ = ("deadline", "future", "headers", "owner", "payload", "reply",
+                 "retries_left", "retry_wait", "subject", "timeout")
+
+    def __init__(self, owner: JsPublisher, future: AckFuture, subject: str, payload: bytes,
+                 headers: Headers, timeout: float, retries_left: int,
+                 retry_wait: float) -> None:
+        self.owner = owner
+        self.future = future
         self.subject = subject
         self.payload = payload
         self.headers = headers
         self.timeout = timeout
         self.retries_left = retries_left
         self.retry_wait = retry_wait
-        self.token = ""
-        self.deadline = _NEVER
-        #: Set while waiting to publish again after a 503.
-        self.retry_at: float | None = None
+        self.reply = ""
+        self.deadline = 0.0
+
+    def resolve(self, msg: Msg) -> None:
+        """Reader thread: the ack (or a 503, or an API error) came."""
+        if msg.status is None:
+            plain = _PLAIN_ACK.match(msg.data)
+            if plain is not None:  # nearly always: no JSON, no generic decoding
+                self.future._settle(PubAck(plain[1].decode(), int(plain[2])), None)
+                self.owner._settled(self)
+                return
+        elif self.retries_left and msg.is_no_responders:
+            self.owner._retry_later(self)
+            return
+        try:
+            ack = decode_ack(msg, self.subject)
+        except JetStreamError as err:
+            self.future._settle(None, err)
+        else:
+            self.future._settle(ack, None)
+        self.owner._settled(self)
+
+    def fail(self, error: BaseException) -> None:
+        """Any thread that popped this waiter: completes it with ``error``."""
+        self.future._settle(None, error)
+        self.owner._settled(self)
 
 
 class _Session:
-    """One reply subscription with its listener and timer thread."""
+    """The inbox route, status listener and ack timer thread of a context's
+    ``publish_async`` while it is in use."""
 
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
+    def __init__(self, route: InboxRoute) -> None:
+        self.route = route
         self.closed = False  # the client closed: fail everything (under the lock)
-        self.sub: Subscription | None = None
         self.remove_listener: Callable[[], None] | None = None
-        #: The delivery and timer threads' idents: there, publish_async never stalls.
-        self.own_threads: set[int] = set()
         self.timer: threading.Thread | None = None
 
 
@@ -230,12 +338,17 @@ class JsPublisher:
         self._wake = threading.Condition(self._lock)
         self._session_lock = threading.Lock()  # one session opened at a time
         self._session: _Session | None = None
-        self._pending: dict[str, _Entry] = {}
-        #: Registered and not yet settled (>= len(_pending): popped ones are settling).
-        self._in_flight = 0
+        #: The waiters registered and not yet settled (a 503 waiting to be sent again
+        #: included): a set, whose add, discard and len need no lock, so the caller and
+        #: the reader thread never contend for one per message.
+        self._in_flight: set[_AckWaiter] = set()
         self._room_waiters = 0
         self._done_waiters = 0
-        self._next_token = 0
+        #: Per ack timeout: ``(deadline, reply, waiter)`` in publish order, so each
+        #: deque's deadlines only grow and the timer reads only its head.
+        self._deadlines: dict[float, deque[tuple[float, str, _AckWaiter]]] = {}
+        #: ``(when, waiter)`` answered 503, to be published again by the timer.
+        self._retries: list[tuple[float, _AckWaiter]] = []
         self._next_wake = _NEVER
         self._idle_since = time.monotonic()
 
@@ -321,18 +434,42 @@ class JsPublisher:
         else:
             merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
                                 expected_last_subject_seq, expected_last_msg_id)
-        entry = _Entry(subject, payload, merged, timeout, retry_attempts, retry_wait)
-        reply = self._register(entry)
+        session = self._session or self._open_session()
+        route = session.route
+        future = AckFuture(route.run_callback)
+        waiter = _AckWaiter(self, future, subject, payload, merged, timeout, retry_attempts,
+                            retry_wait)
+        if len(self._in_flight) >= self._max_pending_acks or session.closed:
+            with self._lock:
+                self._wait_for_room(session)
+                if session.closed:
+                    raise ConnectionClosedError("the client closed")
+        self._in_flight.add(waiter)
         try:
-            self._client.publish(subject, payload, reply, merged)
+            self._send(waiter, route, time.monotonic() + timeout)
         except BaseException:
-            self._forget(entry)
+            if route.mux.cancel(waiter.reply) is waiter:
+                self._settled(waiter)  # taken back: it takes no room
             raise
-        return entry.future
+        return future
+
+    def _send(self, waiter: _AckWaiter, route: InboxRoute, deadline: float) -> None:
+        """Registers ``waiter`` under a fresh reply subject and publishes its message
+        (a publish that raises leaves the waiter registered: the caller takes it back)."""
+        reply = waiter.reply = route.mux.register(waiter)
+        waiter.deadline = deadline
+        queue = self._deadlines.get(waiter.timeout)
+        if queue is None:
+            queue = self._deadlines.setdefault(waiter.timeout, deque())
+        queue.append((deadline, reply, waiter))
+        if deadline < self._next_wake:  # only an earlier deadline than planned wakes it
+            with self._lock:
+                self._wake.notify()
+        route.publish(waiter.subject, waiter.payload, reply.encode(), waiter.headers)
 
     def pending(self) -> int:
         """See ``JetStream.publish_async_pending``."""
-        return self._in_flight
+        return len(self._in_flight)
 
     def completed(self, timeout: float | None) -> None:
         """See ``JetStream.publish_async_completed``."""
@@ -343,7 +480,7 @@ class JsPublisher:
             while self._in_flight:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"{self._in_flight} publish acks still awaited "
+                    raise TimeoutError(f"{len(self._in_flight)} publish acks still awaited "
                                        f"after {timeout}s")
                 self._done_waiters += 1
                 try:
@@ -351,36 +488,10 @@ class JsPublisher:
                 finally:
                     self._done_waiters -= 1
 
-    def _register(self, entry: _Entry) -> str:
-        """Caller: waits for room, then adds ``entry``; returns its reply subject.
-
-        Raises:
-            TooManyStalledMsgsError: no room within ``stall_wait``.
-            ConnectionClosedError: the client closed.
-        """
-        while True:
-            session = self._session or self._open_session()
-            with self._lock:
-                if session is not self._session:
-                    continue  # retired (idle) or closed meanwhile: open another
-                if self._in_flight >= self._max_pending_acks and (
-                        threading.get_ident() not in session.own_threads):
-                    self._wait_for_room(session)
-                if session.closed:
-                    raise ConnectionClosedError("the client closed")
-                self._next_token += 1
-                token = entry.token = f"{self._next_token:x}"
-                entry.deadline = time.monotonic() + entry.timeout
-                self._pending[token] = entry
-                self._in_flight += 1
-                if entry.deadline < self._next_wake:
-                    self._wake.notify()
-                return session.prefix + token
-
     def _wait_for_room(self, session: _Session) -> None:
         """Under the lock: waits until fewer than the maximum are in flight."""
         deadline = time.monotonic() + self._stall_wait
-        while self._in_flight >= self._max_pending_acks and not session.closed:
+        while len(self._in_flight) >= self._max_pending_acks and not session.closed:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TooManyStalledMsgsError(
@@ -393,63 +504,45 @@ class JsPublisher:
             finally:
                 self._room_waiters -= 1
 
-    def _forget(self, entry: _Entry) -> None:
-        """Caller: the publish of ``entry`` raised, so no ack will come."""
-        with self._lock:
-            removed = self._pending.pop(entry.token, None) is not None
-        if removed:
-            self._settled(1)
+    # --- where acks are settled: the reader thread, the timer, a closing thread ----------
 
-    def _settled(self, count: int) -> None:
-        """Any thread: ``count`` futures have their outcome; frees their room."""
-        with self._lock:
-            self._in_flight -= count
-            if self._room_waiters:
-                self._room.notify(count)
-            if not self._in_flight:
-                self._idle_since = time.monotonic()
-                if self._done_waiters:
+    def _settled(self, waiter: _AckWaiter) -> None:
+        """``waiter``'s future has its outcome: frees its room.
+
+        The waiter counters are read without the lock: a waiter counts itself under the
+        lock before it checks the room, and this discards before it reads the counters,
+        so one of the two sees the other.
+        """
+        in_flight = self._in_flight
+        in_flight.discard(waiter)
+        if self._room_waiters:
+            with self._lock:
+                self._room.notify()
+        if not in_flight:
+            self._idle_since = time.monotonic()
+            if self._done_waiters:
+                with self._lock:
                     self._done.notify_all()
 
-    # --- the reply subscription's delivery thread --------------------------------------
-
-    def _on_reply(self, msg: Msg, session: _Session) -> None:
-        token = msg.subject[len(session.prefix):]
+    def _retry_later(self, waiter: _AckWaiter) -> None:
+        """Reader thread: a 503 came and an attempt is left; the timer publishes it
+        again after ``retry_wait`` (still in flight meanwhile)."""
+        waiter.retries_left -= 1
+        when = time.monotonic() + waiter.retry_wait
         with self._lock:
-            entry = self._pending.pop(token, None)
-            if entry is None:
-                return  # timed out or failed already
-            if entry.retries_left and msg.is_no_responders:
-                entry.retries_left -= 1
-                entry.retry_at = time.monotonic() + entry.retry_wait
-                self._pending[token] = entry
-                if entry.retry_at < self._next_wake:
-                    self._wake.notify()
-                return
-        try:
-            entry.future.set_result(decode_ack(msg, entry.subject))
-        except JetStreamError as err:
-            entry.future.set_exception(err)
-        finally:
-            self._settled(1)
+            self._retries.append((when, waiter))
+            if when < self._next_wake:
+                self._wake.notify()
 
     # --- sessions and the ack timer thread ----------------------------------------------
 
     def _open_session(self) -> _Session:
-        """Caller: the live session, made (subscription, listener, timer) if none."""
+        """Caller: the live session, made (route, listener, timer) if none."""
         with self._session_lock:
             session = self._session
             if session is not None:
                 return session
-            session = _Session(self._client.new_inbox() + ".")
-
-            def on_reply(msg: Msg) -> None:
-                session.own_threads.add(threading.get_ident())
-                self._on_reply(msg, session)
-
-            # No message limit: at most the in-flight acks can be queued.
-            session.sub = self._client.subscribe(session.prefix + "*", cb=on_reply,
-                                                 pending_msgs_limit=0)
+            session = _Session(self._client._inbox_route())
             session.remove_listener = self._client._add_status_listener(
                 lambda event: self._on_status(event, session))
             with self._lock:
@@ -481,97 +574,89 @@ class JsPublisher:
 
     def _run_timer(self, session: _Session) -> None:
         """The ack timer thread of ``session``: see the module docstring."""
-        session.own_threads.add(threading.get_ident())
         try:
             self._timer_loop(session)
         finally:
             if session.remove_listener is not None:
                 session.remove_listener()
-            if session.sub is not None and not session.closed:
-                try:
-                    session.sub.unsubscribe()
-                except Error:
-                    pass  # the client closed meanwhile: the subscription ended with it
 
     def _timer_loop(self, session: _Session) -> None:
-        self._lock.acquire()
-        try:
+        mux = session.route.mux
+        with self._lock:
             while True:
-                now = time.monotonic()
                 if session.closed:
-                    closed = list(self._pending.values())
-                    self._pending.clear()
                     self._session = None
                     self._lock.release()
                     try:
-                        for entry in closed:
-                            entry.future.set_exception(ConnectionClosedError(
-                                f"the client closed before the ack for {entry.subject!r}"))
+                        self._fail_all(mux)
                     finally:
-                        self._settled(len(closed))
                         self._lock.acquire()
                     return
-                expired, resend, next_wake = self._scan(now)
-                if expired or resend:
-                    self._lock.release()
-                    try:
-                        self._expire(expired)
-                        self._resend(resend, session)
-                    finally:
-                        self._lock.acquire()
-                    continue
+                self._next_wake = _RUNNING
+                now = time.monotonic()
+                due = [waiter for when, waiter in self._retries if when <= now]
+                if due:
+                    self._retries = [item for item in self._retries if item[0] > now]
+                self._lock.release()
+                try:
+                    next_wake = self._expire(mux, now)
+                    for waiter in due:
+                        self._resend(waiter, session.route, now)
+                finally:
+                    self._lock.acquire()
+                for when, _ in self._retries:
+                    next_wake = min(next_wake, when)
                 if not self._in_flight:
                     if now - self._idle_since >= _IDLE_EXIT:
                         self._session = None  # callers open a new one from now on
                         return
                     next_wake = min(next_wake, self._idle_since + _IDLE_EXIT)
+                else:
+                    # Settled entries leave the deques only here: sweep them at least
+                    # this often, so that a long ack timeout does not keep them all.
+                    next_wake = min(next_wake, now + _SWEEP_INTERVAL)
                 self._next_wake = next_wake
-                self._wake.wait(None if next_wake == _NEVER else next_wake - now)
-                self._next_wake = _RUNNING
-        finally:
-            self._lock.release()
+                self._wake.wait(max(next_wake - time.monotonic(), 0.0))
 
-    def _scan(self, now: float) -> tuple[list[_Entry], list[_Entry], float]:
-        """Timer, under the lock: takes the expired entries, marks those due to be sent
-        again, and returns them with the next time to wake."""
-        expired: list[_Entry] = []
-        resend: list[_Entry] = []
+    def _expire(self, mux: RequestMux, now: float) -> float:
+        """Timer: drops settled entries from the deques' heads, fails those past their
+        deadline with ``PublishAckTimeoutError``; returns the next deadline."""
         next_wake = _NEVER
-        for entry in self._pending.values():
-            retry_at = entry.retry_at
-            if retry_at is not None:
-                if retry_at <= now:
-                    entry.retry_at = None
-                    entry.deadline = now + entry.timeout
-                    resend.append(entry)
-                elif retry_at < next_wake:
-                    next_wake = retry_at
-            elif entry.deadline <= now:
-                expired.append(entry)
-            elif entry.deadline < next_wake:
-                next_wake = entry.deadline
-        for entry in expired:
-            del self._pending[entry.token]
-        return expired, resend, next_wake
+        for queue in list(self._deadlines.values()):
+            while queue:
+                deadline, reply, waiter = queue[0]
+                if reply not in mux:  # settled, or waiting to be sent again
+                    queue.popleft()
+                    continue
+                if deadline > now:
+                    next_wake = min(next_wake, deadline)
+                    break
+                queue.popleft()
+                if mux.cancel(reply) is waiter:
+                    waiter.fail(_ack_timeout(waiter.subject, waiter.timeout))
+        return next_wake
 
-    def _expire(self, expired: list[_Entry]) -> None:
+    def _resend(self, waiter: _AckWaiter, route: InboxRoute, now: float) -> None:
+        """Timer: publishes a message answered 503 again under a fresh reply."""
         try:
-            for entry in expired:
-                entry.future.set_exception(_ack_timeout(entry.subject, entry.timeout))
-        finally:
-            self._settled(len(expired))
+            self._send(waiter, route, now + waiter.timeout)
+        except Error as err:
+            if route.mux.cancel(waiter.reply) is waiter:
+                waiter.fail(err)
 
-    def _resend(self, resend: list[_Entry], session: _Session) -> None:
-        for entry in resend:
-            try:
-                self._client.publish(entry.subject, entry.payload,
-                                     session.prefix + entry.token, entry.headers)
-            except Error as err:
-                with self._lock:
-                    removed = self._pending.pop(entry.token, None) is not None
-                if removed:
-                    entry.future.set_exception(err)
-                    self._settled(1)
+    def _fail_all(self, mux: RequestMux) -> None:
+        """Timer, the client closed: fails every future still awaited."""
+        with self._lock:
+            retries, self._retries = self._retries, []
+        for queue in list(self._deadlines.values()):
+            while queue:
+                _, reply, waiter = queue.popleft()
+                if mux.cancel(reply) is waiter:
+                    waiter.fail(ConnectionClosedError(
+                        f"the client closed before the ack for {waiter.subject!r}"))
+        for _, waiter in retries:
+            waiter.fail(ConnectionClosedError(
+                f"the client closed before the ack for {waiter.subject!r}"))
 
     # --- helpers -----------------------------------------------------------------------
 

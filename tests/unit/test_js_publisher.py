@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from nats_sync import errors as core
+from nats_sync._requests import InboxRoute, RequestMux
 from nats_sync.jetstream import errors as js_errors
 from nats_sync.jetstream.api import PubAck
 from nats_sync.jetstream.publish import JsPublisher, decode_ack, js_headers
@@ -113,41 +114,33 @@ class FakeClient:
 
     def __init__(self) -> None:
         self.published: list[tuple[str, bytes, str, Any]] = []
+        self.mux = RequestMux("_INBOX.fake.")
         self.requests: list[str] = []
         self.request_replies: list[Msg | BaseException] = []
         self.batch_replies: list[Msg | BaseException] = []
-        self.cb: Callable[[Msg], None] | None = None
         self.listeners: list[Callable[[str], None]] = []
         self.is_closed = False
         self.publish_error: BaseException | None = None
-        self.unsubscribed = 0
         self._inboxes = 0
 
     def new_inbox(self) -> str:
         self._inboxes += 1
         return f"_INBOX.fake{self._inboxes}"
 
-    def subscribe(self, subject: str, cb: Callable[[Msg], None] | None = None,
-                  pending_msgs_limit: int = 0) -> Any:
+    def _inbox_route(self) -> InboxRoute:
         if self.is_closed:
             raise core.ConnectionClosedError("closed")
-        assert subject.endswith(".*")
-        self.cb = cb
-
-        def unsubscribe() -> None:
-            self.unsubscribed += 1
-
-        return SimpleNamespace(unsubscribe=unsubscribe)
+        return InboxRoute(self.mux, self._publish_inbox, lambda fn, *args: fn(*args))
 
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         self.listeners.append(listener)
         return lambda: self.listeners.remove(listener)
 
-    def publish(self, subject: str, payload: bytes = b"", reply: str = "",
-                headers: Any = None) -> None:
+    def _publish_inbox(self, subject: str, payload: bytes, reply: bytes,
+                       headers: Any = None) -> None:
         if self.publish_error is not None:
             raise self.publish_error
-        self.published.append((subject, payload, reply, headers))
+        self.published.append((subject, payload, reply.decode(), headers))
 
     def request(self, subject: str, payload: bytes = b"", timeout: float = 1.0,
                 headers: Any = None) -> Msg:
@@ -163,13 +156,10 @@ class FakeClient:
         return self.batch_replies
 
     def deliver(self, reply_subject: str, data: bytes, status: int | None = None) -> None:
-        """Hands a reply to the subscription's callback on a thread of its own (as the
-        client's delivery thread would)."""
-        assert self.cb is not None
-        cb = self.cb
+        """Hands a reply to the mux on a thread of its own (as the reader thread would)."""
         thread = threading.Thread(
-            target=lambda: cb(Msg(reply_subject, data=data, status=status)),
-            name="fake-delivery")
+            target=lambda: self.mux.resolve(Msg(reply_subject, data=data, status=status)),
+            name="fake-reader")
         thread.start()
         thread.join(5)
 
@@ -266,9 +256,12 @@ def test_async_503_is_published_again_after_retry_wait(fake: FakeClient) -> None
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert time.monotonic() - started >= 0.1
-    assert fake.published[1] == fake.published[0]  # same message, same reply subject
+    # The same message again, under a fresh reply subject of the shared inbox.
+    assert fake.published[1][:2] == fake.published[0][:2]
+    assert fake.published[1][3] == fake.published[0][3]
+    assert fake.published[1][2] != reply_subject
     assert not future.done()
-    fake.deliver(reply_subject, b"", status=503)  # no attempt left
+    fake.deliver(fake.published[1][2], b"", status=503)  # no attempt left
     assert isinstance(future.exception(1), js_errors.NoStreamResponseError)
     assert pub.pending() == 0
 
