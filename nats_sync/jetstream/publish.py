@@ -99,6 +99,8 @@ _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 #: ``{"stream":"<name>","seq":<n>}`` exactly, as nats-server writes a plain PubAck.
 _PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)\}\Z')
+#: How every acknowledgement starts (an error reply starts with ``{"error"``).
+_ACK_START = b'{"stream":'
 _ACK_KEYS = frozenset(("stream", "seq", "duplicate", "domain", "val"))
 
 
@@ -179,24 +181,43 @@ def _ack_timeout(subject: str, timeout: float) -> PublishAckTimeoutError:
 
 
 class AckFuture(Future[PubAck]):
-    """A ``concurrent.futures.Future`` of one ``publish_async`` ack, cheap to make.
+    """The ``concurrent.futures.Future`` of one ``publish_async`` message; also its
+    waiter in the client's request multiplexer (``resolve``/``fail`` are called there,
+    on the reader thread, and are not for users).
 
-    ``Future()`` builds a ``Condition`` (two locks) for every message; this one builds
-    its condition, waiter list and callback list only when someone asks for them
-    (``result()`` with a wait, ``add_done_callback``, ``concurrent.futures.wait``).
-    It is settled once by :meth:`_settle`, which sets the state first and then looks
-    for a condition: a thread that makes the condition afterwards sees the state, and a
-    thread that made it earlier holds it while it checks the state, so a wake-up is
-    never lost. Done-callbacks run on the client's callback thread, never on the
-    reader thread that settles most futures. It is running from the start: a message
-    published cannot be taken back, so ``cancel()`` returns False.
+    Cheap on the hot path in three ways:
+
+    - ``Future()`` builds a ``Condition`` (two locks) per message; this one builds its
+      condition, waiter list and callback list only when someone asks for them
+      (``result()`` that must wait, ``add_done_callback``, ``concurrent.futures.wait``).
+      :meth:`_settle` sets the state first and then looks for a condition: a thread
+      that makes the condition afterwards sees the state, and one that made it earlier
+      holds it while it checks the state, so a wake-up is never lost.
+    - A plain acknowledgement is kept as its bytes and decoded into a ``PubAck`` only
+      when ``result()`` or ``exception()`` asks (at once if someone already waits).
+    - Done-callbacks run on the client's callback thread, never on the reader thread.
+
+    It is running from the start: a message published cannot be taken back, so
+    ``cancel()`` returns False.
     """
 
-    def __init__(self, run_callback: Callable[..., None]) -> None:  # no super(): lazy
+    def __init__(self, owner: JsPublisher, subject: str, payload: bytes, headers: Headers,
+                 timeout: float, retries_left: int, retry_wait: float,
+                 run_callback: Callable[..., None]) -> None:  # no super(): see above
         self._state = _RUNNING_STATE
         self._result: PubAck | None = None
         self._exception: BaseException | None = None
+        #: The ack's bytes while not decoded yet.
+        self._ack_data: bytes | None = None
         self._run_callback = run_callback
+        self._owner = owner
+        self.subject = subject
+        self._payload = payload
+        self._headers = headers
+        self._timeout = timeout
+        self._retries_left = retries_left
+        self._retry_wait = retry_wait
+        self._reply = ""
 
     def __getattr__(self, name: str) -> Any:
         # Only reached while the attribute is missing; setdefault keeps one winner if
@@ -206,6 +227,8 @@ class AckFuture(Future[PubAck]):
         if name in ("_waiters", "_done_callbacks"):
             return self.__dict__.setdefault(name, [])
         raise AttributeError(name)
+
+    # --- the user's side -----------------------------------------------------------------
 
     def done(self) -> bool:
         """Whether the ack (or an error) came; reads the state without the condition."""
@@ -219,6 +242,7 @@ class AckFuture(Future[PubAck]):
             ``TimeoutError`` when it did not complete within ``timeout``.
         """
         if self._state == _FINISHED_STATE:  # settled: no condition needed
+            self._decode()
             if self._exception is not None:
                 raise self._exception
             assert self._result is not None
@@ -228,6 +252,7 @@ class AckFuture(Future[PubAck]):
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The publish's error or None, waiting up to ``timeout`` seconds."""
         if self._state == _FINISHED_STATE:
+            self._decode()
             return self._exception
         return super().exception(timeout)
 
@@ -239,70 +264,58 @@ class AckFuture(Future[PubAck]):
                 return
         self._run_callback(fn, self)
 
-    def _settle(self, result: PubAck | None, error: BaseException | None) -> None:
-        """Completes the future (exactly once: the caller popped its waiter)."""
-        self._result = result
-        self._exception = error
-        self._state = _FINISHED_STATE
-        lazy = self.__dict__
-        condition = lazy.get("_condition")
-        if condition is None:
-            return  # nobody waits, nobody listens
-        with condition:
-            for waiter in lazy.get("_waiters", ()):
-                if error is None:
-                    waiter.add_result(self)
-                else:
-                    waiter.add_exception(self)
-            condition.notify_all()
-        for fn in lazy.get("_done_callbacks", ()):
-            self._run_callback(fn, self)
+    def _decode(self) -> None:
+        """Decodes a kept ack. Two threads may both decode: the result is the same."""
+        data = self._ack_data
+        if data is not None:
+            try:
+                self._result = decode_ack(Msg(self._reply, data=data), self.subject)
+            except JetStreamError as err:
+                self._exception = err
+            self._ack_data = None
 
-
-class _AckWaiter:
-    """One ``publish_async`` message awaiting its ack, registered in the client's
-    request multiplexer, which completes it on the reader thread."""
-
-    __slots__ = ("deadline", "future", "headers", "owner", "payload", "reply",
-                 "retries_left", "retry_wait", "subject", "timeout")
-
-    def __init__(self, owner: JsPublisher, future: AckFuture, subject: str, payload: bytes,
-                 headers: Headers, timeout: float, retries_left: int,
-                 retry_wait: float) -> None:
-        self.owner = owner
-        self.future = future
-        self.subject = subject
-        self.payload = payload
-        self.headers = headers
-        self.timeout = timeout
-        self.retries_left = retries_left
-        self.retry_wait = retry_wait
-        self.reply = ""
-        self.deadline = 0.0
+    # --- the mux's side (reader thread), the timer, a closing thread -------------------
 
     def resolve(self, msg: Msg) -> None:
         """Reader thread: the ack (or a 503, or an API error) came."""
         if msg.status is None:
-            plain = _PLAIN_ACK.match(msg.data)
-            if plain is not None:  # nearly always: no JSON, no generic decoding
-                self.future._settle(PubAck(plain[1].decode(), int(plain[2])), None)
-                self.owner._settled(self)
+            data = msg.data
+            if data.startswith(_ACK_START):  # an ack, not an error: decoded when asked
+                self._ack_data = data
+                self._settle()
                 return
-        elif self.retries_left and msg.is_no_responders:
-            self.owner._retry_later(self)
+        elif self._retries_left and msg.is_no_responders:
+            self._owner._retry_later(self)
             return
         try:
-            ack = decode_ack(msg, self.subject)
+            self._result = decode_ack(msg, self.subject)
         except JetStreamError as err:
-            self.future._settle(None, err)
-        else:
-            self.future._settle(ack, None)
-        self.owner._settled(self)
+            self._exception = err
+        self._settle()
 
     def fail(self, error: BaseException) -> None:
-        """Any thread that popped this waiter: completes it with ``error``."""
-        self.future._settle(None, error)
-        self.owner._settled(self)
+        """Any thread that took this waiter from the mux: completes it with ``error``."""
+        self._exception = error
+        self._settle()
+
+    def _settle(self) -> None:
+        """Completes the future (exactly once: the caller took its waiter) and frees
+        its room in the window."""
+        self._state = _FINISHED_STATE
+        lazy = self.__dict__
+        condition = lazy.get("_condition")
+        if condition is not None:  # someone waits or listens: decode for them now
+            self._decode()
+            with condition:
+                for waiter in lazy.get("_waiters", ()):
+                    if self._exception is None:
+                        waiter.add_result(self)
+                    else:
+                        waiter.add_exception(self)
+                condition.notify_all()
+            for fn in lazy.get("_done_callbacks", ()):
+                self._run_callback(fn, self)
+        self._owner._settled(self)
 
 
 class _Session:
@@ -341,14 +354,14 @@ class JsPublisher:
         #: The waiters registered and not yet settled (a 503 waiting to be sent again
         #: included): a set, whose add, discard and len need no lock, so the caller and
         #: the reader thread never contend for one per message.
-        self._in_flight: set[_AckWaiter] = set()
+        self._in_flight: set[AckFuture] = set()
         self._room_waiters = 0
         self._done_waiters = 0
         #: Per ack timeout: ``(deadline, reply, waiter)`` in publish order, so each
         #: deque's deadlines only grow and the timer reads only its head.
-        self._deadlines: dict[float, deque[tuple[float, str, _AckWaiter]]] = {}
+        self._deadlines: dict[float, deque[tuple[float, str, AckFuture]]] = {}
         #: ``(when, waiter)`` answered 503, to be published again by the timer.
-        self._retries: list[tuple[float, _AckWaiter]] = []
+        self._retries: list[tuple[float, AckFuture]] = []
         self._next_wake = _NEVER
         self._idle_since = time.monotonic()
 
@@ -436,9 +449,8 @@ class JsPublisher:
                                 expected_last_subject_seq, expected_last_msg_id)
         session = self._session or self._open_session()
         route = session.route
-        future = AckFuture(route.run_callback)
-        waiter = _AckWaiter(self, future, subject, payload, merged, timeout, retry_attempts,
-                            retry_wait)
+        waiter = AckFuture(self, subject, payload, merged, timeout, retry_attempts,
+                           retry_wait, route.run_callback)
         if len(self._in_flight) >= self._max_pending_acks or session.closed:
             with self._lock:
                 self._wait_for_room(session)
@@ -448,24 +460,23 @@ class JsPublisher:
         try:
             self._send(waiter, route, time.monotonic() + timeout)
         except BaseException:
-            if route.mux.cancel(waiter.reply) is waiter:
+            if route.mux.cancel(waiter._reply) is waiter:
                 self._settled(waiter)  # taken back: it takes no room
             raise
-        return future
+        return waiter
 
-    def _send(self, waiter: _AckWaiter, route: InboxRoute, deadline: float) -> None:
+    def _send(self, waiter: AckFuture, route: InboxRoute, deadline: float) -> None:
         """Registers ``waiter`` under a fresh reply subject and publishes its message
         (a publish that raises leaves the waiter registered: the caller takes it back)."""
-        reply = waiter.reply = route.mux.register(waiter)
-        waiter.deadline = deadline
-        queue = self._deadlines.get(waiter.timeout)
+        reply = waiter._reply = route.mux.register(waiter)
+        queue = self._deadlines.get(waiter._timeout)
         if queue is None:
-            queue = self._deadlines.setdefault(waiter.timeout, deque())
+            queue = self._deadlines.setdefault(waiter._timeout, deque())
         queue.append((deadline, reply, waiter))
         if deadline < self._next_wake:  # only an earlier deadline than planned wakes it
             with self._lock:
                 self._wake.notify()
-        route.publish(waiter.subject, waiter.payload, reply.encode(), waiter.headers)
+        route.publish(waiter.subject, waiter._payload, reply.encode(), waiter._headers)
 
     def pending(self) -> int:
         """See ``JetStream.publish_async_pending``."""
@@ -506,7 +517,7 @@ class JsPublisher:
 
     # --- where acks are settled: the reader thread, the timer, a closing thread ----------
 
-    def _settled(self, waiter: _AckWaiter) -> None:
+    def _settled(self, waiter: AckFuture) -> None:
         """``waiter``'s future has its outcome: frees its room.
 
         The waiter counters are read without the lock: a waiter counts itself under the
@@ -524,11 +535,11 @@ class JsPublisher:
                 with self._lock:
                     self._done.notify_all()
 
-    def _retry_later(self, waiter: _AckWaiter) -> None:
+    def _retry_later(self, waiter: AckFuture) -> None:
         """Reader thread: a 503 came and an attempt is left; the timer publishes it
         again after ``retry_wait`` (still in flight meanwhile)."""
-        waiter.retries_left -= 1
-        when = time.monotonic() + waiter.retry_wait
+        waiter._retries_left -= 1
+        when = time.monotonic() + waiter._retry_wait
         with self._lock:
             self._retries.append((when, waiter))
             if when < self._next_wake:
@@ -633,15 +644,15 @@ class JsPublisher:
                     break
                 queue.popleft()
                 if mux.cancel(reply) is waiter:
-                    waiter.fail(_ack_timeout(waiter.subject, waiter.timeout))
+                    waiter.fail(_ack_timeout(waiter.subject, waiter._timeout))
         return next_wake
 
-    def _resend(self, waiter: _AckWaiter, route: InboxRoute, now: float) -> None:
+    def _resend(self, waiter: AckFuture, route: InboxRoute, now: float) -> None:
         """Timer: publishes a message answered 503 again under a fresh reply."""
         try:
-            self._send(waiter, route, now + waiter.timeout)
+            self._send(waiter, route, now + waiter._timeout)
         except Error as err:
-            if route.mux.cancel(waiter.reply) is waiter:
+            if route.mux.cancel(waiter._reply) is waiter:
                 waiter.fail(err)
 
     def _fail_all(self, mux: RequestMux) -> None:
