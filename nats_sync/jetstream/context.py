@@ -108,6 +108,8 @@ class JetStream:
         self.timeout = float(timeout)
         self.api = JsApi(client, prefix, self.timeout)
         self._publisher = JsPublisher(self, max_pending_acks, stall_wait)
+        # The per-message path without this class's own frame (same signature).
+        self.publish_async = self._publisher.publish_async  # type: ignore[method-assign]
         self._api_level: int | None = None
 
     def __repr__(self) -> str:
@@ -466,8 +468,8 @@ class JetStream:
         ``timeout`` (not retried), ``NoStreamResponseError`` after the retries,
         the stream's refusal (``WrongLastSequenceError``, ...) or
         ``ConnectionClosedError`` when the client closes first. Done-callbacks run on
-        the thread of the context's ack subscription or on its ack timer thread, never
-        on the reader: keep them short; they may publish again.
+        the client's callback thread, in order, never on the reader: keep them short;
+        they may publish again.
 
         Raises:
             TooManyStalledMsgsError: no room within ``stall_wait``.

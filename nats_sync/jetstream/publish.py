@@ -87,6 +87,8 @@ if TYPE_CHECKING:
 #: Seconds a session lives on with nothing in flight before it unsubscribes and its
 #: timer thread ends (a context made per call must not keep a thread forever).
 _IDLE_EXIT = 10.0
+_DEFAULT_RETRY_ATTEMPTS = 2
+_DEFAULT_RETRY_WAIT = 0.25
 _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it
 #: Seconds between the timer's sweeps of settled entries while acks are in flight.
@@ -204,20 +206,26 @@ class AckFuture(Future[PubAck]):
     def __init__(self, owner: JsPublisher, subject: str, payload: bytes, headers: Headers,
                  timeout: float, retries_left: int, retry_wait: float,
                  run_callback: Callable[..., None]) -> None:  # no super(): see above
-        self._state = _RUNNING_STATE
-        self._result: PubAck | None = None
-        self._exception: BaseException | None = None
-        #: The ack's bytes while not decoded yet.
-        self._ack_data: bytes | None = None
+        # What most messages share is a class attribute (see below): fewer stores.
         self._run_callback = run_callback
         self._owner = owner
         self.subject = subject
         self._payload = payload
         self._headers = headers
         self._timeout = timeout
-        self._retries_left = retries_left
-        self._retry_wait = retry_wait
-        self._reply = ""
+        if retries_left != _DEFAULT_RETRY_ATTEMPTS or retry_wait != _DEFAULT_RETRY_WAIT:
+            self._retries_left = retries_left
+            self._retry_wait = retry_wait
+
+    # Until set on the instance; Future's own methods read these names too.
+    _state = _RUNNING_STATE
+    _result: PubAck | None = None
+    _exception: BaseException | None = None
+    #: The ack's bytes while not decoded yet.
+    _ack_data: bytes | None = None
+    _retries_left = _DEFAULT_RETRY_ATTEMPTS
+    _retry_wait = _DEFAULT_RETRY_WAIT
+    _reply = ""
 
     def __getattr__(self, name: str) -> Any:
         # Only reached while the attribute is missing; setdefault keeps one winner if
@@ -315,7 +323,11 @@ class AckFuture(Future[PubAck]):
                 condition.notify_all()
             for fn in lazy.get("_done_callbacks", ()):
                 self._run_callback(fn, self)
-        self._owner._settled(self)
+        owner = self._owner  # JsPublisher._settled, inlined: this runs per message
+        in_flight = owner._in_flight
+        in_flight.discard(self)
+        if owner._room_waiters or not in_flight:
+            owner._settled()
 
 
 class _Session:
@@ -439,7 +451,7 @@ class JsPublisher:
         """See ``JetStream.publish_async``."""
         # The plain call (no keyword given) skips the checks: this runs per message.
         timeout = self._js.timeout if timeout is None else self._timeout(timeout)
-        if retry_attempts != 2 or retry_wait != 0.25:
+        if retry_attempts != _DEFAULT_RETRY_ATTEMPTS or retry_wait != _DEFAULT_RETRY_WAIT:
             _check_retries(retry_attempts, retry_wait)
         if (msg_id is None and expected_stream is None and expected_last_seq is None
                 and expected_last_subject_seq is None and expected_last_msg_id is None):
@@ -517,15 +529,17 @@ class JsPublisher:
 
     # --- where acks are settled: the reader thread, the timer, a closing thread ----------
 
-    def _settled(self, waiter: AckFuture) -> None:
-        """``waiter``'s future has its outcome: frees its room.
+    def _settled(self, waiter: AckFuture | None = None) -> None:
+        """``waiter``'s future has its outcome (None: it left ``_in_flight`` already):
+        frees its room.
 
         The waiter counters are read without the lock: a waiter counts itself under the
         lock before it checks the room, and this discards before it reads the counters,
         so one of the two sees the other.
         """
         in_flight = self._in_flight
-        in_flight.discard(waiter)
+        if waiter is not None:
+            in_flight.discard(waiter)
         if self._room_waiters:
             with self._lock:
                 self._room.notify()
