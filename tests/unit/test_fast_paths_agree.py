@@ -77,6 +77,36 @@ def test_publish_queues_what_the_general_path_queues(subject: str, size: int) ->
     assert _wire(fast_outbox.frames).startswith(b"PUB %s %d\r\n" % (subject.encode(), size))
 
 
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("subject", ["a", "orders.eu.created", "_INBOX.x.1"])
+@pytest.mark.parametrize("headers", [None, {"Nats-Msg-Id": "m-1"}])
+def test_publish_inbox_queues_what_the_general_path_queues(
+    subject: str, size: int, headers: dict[str, str] | None
+) -> None:
+    fast, fast_outbox, _ = _publisher()
+    slow, slow_outbox, _ = _publisher()
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    for token in range(3):  # the first fills the line cache; the rest read it
+        inbox = b"_INBOX.abc.%x" % token
+        fast.publish_inbox(subject, payload, inbox, headers)
+        slow._encode_and_queue(subject, payload, inbox, headers, False)
+    assert _state(fast_outbox) == _state(slow_outbox)
+    verb = b"HPUB" if headers else b"PUB"
+    assert _wire(fast_outbox.frames).startswith(b"%s %s _INBOX.abc.0 " % (verb, subject.encode()))
+
+
+def test_publish_inbox_refuses_what_the_general_path_refuses() -> None:
+    fast, _, fast_host = _publisher()
+    with pytest.raises(Error, match="subject"):
+        fast.publish_inbox("bad subject", b"x", b"_INBOX.a.1")
+    with pytest.raises(Error, match="max_payload"):
+        fast.publish_inbox("a", bytes(d.DEFAULT_MAX_PAYLOAD + 1), b"_INBOX.a.1")
+    fast.accepting = False
+    fast_host.refusal = ConnectionClosedError("closed")
+    with pytest.raises(ConnectionClosedError):
+        fast.publish_inbox("a", b"x", b"_INBOX.a.1")
+
+
 def test_a_cached_line_is_not_reused_for_another_size() -> None:
     fast, fast_outbox, _ = _publisher()
     slow, slow_outbox, _ = _publisher()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
+from concurrent.futures import TimeoutError as FuturesTimeoutError
 from types import SimpleNamespace
 from typing import Any
 
@@ -349,3 +351,54 @@ def test_publish_batch_maps_each_result(fake: FakeClient) -> None:
     assert isinstance(results[4], js_errors.StreamNotMatchError)
     with pytest.raises(core.InvalidArgumentError, match="sequence of payloads"):
         pub.publish_batch("s", b"one payload")
+
+
+# --- the AckFuture: a concurrent.futures.Future in every way users touch ------------------
+
+
+def test_the_future_works_with_concurrent_futures_wait_and_as_completed(
+    fake: FakeClient,
+) -> None:
+    pub = publisher(fake)
+    first = pub.publish_async("s.a", b"1")
+    second = pub.publish_async("s.b", b"2")
+    assert isinstance(first, Future) and not first.done() and first.running()
+    assert first.cancel() is False  # published: it cannot be taken back
+    timer = threading.Timer(0.1, lambda: fake.deliver(fake.published[1][2],
+                                                      b'{"stream":"S","seq":2}'))
+    timer.start()
+    done, not_done = wait([first, second], timeout=5, return_when=FIRST_COMPLETED)
+    timer.join()
+    assert done == {second} and not_done == {first}
+    fake.deliver(fake.published[0][2], b'{"stream":"S","seq":1,"duplicate":true}')
+    assert [f.result(1).seq for f in as_completed([first, second], timeout=5)] in (
+        [1, 2], [2, 1])
+    assert first.result() == PubAck(stream="S", seq=1, duplicate=True)
+    assert first.exception() is None and first.done()
+
+
+def test_a_waiting_result_and_callbacks_see_the_ack(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    future = pub.publish_async("s.a", b"1")
+    early: list[PubAck] = []
+    future.add_done_callback(lambda f: early.append(f.result()))
+    timer = threading.Timer(0.1, lambda: fake.deliver(fake.published[0][2],
+                                                      b'{"stream":"S","seq":7}'))
+    timer.start()
+    assert future.result(timeout=5).seq == 7  # waited on the condition made for it
+    timer.join()
+    late: list[PubAck] = []
+    future.add_done_callback(lambda f: late.append(f.result()))  # already done: at once
+    assert early == late == [PubAck(stream="S", seq=7)]
+
+
+def test_an_error_reply_and_a_timed_out_wait(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    future = pub.publish_async("s.a", b"1")
+    with pytest.raises(FuturesTimeoutError):
+        future.result(timeout=0.05)
+    fake.deliver(fake.published[0][2],
+                 b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}')
+    assert isinstance(future.exception(1), js_errors.WrongLastSequenceError)
+    with pytest.raises(js_errors.WrongLastSequenceError):
+        future.result()
