@@ -143,12 +143,14 @@ def request_pipelined(url: str, size: int, count: int, warmup: int) -> Metrics:
 
 
 @contextmanager
-def _js_stream(url: str, scenario: str) -> Iterator[tuple[Any, Any, c.JsNames]]:
-    """A connection, its JetStream context and a fresh file stream, deleted after."""
+def _js_stream(url: str, scenario: str, **config: Any) -> Iterator[tuple[Any, Any, c.JsNames]]:
+    """A connection, its JetStream context and a fresh file stream (``config``: more
+    stream fields), deleted after."""
     names = c.js_names(scenario)
     with nats_sync.connect(url) as nc:
         js = nc.jetstream(timeout=c.JS_TIMEOUT)
-        js.create_stream(name=names.stream, subjects=[names.subject], storage="file")
+        js.create_stream(name=names.stream, subjects=[names.subject], storage="file",
+                         **config)
         try:
             yield nc, js, names
         finally:
@@ -207,6 +209,58 @@ def js_publish_async(url: str, server_pid: int, size: int, count: int, warmup: i
     metrics["cpu_us_per_msg"] = metrics.pop("cpu_us_per_ack")
     metrics.update(c.server_cpu_metric(watch, count), errors=errors)
     return metrics
+
+
+def js_fast_publish(url: str, server_pid: int, size: int, count: int, warmup: int
+                    ) -> Metrics:
+    """``count`` messages as one fast-ingest batch (``js.fast_publisher``, gap fail, the
+    last one the commit), then every stored message read back and checked: in publish
+    order, each once. Beside it, in the same process, ``count`` plain core publishes of
+    the same size, whose CPU per message the batch's is compared with."""
+    frames = [c.seq_payload(n, size) for n in range(count)]
+    with _js_stream(url, "js_fast_publish", allow_batched=True) as (nc, js, names):
+        subject = names.subject
+        with js.fast_publisher() as warm:  # the stream's first batch: closed without a commit
+            for frame in frames[:warmup]:
+                warm.add(subject, frame)
+        first_seq = js.stream(names.stream).info().state.last_seq + 1
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        with js.fast_publisher() as publisher:
+            add = publisher.add
+            for frame in frames[:-1]:
+                add(subject, frame)
+            final = publisher.commit(subject, frames[-1])
+        watch.stop()
+        errors = abs(count - final.count) + _out_of_order(js, names.stream, first_seq, frames)
+        core = _core_publish_cpu(nc, size, count)
+    metrics = c.throughput_metrics(count, watch, "msgs")
+    metrics.update(c.server_cpu_metric(watch, count), errors=errors,
+                   core_cpu_us_per_msg=core,
+                   cpu_vs_core_publish=metrics["cpu_us_per_msg"] / core)
+    return metrics
+
+
+def _out_of_order(js: Any, stream: str, first_seq: int, frames: list[bytes]) -> int:
+    """How many of ``frames`` are not stored in order from ``first_seq`` on (missing,
+    extra or moved ones all count)."""
+    stored: list[bytes] = []
+    for run in js.stream(stream).get_msg_columns(first_seq, batch=10_000):
+        stored.extend(run.datas)
+    wrong = sum(1 for sent, kept in zip(frames, stored) if sent != kept)
+    return wrong + abs(len(stored) - len(frames))
+
+
+def _core_publish_cpu(nc: Any, size: int, count: int) -> float:
+    """Client CPU µs per message of ``count`` plain core publishes of ``size`` bytes."""
+    data = c.payload(size)
+    publish = nc.publish
+    subject = c.PUBLISH_SUBJECT
+    watch = c.Stopwatch().start()
+    for _ in range(count):
+        publish(subject, data)
+    nc.flush(timeout=60)
+    watch.stop()
+    return watch.cpu / count * 1e6
 
 
 def js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics:
@@ -357,6 +411,7 @@ SCENARIOS = {
     "request_pipelined": request_pipelined,
     "js_publish_seq": js_publish_seq,
     "js_publish_async": js_publish_async,
+    "js_fast_publish": js_fast_publish,
     "js_fetch": js_fetch,
     "kv_get": kv_get,
     "kv_put": kv_put,
