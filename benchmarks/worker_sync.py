@@ -246,7 +246,7 @@ def _out_of_order(js: Any, stream: str, first_seq: int, frames: list[bytes]) -> 
     stored: list[bytes] = []
     for run in js.stream(stream).get_msg_columns(first_seq, batch=10_000):
         stored.extend(run.datas)
-    wrong = sum(1 for sent, kept in zip(frames, stored) if sent != kept)
+    wrong = sum(1 for sent, kept in zip(frames, stored, strict=False) if sent != kept)
     return wrong + abs(len(stored) - len(frames))
 
 
