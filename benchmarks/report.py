@@ -341,6 +341,15 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "flush so every ack reached the server (nats-py: `pull_subscribe` + "
         "`await sub.fetch(500)` + `await msg.ack()`). The nats-server CPU rows of these cases "
         "cover the timed section only.",
+        "- Fast ingest: nats_sync stores 100,000 x 128 B sequence-numbered payloads as one "
+        "`js.fast_publisher()` batch (ADR-50, gap `fail`, `flow=100`, two outstanding acks; "
+        "the stream has `allow_batched`) committed with its last message, after a 200-message "
+        "warm-up batch; then reads every stored message back with `get_msg_columns` and "
+        "counts any missing, extra or out of order (not timed). nats-py has no fast ingest: "
+        "its row is its `publish_async` of the same count (default window), checked by the "
+        "stream's message count. 'core publish CPU' is a plain `nc.publish` of the same "
+        "count and size in the same nats_sync process, the yardstick of the client's own "
+        "work per message.",
         "- Key-value and object store: a fresh file-storage bucket per run, deleted after. "
         "kv get: one key holding 100 B, 200 warm-up gets, then 3,000 `kv.get` one after "
         "another (both clients use the bucket's direct get). kv put: 200 warm-up puts, then "
