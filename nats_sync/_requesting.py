@@ -124,14 +124,13 @@ class Requester:
         return mux
 
     def inbox_route(self) -> InboxRoute:
-        """The shared inbox (subscribed if it was not), its publish and the callback
-        runner, for waiters registered by other components.
+        """The shared inbox (subscribed if it was not) and the callback runner, for
+        waiters registered by other components.
 
         Raises:
             ConnectionClosedError: the client is closed (or draining, forked).
         """
-        return InboxRoute(self._request_mux(), self._publisher.publish_inbox,
-                          self._run_callback)
+        return InboxRoute(self._request_mux(), self._run_callback)
 
     def request(
         self, subject: str, payload: bytes, timeout: float, headers: HeadersArg

@@ -16,13 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from nats_sync.errors import NoRespondersError
 from nats_sync.msg import Msg
-
-if TYPE_CHECKING:
-    from nats_sync._publishing import HeadersArg
 
 
 def no_responders(subject: str) -> NoRespondersError:
@@ -251,14 +248,12 @@ class RequestMux:
 
 class InboxRoute(NamedTuple):
     """What a component that awaits replies on the client's shared request inbox uses
-    (JetStream's ``publish_async``): it registers its own waiters (anything with
-    ``subject``, ``resolve(msg)`` and ``fail(error)``, completed on the reader thread,
-    so they must never block or run user code) and publishes with their reply subjects.
+    (JetStream's ``publish_async``): it registers its own waiters (see :class:`Waiter`;
+    completed on the reader thread, so they must never block or run user code) and
+    publishes with their reply subjects (``Client._publish_inbox``).
     """
 
     #: The client's request multiplexer (its inbox is subscribed).
     mux: RequestMux
-    #: ``publish(subject, payload, reply_bytes, headers)``: the reply is not validated.
-    publish: Callable[[str, bytes, bytes, HeadersArg], None]
     #: ``run_callback(fn, *args)`` on the client's callback thread (user code).
     run_callback: Callable[..., None]

@@ -202,6 +202,7 @@ class Client:
         self._handler = handler
         # The hot path without this method's own frame: same signature, same behaviour.
         self.publish = handler.publisher.publish  # type: ignore[method-assign]
+        self._publish_inbox = handler.publisher.publish_inbox  # type: ignore[method-assign]
 
     # --- publishing and subscribing -------------------------------------------------
 
@@ -401,11 +402,20 @@ class Client:
         """
         return self.jetstream(domain=domain, api_prefix=prefix, timeout=timeout)
 
+    def _publish_inbox(
+        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg = None
+    ) -> None:
+        """Internal hook for JetStream's per-message publishes (``publish_async``, fast
+        ingest): ``publish`` with a reply subject the caller made under one of its own
+        inboxes, so it is not validated (bytes, ready for the wire). Raises as
+        ``publish``."""
+        self._handler.publisher.publish_inbox(subject, payload, inbox, headers)
+
     def _inbox_route(self) -> InboxRoute:
         """Internal hook for JetStream's ``publish_async``: the client's shared request
-        inbox (subscribed on first use), a publish that takes a reply subject of it
-        unchecked, and the callback thread's runner. Waiters registered in its mux are
-        completed on the reader thread: they must not block or run user code.
+        inbox (subscribed on first use) and the callback thread's runner. Waiters
+        registered in its mux are completed on the reader thread: they must not block
+        or run user code; their messages go out with ``_publish_inbox``.
 
         Raises:
             ConnectionClosedError: the client is closed.

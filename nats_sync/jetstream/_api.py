@@ -90,6 +90,11 @@ class CoreClient(Protocol):
         """The internal hook of the shared request inbox (``publish_async``'s acks)."""
         ...
 
+    def _publish_inbox(
+        self, subject: str, payload: bytes, inbox: bytes, headers: Headers = None
+    ) -> None:
+        """The internal hook of a publish whose reply is our own inbox (unchecked)."""
+
 
 # --- units -------------------------------------------------------------------------------
 

@@ -488,7 +488,8 @@ class JsPublisher:
         if deadline < self._next_wake:  # only an earlier deadline than planned wakes it
             with self._lock:
                 self._wake.notify()
-        route.publish(waiter.subject, waiter._payload, reply.encode(), waiter._headers)
+        self._client._publish_inbox(waiter.subject, waiter._payload, reply.encode(),
+                                    waiter._headers)
 
     def pending(self) -> int:
         """See ``JetStream.publish_async_pending``."""

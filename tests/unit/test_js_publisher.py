@@ -132,7 +132,7 @@ class FakeClient:
     def _inbox_route(self) -> InboxRoute:
         if self.is_closed:
             raise core.ConnectionClosedError("closed")
-        return InboxRoute(self.mux, self._publish_inbox, lambda fn, *args: fn(*args))
+        return InboxRoute(self.mux, lambda fn, *args: fn(*args))
 
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         self.listeners.append(listener)
