@@ -238,7 +238,7 @@ class AtomicBatch:
             if self._refused is not None:
                 self._fail(self._refused)
                 raise self._refused
-            self._send(subject, data, prepared, None)
+            self._send(subject, data, prepared)
             self._added += 1
 
     def commit(
@@ -357,8 +357,7 @@ class AtomicBatch:
         merged[_BATCH_ID] = self._id
         return merged
 
-    def _send(self, subject: str, data: bytes, headers: dict[str, Any],
-              reply: str | None) -> None:
+    def _send(self, subject: str, data: bytes, headers: dict[str, Any]) -> None:
         """Publishes the next batch message (its reply subject ``<prefix><seq>``)."""
         seq = self._seq + 1
         headers[_BATCH_SEQ] = str(seq)
@@ -366,15 +365,14 @@ class AtomicBatch:
             self._prefix = self._client.new_inbox() + "."
             # No message limit: one reply per message sent, at most max_messages + 1.
             self._sub = self._client.subscribe(self._prefix + "*", pending_msgs_limit=0)
-        self._client.publish(subject, data, self._prefix + str(seq) if reply is None
-                             else reply, headers)
+        self._client.publish(subject, data, self._prefix + str(seq), headers)
         self._seq = seq
         self._subjects.append(subject)
         self._staged = True
 
     def _start(self, subject: str, data: bytes, headers: dict[str, Any]) -> None:
         """The first message: a request; its reply is empty, or the server's error."""
-        self._send(subject, data, headers, None)
+        self._send(subject, data, headers)
         try:
             reply = self._wait_for(1)
         except Error as closed:  # the client closed meanwhile
@@ -395,7 +393,7 @@ class AtomicBatch:
 
     def _commit(self, subject: str, data: bytes, headers: dict[str, Any]) -> BatchAck:
         eob = headers[_BATCH_COMMIT] == "eob"
-        self._send(subject, data, headers, None)
+        self._send(subject, data, headers)
         try:
             reply = self._wait_for(self._seq)
         except Error as closed:  # the client closed meanwhile: the outcome is unknown
