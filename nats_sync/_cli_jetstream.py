@@ -45,6 +45,7 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     add.add_argument("--max-bytes", type=int, default=None)
     add.add_argument("--max-age", type=float, default=None, help="seconds")
     add.add_argument("--allow-direct", action="store_true", help="allow direct gets")
+    _add_feature_options(add)
     remove = actions.add_parser("rm", help="delete a stream and its messages")
     remove.add_argument("name")
     for parser in (stream, *actions.choices.values()):
@@ -76,6 +77,42 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     for parser in (consumer, *actions.choices.values()):
         add_options(parser)
     _add_kv_parser(commands, add_options)
+
+
+#: ``stream add`` switches for the server 2.11-2.15 features: option -> StreamConfig field.
+_FEATURE_SWITCHES = {
+    "--allow-atomic": ("allow_atomic", "allow atomic batches (server 2.12+)"),
+    "--allow-batched": ("allow_batched", "allow fast-ingest batches (server 2.14+)"),
+    "--allow-msg-ttl": ("allow_msg_ttl", "allow per-message TTLs (server 2.11+)"),
+    "--allow-msg-counter": ("allow_msg_counter", "make a counter stream (server 2.12+)"),
+    "--allow-msg-schedules": ("allow_msg_schedules",
+                              "allow scheduled messages (server 2.12+)"),
+}
+
+
+def _add_feature_options(add: argparse.ArgumentParser) -> None:
+    for option, (_, text) in _FEATURE_SWITCHES.items():
+        add.add_argument(option, action="store_true", help=text)
+    add.add_argument("--subject-delete-marker-ttl", type=float, default=None,
+                     metavar="SECONDS",
+                     help="leave a delete marker living this long when max age removes a "
+                          "subject's last message (>= 1; the server then allows TTLs)")
+    add.add_argument("--persist-mode", choices=("default", "async"), default=None,
+                     help="async: acknowledge before the write is flushed (not with "
+                          "--allow-atomic)")
+
+
+def _feature_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The StreamConfig fields the feature options ask for (none when not given)."""
+    fields: dict[str, Any] = {
+        field: True for option, (field, _) in _FEATURE_SWITCHES.items()
+        if getattr(args, option[2:].replace("-", "_"))
+    }
+    if args.subject_delete_marker_ttl is not None:
+        fields["subject_delete_marker_ttl"] = args.subject_delete_marker_ttl
+    if args.persist_mode is not None:
+        fields["persist_mode"] = args.persist_mode
+    return fields
 
 
 def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
@@ -142,6 +179,7 @@ def handlers(connect: Connect) -> dict[str, Handler]:
                 }
                 if args.allow_direct:
                     fields["allow_direct"] = True
+                fields.update(_feature_fields(args))
                 made = js.create_stream(**fields)
                 out.write(f"stream {made.name} stores {', '.join(fields['subjects'])}\n")
             else:
