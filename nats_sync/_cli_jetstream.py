@@ -1,5 +1,6 @@
 """The command line's JetStream commands: ``stream ls|info|add|rm``,
-``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``.
+``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``, and
+``pub --js --atomic`` (the ``pub`` command itself is ``cli``'s).
 
 How it works: ``cli`` adds these parsers (with its connection options on each) and
 their handlers; each handler connects one client on the main thread, makes one
@@ -18,7 +19,15 @@ from typing import Any, TextIO
 import nats_sync
 from nats_sync import _cli_object
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream import ApiObject, ConsumerInfo, Entry, JetStream, StreamInfo
+from nats_sync.jetstream import (
+    ApiObject,
+    BatchTooLargeError,
+    ConsumerInfo,
+    Entry,
+    JetStream,
+    StreamInfo,
+)
+from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 
 Connect = Callable[[argparse.Namespace], nats_sync.Client]
 Handler = Callable[[argparse.Namespace, TextIO], None]
@@ -290,6 +299,39 @@ def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"no message within {args.timeout}s\n")
     elif not args.no_ack:
         js.client.flush(args.timeout)  # the acks reach the server before we disconnect
+
+
+def add_pub_options(pub: argparse.ArgumentParser) -> None:
+    """Adds ``--atomic`` to ``cli``'s ``pub`` command."""
+    pub.add_argument("--atomic", action="store_true",
+                     help="with --js: publish the --count messages as one atomic batch "
+                          "(all stored or none; at most 1000; the stream needs "
+                          "allow_atomic) and print its ack")
+
+
+def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,
+                   headers: dict[str, list[str]] | None, out: TextIO) -> None:
+    """``pub --js --atomic``: ``--count`` messages as one atomic batch, the last one
+    carrying the commit; prints the batch's ack (stream, last seq, batch id, count)."""
+    if args.count < 1:
+        raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
+
+    def data(n: int) -> bytes:
+        return str(args.data).replace("{n}", str(n)).encode()
+
+    def msg_id(n: int) -> str | None:
+        return None if args.msg_id is None else str(args.msg_id).replace("{n}", str(n))
+
+    if args.count > DEFAULT_ATOMIC_BATCH_MAX:  # refused before anything is sent
+        raise BatchTooLargeError(f"--count {args.count} with --atomic: an atomic batch holds "
+                                 f"at most {DEFAULT_ATOMIC_BATCH_MAX} messages; nothing sent")
+    js = nc.jetstream(timeout=args.timeout)
+    with js.atomic_batch() as batch:
+        for n in range(1, args.count):
+            batch.add(args.subject, data(n), headers=headers, msg_id=msg_id(n))
+        ack = batch.commit(args.subject, data(args.count), headers=headers,
+                           msg_id=msg_id(args.count))
+    out.write(f"{ack.stream}\tseq {ack.seq}\tbatch {ack.batch_id}\tcount {ack.count}\n")
 
 
 def _subjects(text: str) -> list[str]:
