@@ -7,6 +7,7 @@ what a batch stored."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -27,6 +28,7 @@ from nats_sync.jetstream import (
     BatchUnsupportedHeaderError,
     JetStream,
     NoStreamResponseError,
+    PublishAckTimeoutError,
     StoredMsg,
     WrongLastSequenceError,
 )
@@ -229,6 +231,60 @@ def test_an_unsupported_header_fails_the_commit(js: JetStream) -> None:
 def test_the_batch_headers_are_not_the_users(js: JetStream) -> None:
     with js.atomic_batch() as batch, pytest.raises(InvalidArgumentError, match="batch"):
         batch.add("orders.1", b"x", headers={"Nats-Batch-Sequence": "9"})
+
+
+def test_one_batch_may_be_filled_from_several_threads(js: JetStream) -> None:
+    with js.atomic_batch() as batch:
+        def fill(worker: int) -> None:
+            for number in range(50):
+                batch.add(f"orders.w{worker}", b"%d-%d" % (worker, number))
+
+        batch.add("orders.first", b"the feature check")
+        threads = [threading.Thread(target=fill, args=(worker,)) for worker in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        ack = batch.commit()
+    assert (ack.count, batch.size) == (201, 201)
+    messages = stored(js)
+    # Numbered in the order the adds took the batch: no gap, no repeat.
+    assert [int((m.headers or {})["Nats-Batch-Sequence"]) for m in messages] == list(
+        range(1, 202))
+    assert sorted(m.data for m in messages[1:]) == sorted(
+        b"%d-%d" % (worker, number) for worker in range(4) for number in range(50))
+
+
+# --- timeouts --------------------------------------------------------------------------
+
+
+def test_a_commit_without_an_answer_says_the_outcome_is_unknown(
+        js: JetStream, jetstream_server: NatsServer) -> None:
+    batch = js.atomic_batch(timeout=0.5)
+    batch.add("orders.1", b"one")
+    with jetstream_server.paused(), pytest.raises(PublishAckTimeoutError,
+                                                  match="may or may not be stored"):
+        batch.commit()
+    with pytest.raises(BatchClosedError) as closed:
+        batch.add("orders.2")
+    assert isinstance(closed.value.__cause__, PublishAckTimeoutError)
+
+
+def test_a_first_message_without_an_answer_ends_the_batch(
+        js: JetStream, jetstream_server: NatsServer) -> None:
+    batch = js.atomic_batch(timeout=0.5)
+    with jetstream_server.paused(), pytest.raises(PublishAckTimeoutError,
+                                                  match="nothing stored"):
+        batch.add("orders.1", b"one")
+    assert batch.is_closed
+    assert message_count(js) == 0
+
+
+def test_atomic_batch_checks_its_settings(js: JetStream) -> None:
+    for bad in ({"timeout": 0}, {"timeout": -1.0}, {"max_messages": 0},
+                {"max_messages": 1.5}):
+        with pytest.raises(InvalidArgumentError):
+            js.atomic_batch(**bad)  # type: ignore[arg-type]
 
 
 # --- the first message: the feature check -------------------------------------------------
