@@ -1,5 +1,6 @@
 """The command line's JetStream commands: ``stream ls|info|add|rm``,
-``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``.
+``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``, and
+``pub --js --atomic`` (the ``pub`` command itself is ``cli``'s).
 
 How it works: ``cli`` adds these parsers (with its connection options on each) and
 their handlers; each handler connects one client on the main thread, makes one
@@ -18,7 +19,15 @@ from typing import Any, TextIO
 import nats_sync
 from nats_sync import _cli_object
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream import ApiObject, ConsumerInfo, Entry, JetStream, StreamInfo
+from nats_sync.jetstream import (
+    ApiObject,
+    BatchTooLargeError,
+    ConsumerInfo,
+    Entry,
+    JetStream,
+    StreamInfo,
+)
+from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 
 Connect = Callable[[argparse.Namespace], nats_sync.Client]
 Handler = Callable[[argparse.Namespace, TextIO], None]
@@ -45,6 +54,7 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     add.add_argument("--max-bytes", type=int, default=None)
     add.add_argument("--max-age", type=float, default=None, help="seconds")
     add.add_argument("--allow-direct", action="store_true", help="allow direct gets")
+    _add_feature_options(add)
     remove = actions.add_parser("rm", help="delete a stream and its messages")
     remove.add_argument("name")
     for parser in (stream, *actions.choices.values()):
@@ -76,6 +86,42 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     for parser in (consumer, *actions.choices.values()):
         add_options(parser)
     _add_kv_parser(commands, add_options)
+
+
+#: ``stream add`` switches for the server 2.11-2.15 features: option -> StreamConfig field.
+_FEATURE_SWITCHES = {
+    "--allow-atomic": ("allow_atomic", "allow atomic batches (server 2.12+)"),
+    "--allow-batched": ("allow_batched", "allow fast-ingest batches (server 2.14+)"),
+    "--allow-msg-ttl": ("allow_msg_ttl", "allow per-message TTLs (server 2.11+)"),
+    "--allow-msg-counter": ("allow_msg_counter", "make a counter stream (server 2.12+)"),
+    "--allow-msg-schedules": ("allow_msg_schedules",
+                              "allow scheduled messages (server 2.12+)"),
+}
+
+
+def _add_feature_options(add: argparse.ArgumentParser) -> None:
+    for option, (_, text) in _FEATURE_SWITCHES.items():
+        add.add_argument(option, action="store_true", help=text)
+    add.add_argument("--subject-delete-marker-ttl", type=float, default=None,
+                     metavar="SECONDS",
+                     help="leave a delete marker living this long when max age removes a "
+                          "subject's last message (>= 1; the server then allows TTLs)")
+    add.add_argument("--persist-mode", choices=("default", "async"), default=None,
+                     help="async: acknowledge before the write is flushed (not with "
+                          "--allow-atomic)")
+
+
+def _feature_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The StreamConfig fields the feature options ask for (none when not given)."""
+    fields: dict[str, Any] = {
+        field: True for option, (field, _) in _FEATURE_SWITCHES.items()
+        if getattr(args, option[2:].replace("-", "_"))
+    }
+    if args.subject_delete_marker_ttl is not None:
+        fields["subject_delete_marker_ttl"] = args.subject_delete_marker_ttl
+    if args.persist_mode is not None:
+        fields["persist_mode"] = args.persist_mode
+    return fields
 
 
 def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
@@ -142,6 +188,7 @@ def handlers(connect: Connect) -> dict[str, Handler]:
                 }
                 if args.allow_direct:
                     fields["allow_direct"] = True
+                fields.update(_feature_fields(args))
                 made = js.create_stream(**fields)
                 out.write(f"stream {made.name} stores {', '.join(fields['subjects'])}\n")
             else:
@@ -252,6 +299,39 @@ def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"no message within {args.timeout}s\n")
     elif not args.no_ack:
         js.client.flush(args.timeout)  # the acks reach the server before we disconnect
+
+
+def add_pub_options(pub: argparse.ArgumentParser) -> None:
+    """Adds ``--atomic`` to ``cli``'s ``pub`` command."""
+    pub.add_argument("--atomic", action="store_true",
+                     help="with --js: publish the --count messages as one atomic batch "
+                          "(all stored or none; at most 1000; the stream needs "
+                          "allow_atomic) and print its ack")
+
+
+def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,
+                   headers: dict[str, list[str]] | None, out: TextIO) -> None:
+    """``pub --js --atomic``: ``--count`` messages as one atomic batch, the last one
+    carrying the commit; prints the batch's ack (stream, last seq, batch id, count)."""
+    if args.count < 1:
+        raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
+
+    def data(n: int) -> bytes:
+        return str(args.data).replace("{n}", str(n)).encode()
+
+    def msg_id(n: int) -> str | None:
+        return None if args.msg_id is None else str(args.msg_id).replace("{n}", str(n))
+
+    if args.count > DEFAULT_ATOMIC_BATCH_MAX:  # refused before anything is sent
+        raise BatchTooLargeError(f"--count {args.count} with --atomic: an atomic batch holds "
+                                 f"at most {DEFAULT_ATOMIC_BATCH_MAX} messages; nothing sent")
+    js = nc.jetstream(timeout=args.timeout)
+    with js.atomic_batch() as batch:
+        for n in range(1, args.count):
+            batch.add(args.subject, data(n), headers=headers, msg_id=msg_id(n))
+        ack = batch.commit(args.subject, data(args.count), headers=headers,
+                           msg_id=msg_id(args.count))
+    out.write(f"{ack.stream}\tseq {ack.seq}\tbatch {ack.batch_id}\tcount {ack.count}\n")
 
 
 def _subjects(text: str) -> list[str]:

@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="publish to a JetStream stream and print each ack (stream, seq)")
     pub.add_argument("--msg-id", default=None,
                      help="with --js: Nats-Msg-Id for de-duplication ({n} becomes the count)")
+    _cli_jetstream.add_pub_options(pub)
 
     sub = commands.add_parser("sub", help="print messages as they arrive")
     sub.add_argument("subject")
@@ -168,8 +169,12 @@ def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
                                    "JetStream publish")
     if args.msg_id is not None and not args.js:
         raise InvalidArgumentError("--msg-id needs --js")
+    if args.atomic and not args.js:
+        raise InvalidArgumentError("--atomic needs --js")
     with _connect(args) as nc:
-        if args.js:
+        if args.atomic:
+            _cli_jetstream.publish_atomic(nc, args, headers, out)
+        elif args.js:
             _publish_acked(nc, args, headers, out)
         else:
             for n in range(1, args.count + 1):

@@ -23,6 +23,7 @@ from nats_sync.jetstream.api import (
     StreamInfo,
     StreamState,
 )
+from nats_sync.jetstream.atomic import AtomicBatch
 from nats_sync.jetstream.consumer import (
     ConsumeContext,
     JsMsg,
@@ -118,6 +119,7 @@ __all__ = [
     "APIError",
     "AccountInfo",
     "ApiObject",
+    "AtomicBatch",
     "AtomicBatchNotEnabledError",
     "AtomicBatchTooManyInflightError",
     "BadBucketError",

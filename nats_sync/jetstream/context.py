@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -33,6 +33,7 @@ from nats_sync.jetstream._api import (
 from nats_sync.jetstream._compat import JsSubscription
 from nats_sync.jetstream.api import (
     AccountInfo,
+    BatchAck,
     ConsumerConfig,
     ConsumerInfo,
     ConsumerPause,
@@ -42,6 +43,8 @@ from nats_sync.jetstream.api import (
     StreamConfig,
     StreamInfo,
 )
+from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
+from nats_sync.jetstream.atomic import AtomicBatch, publish_atomic
 from nats_sync.jetstream.consumer import PullConsumer
 from nats_sync.jetstream.errors import StreamNotFoundError
 from nats_sync.jetstream.kv import (
@@ -507,6 +510,65 @@ class JetStream:
         """
         return self._publisher.publish_batch(subject, payloads, headers=headers,
                                              timeout=timeout)
+
+    def atomic_batch(self, *, timeout: float | None = None,
+                     max_messages: int = DEFAULT_ATOMIC_BATCH_MAX) -> AtomicBatch:
+        """Starts an atomic batch (ADR-50, nats-server 2.12+; the stream needs
+        ``allow_atomic``): the stream stores every message added, at the commit, or none.
+
+        Nothing is sent until the first ``add``, which checks that the stream takes
+        atomic batches. Use it as a context manager: leaving the block without
+        ``commit()`` discards the batch::
+
+            with js.atomic_batch() as batch:
+                batch.add("orders.1", b"one")
+                batch.add("orders.2", b"two", expected_last_subject_seq=0)
+                ack = batch.commit()          # BatchAck(stream, seq, batch_id, count)
+
+        Args:
+            timeout: seconds to wait for the first message's reply and the commit's
+                acknowledgement (the context's when None).
+            max_messages: messages a batch may hold: the server's ``max_batch_size``
+                (1,000 unless its config says otherwise); beyond it ``add`` raises
+                ``BatchTooLargeError`` without sending.
+
+        Raises:
+            InvalidArgumentError: ``timeout`` or ``max_messages`` is not valid.
+        """
+        return AtomicBatch(self, timeout=timeout, max_messages=max_messages)
+
+    def publish_atomic(
+        self, messages: Iterable[tuple[str, bytes] | tuple[str, bytes, Headers]], *,
+        timeout: float | None = None, max_messages: int = DEFAULT_ATOMIC_BATCH_MAX,
+    ) -> BatchAck:
+        """Publishes messages as one atomic batch: the stream stores all, or none.
+
+        Every item is checked before anything is sent; the last one carries the commit.
+        The stream needs ``allow_atomic`` (nats-server 2.12+).
+
+        Args:
+            messages: ``(subject, data)`` or ``(subject, data, headers)`` items, in
+                order (``Nats-Msg-Id`` and ``Nats-Expected-*`` headers work as with
+                ``publish``; ``Nats-Expected-Last-Sequence`` only on the first).
+            timeout: seconds to wait for the first reply and the commit's
+                acknowledgement (the context's when None).
+            max_messages: the server's per-batch limit (1,000 by default).
+
+        Returns:
+            The ``BatchAck``: ``stream``, ``seq`` of the last message, ``batch_id`` and
+            ``count``.
+
+        Raises:
+            InvalidArgumentError: no message, or an item that is not one (nothing sent).
+            BatchTooLargeError: more than ``max_messages`` (nothing sent), or the
+                server's smaller limit (nothing stored).
+            AtomicBatchNotEnabledError: the stream does not allow atomic batches.
+            WrongLastSequenceError, BatchDuplicateMsgIdError, APIError: the server
+                refused the batch; nothing is stored.
+            PublishAckTimeoutError: no acknowledgement of the commit in time: the batch
+                may or may not be stored.
+        """
+        return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages)
 
     # --- legacy nats-py names ---------------------------------------------------------
 
