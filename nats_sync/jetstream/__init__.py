@@ -97,6 +97,7 @@ from nats_sync.jetstream.errors import (
     WrongLastSequenceError,
     api_error,
 )
+from nats_sync.jetstream.fast import FastPublisher
 from nats_sync.jetstream.kv import (
     Entry,
     KeyValue,
@@ -150,6 +151,7 @@ __all__ = [
     "FastBatchTooManyInflightError",
     "FastBatchUnknownError",
     "FastPubAck",
+    "FastPublisher",
     "InvalidBucketNameError",
     "InvalidConsumerNameError",
     "InvalidKeyError",
