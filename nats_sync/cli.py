@@ -87,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="publish to a JetStream stream and print each ack (stream, seq)")
     pub.add_argument("--msg-id", default=None,
                      help="with --js: Nats-Msg-Id for de-duplication ({n} becomes the count)")
+    pub.add_argument("--fast", action="store_true",
+                     help="with --js: one fast-ingest batch (ADR-50), print its final ack")
 
     sub = commands.add_parser("sub", help="print messages as they arrive")
     sub.add_argument("subject")
@@ -168,8 +170,12 @@ def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
                                    "JetStream publish")
     if args.msg_id is not None and not args.js:
         raise InvalidArgumentError("--msg-id needs --js")
+    if args.fast and not args.js:
+        raise InvalidArgumentError("--fast needs --js")
     with _connect(args) as nc:
-        if args.js:
+        if args.fast:
+            _cli_jetstream.publish_fast(nc, args, headers, out)
+        elif args.js:
             _publish_acked(nc, args, headers, out)
         else:
             for n in range(1, args.count + 1):
