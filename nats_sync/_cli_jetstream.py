@@ -1,6 +1,7 @@
 """The command line's JetStream commands: ``stream ls|info|add|rm``,
-``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``, and
-``pub --js --atomic`` (the ``pub`` command itself is ``cli``'s).
+``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``; and
+``pub --js --atomic`` and ``pub --js --fast`` (``publish_atomic``, ``publish_fast``), which
+``cli``'s ``pub`` hands over.
 
 How it works: ``cli`` adds these parsers (with its connection options on each) and
 their handlers; each handler connects one client on the main thread, makes one
@@ -21,10 +22,13 @@ from nats_sync import _cli_object
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import (
     ApiObject,
+    BatchAck,
+    BatchClosedError,
     BatchTooLargeError,
     ConsumerInfo,
     Entry,
     JetStream,
+    JetStreamError,
     StreamInfo,
 )
 from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
@@ -348,3 +352,42 @@ def _json(info: StreamInfo | ConsumerInfo | ApiObject) -> str:
         return str(value)
 
     return json.dumps(info.to_api(), indent=2, sort_keys=True, default=plain)
+
+
+def publish_fast(nc: nats_sync.Client, args: argparse.Namespace,
+                 headers: dict[str, list[str]] | None, out: TextIO) -> None:
+    """``pub --js --fast``: the messages as one fast-ingest batch (gap ``fail``), the
+    last one committing it; prints the batch's final ack (no ack per message).
+
+    Raises:
+        JetStreamError: the stream took fewer messages than were sent (the batch ended
+            early); ``FastBatchNotEnabledError`` without ``allow_batched``.
+    """
+    if args.count < 1:
+        return
+    fp = nc.jetstream(timeout=args.timeout).fast_publisher()
+
+    def fill(text: str | None, n: int) -> str | None:
+        return None if text is None else text.replace("{n}", str(n))
+
+    def message(n: int) -> tuple[str, bytes]:
+        return args.subject, args.data.replace("{n}", str(n)).encode()
+
+    ended: BatchClosedError | None = None
+    try:
+        for n in range(1, args.count):
+            fp.add(*message(n), headers=headers, msg_id=fill(args.msg_id, n))
+        final = fp.commit(*message(args.count), headers=headers,
+                          msg_id=fill(args.msg_id, args.count))
+    except BatchClosedError as err:  # ended early: the server's count is still wanted
+        ended = err
+        final = fp.close()
+    out.write(_batch_line(final))
+    out.flush()
+    if final.count < args.count:
+        raise JetStreamError(f"the fast batch ended after {final.count} of {args.count} "
+                             f"message(s)") from ended
+
+
+def _batch_line(ack: BatchAck) -> str:
+    return f"{ack.stream}\tseq {ack.seq}\tbatch {ack.batch_id}\tcount {ack.count}\n"

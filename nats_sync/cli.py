@@ -88,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     pub.add_argument("--msg-id", default=None,
                      help="with --js: Nats-Msg-Id for de-duplication ({n} becomes the count)")
     _cli_jetstream.add_pub_options(pub)
+    pub.add_argument("--fast", action="store_true",
+                     help="with --js: one fast-ingest batch (ADR-50), print its final ack")
 
     sub = commands.add_parser("sub", help="print messages as they arrive")
     sub.add_argument("subject")
@@ -171,9 +173,15 @@ def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
         raise InvalidArgumentError("--msg-id needs --js")
     if args.atomic and not args.js:
         raise InvalidArgumentError("--atomic needs --js")
+    if args.fast and not args.js:
+        raise InvalidArgumentError("--fast needs --js")
+    if args.fast and args.atomic:
+        raise InvalidArgumentError("--fast and --atomic are two kinds of batch: pick one")
     with _connect(args) as nc:
         if args.atomic:
             _cli_jetstream.publish_atomic(nc, args, headers, out)
+        elif args.fast:
+            _cli_jetstream.publish_fast(nc, args, headers, out)
         elif args.js:
             _publish_acked(nc, args, headers, out)
         else:

@@ -98,6 +98,7 @@ from nats_sync.jetstream.errors import (
     WrongLastSequenceError,
     api_error,
 )
+from nats_sync.jetstream.fast import FastPublisher
 from nats_sync.jetstream.kv import (
     Entry,
     KeyValue,
@@ -152,6 +153,7 @@ __all__ = [
     "FastBatchTooManyInflightError",
     "FastBatchUnknownError",
     "FastPubAck",
+    "FastPublisher",
     "InvalidBucketNameError",
     "InvalidConsumerNameError",
     "InvalidKeyError",

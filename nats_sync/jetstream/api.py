@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from nats_sync._proto import Headers
 from nats_sync.jetstream._api import format_time, from_ns, parse_time, to_ns
@@ -366,9 +366,11 @@ class BatchAck:
         )
 
 
-@dataclass(frozen=True)
-class FastPubAck:
+class FastPubAck(NamedTuple):
     """What :meth:`FastPublisher.add` returns for each message.
+
+    A named tuple, not a dataclass: ``add`` makes one per message, and a tuple is made
+    in a third of the time of a frozen dataclass.
 
     Attributes:
         batch_sequence: this message's sequence within the batch (1, 2, ...).

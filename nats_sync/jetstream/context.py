@@ -46,7 +46,8 @@ from nats_sync.jetstream.api import (
 from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 from nats_sync.jetstream.atomic import AtomicBatch, publish_atomic
 from nats_sync.jetstream.consumer import PullConsumer
-from nats_sync.jetstream.errors import StreamNotFoundError
+from nats_sync.jetstream.errors import JetStreamError, StreamNotFoundError
+from nats_sync.jetstream.fast import FastPublisher
 from nats_sync.jetstream.kv import (
     KeyValue,
     KeyValueConfig,
@@ -498,6 +499,35 @@ class JetStream:
             TimeoutError: some are still awaited after ``timeout`` seconds.
         """
         self._publisher.completed(timeout)
+
+    def fast_publisher(
+        self, *, flow: int = 100, max_outstanding_acks: int = 2,
+        continue_on_gap: bool = False, ack_timeout: float | None = None,
+        error_cb: Callable[[JetStreamError], None] | None = None,
+    ) -> FastPublisher:
+        """A fast-ingest batch (ADR-50; nats-server 2.14+, the stream needs
+        ``allow_batched``): messages flow with an ack every ``flow`` or so, not one each.
+
+        With gap ``fail`` (``continue_on_gap=False``, the default) a lost or refused
+        message ends the batch: the stream holds its messages in order without a hole,
+        the next ``add`` raises ``BatchClosedError`` and ``commit``/``close`` return the
+        server's count of what was stored. With gap ``ok`` gaps and refusals go to
+        ``error_cb`` (``BatchGapError``, ``BatchMessageError``) and the batch goes on.
+
+        Args:
+            flow: the most messages per ack (the server may choose fewer).
+            max_outstanding_acks: acks awaited before ``add`` waits (1..10).
+            continue_on_gap: gap ``ok`` instead of ``fail``.
+            ack_timeout: seconds without an ack before ``add``/``commit`` give up
+                (None: the context's timeout).
+            error_cb: gets each gap and refused message, on the caller's thread.
+
+        Raises:
+            InvalidArgumentError: an argument has a value it cannot take.
+        """
+        return FastPublisher(self, flow=flow, max_outstanding_acks=max_outstanding_acks,
+                             continue_on_gap=continue_on_gap, ack_timeout=ack_timeout,
+                             error_cb=error_cb)
 
     def publish_batch(
         self, subject: str, payloads: Sequence[bytes], *, headers: Headers = None,

@@ -57,6 +57,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FuturesTimeoutError
 from concurrent.futures._base import FINISHED as _FINISHED_STATE
 from concurrent.futures._base import RUNNING as _RUNNING_STATE
 from typing import TYPE_CHECKING, Any
@@ -247,22 +248,36 @@ class AckFuture(Future[PubAck]):
 
         Raises:
             The publish's error (``PublishAckTimeoutError``, an ``APIError``, ...), or
-            ``TimeoutError`` when it did not complete within ``timeout``.
+            ``concurrent.futures.TimeoutError`` when it did not complete in time.
         """
-        if self._state == _FINISHED_STATE:  # settled: no condition needed
-            self._decode()
-            if self._exception is not None:
-                raise self._exception
-            assert self._result is not None
-            return self._result
-        return super().result(timeout)
+        self._wait(timeout)
+        if self._exception is not None:
+            raise self._exception
+        assert self._result is not None
+        return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        """The publish's error or None, waiting up to ``timeout`` seconds."""
-        if self._state == _FINISHED_STATE:
-            self._decode()
-            return self._exception
-        return super().exception(timeout)
+        """The publish's error or None, waiting up to ``timeout`` seconds.
+
+        Raises:
+            concurrent.futures.TimeoutError: it did not complete in time.
+        """
+        self._wait(timeout)
+        return self._exception
+
+    def _wait(self, timeout: float | None) -> None:
+        """Until settled (then decoded), or raises ``concurrent.futures.TimeoutError``.
+
+        Not ``Future.result``'s own wait: that returns ``_result`` as it finds it, and
+        a kept ack is decoded only here.
+        """
+        if self._state != _FINISHED_STATE:
+            with self._condition:
+                if self._state != _FINISHED_STATE:
+                    self._condition.wait(timeout)
+                if self._state != _FINISHED_STATE:
+                    raise FuturesTimeoutError()
+        self._decode()
 
     def add_done_callback(self, fn: Callable[[Future[PubAck]], object]) -> None:
         """Runs ``fn(future)`` on the client's callback thread once the future is done."""
@@ -273,7 +288,8 @@ class AckFuture(Future[PubAck]):
         self._run_callback(fn, self)
 
     def _decode(self) -> None:
-        """Decodes a kept ack. Two threads may both decode: the result is the same."""
+        """Decodes a kept ack. Two threads may both decode: the result is the same, and
+        ``_result``/``_exception`` are set before the kept bytes are dropped."""
         data = self._ack_data
         if data is not None:
             try:
@@ -312,8 +328,7 @@ class AckFuture(Future[PubAck]):
         self._state = _FINISHED_STATE
         lazy = self.__dict__
         condition = lazy.get("_condition")
-        if condition is not None:  # someone waits or listens: decode for them now
-            self._decode()
+        if condition is not None:  # someone waits or listens
             with condition:
                 for waiter in lazy.get("_waiters", ()):
                     if self._exception is None:

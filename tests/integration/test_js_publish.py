@@ -424,3 +424,11 @@ def test_publishing_to_a_three_replica_stream(jetstream_cluster: NatsCluster,
     assert sorted(future.result(0).seq for future in futures) == list(range(4, 304))
     results = contexts[1].publish_batch("r3.c", [b"1", b"2", b"3"])
     assert [r.seq for r in results if isinstance(r, PubAck)] == [304, 305, 306]
+
+
+def test_results_awaited_while_the_acks_arrive_are_all_acks(js: JetStream) -> None:
+    # A caller blocked in result() when the ack lands gets the decoded PubAck, never the
+    # kept bytes' placeholder (the CLI's pub --js reads its window this way).
+    futures = [js.publish_async("orders.awaited", b"%d" % n) for n in range(3000)]
+    seqs = [future.result(timeout=30).seq for future in futures]
+    assert seqs == list(range(1, 3001))

@@ -30,7 +30,7 @@ for _layer, _modules in enumerate([
     ["jetstream", "jetstream.errors", "jetstream._api", "jetstream.api", "jetstream.context",
      "jetstream.stream", "jetstream._ranges", "jetstream.publish", "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
-     "jetstream.atomic",
+     "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
      "jetstream._kv_watch", "jetstream._kv_many"],
     # 6 the public client

@@ -4,6 +4,7 @@ ack timeouts, 503 retries, close, publish_batch's results)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -402,3 +403,23 @@ def test_an_error_reply_and_a_timed_out_wait(fake: FakeClient) -> None:
     assert isinstance(future.exception(1), js_errors.WrongLastSequenceError)
     with pytest.raises(js_errors.WrongLastSequenceError):
         future.result()
+
+
+def test_a_result_awaited_while_the_ack_settles_is_the_decoded_ack(fake: FakeClient) -> None:
+    # Waiter and reader racing on one future, thousands of times, with the interpreter
+    # switching threads as often as it can: the waiter must never see a kept ack undecoded.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        pub = publisher(fake, max_pending_acks=10_000)
+        for n in range(1, 2001):
+            future = pub.publish_async("s.a", b"x")
+            reply = fake.published[-1][2]
+            got: list[object] = []
+            waiter = threading.Thread(target=lambda f=future: got.append(f.result(5)))
+            waiter.start()
+            fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":%d}' % n))
+            waiter.join(5)
+            assert got == [PubAck(stream="S", seq=n)]
+    finally:
+        sys.setswitchinterval(previous)
