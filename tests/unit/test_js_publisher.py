@@ -416,7 +416,7 @@ def test_a_result_awaited_while_the_ack_settles_is_the_decoded_ack(fake: FakeCli
             future = pub.publish_async("s.a", b"x")
             reply = fake.published[-1][2]
             got: list[object] = []
-            waiter = threading.Thread(target=lambda f=future: got.append(f.result(5)))
+            waiter = threading.Thread(target=lambda f=future, into=got: into.append(f.result(5)))
             waiter.start()
             fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":%d}' % n))
             waiter.join(5)
