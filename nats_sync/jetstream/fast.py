@@ -375,8 +375,9 @@ class FastPublisher:
         return {**merged, _TTL_HEADER: value}
 
     def _subscribe(self) -> None:
-        self._sub = self._client.subscribe(f"{self._inbox}.>",
-                                           pending_msgs_limit=_INBOX_PENDING_MSGS)
+        if self._sub is None:  # a first message whose publish raised may be sent again
+            self._sub = self._client.subscribe(f"{self._inbox}.>",
+                                               pending_msgs_limit=_INBOX_PENDING_MSGS)
 
     def _start(self, subject: str, data: bytes, headers: Headers) -> FastPubAck:
         """The first message: subscribes, publishes and waits for the first answer."""
