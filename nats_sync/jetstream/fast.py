@@ -375,8 +375,9 @@ class FastPublisher:
         return {**merged, _TTL_HEADER: value}
 
     def _subscribe(self) -> None:
-        self._sub = self._client.subscribe(f"{self._inbox}.>",
-                                           pending_msgs_limit=_INBOX_PENDING_MSGS)
+        if self._sub is None:  # a first message whose publish raised may be sent again
+            self._sub = self._client.subscribe(f"{self._inbox}.>",
+                                               pending_msgs_limit=_INBOX_PENDING_MSGS)
 
     def _start(self, subject: str, data: bytes, headers: Headers) -> FastPubAck:
         """The first message: subscribes, publishes and waits for the first answer."""
@@ -572,9 +573,16 @@ class FastPublisher:
     def _on_trouble(self, error: BatchGapError | BatchMessageError) -> None:
         """A gap or a refused message: with gap ``fail`` the batch is over (its final
         ack follows); either way ``error_cb`` hears of it."""
-        if not self._gap_ok and self._cause is None:
-            self._closed = True
-            self._cause = error
+        if not self._gap_ok:
+            if self._cause is None:
+                self._closed = True
+                self._cause = error
+        elif isinstance(error, BatchMessageError):
+            # No ack will ever cover a refused message (acks count what was stored):
+            # were the window's last messages all refused, add would wait for nothing.
+            # The server answered for it, so it stops counting against the window.
+            self._stall_at = max(self._stall_at,
+                                 error.seq + self._flow * self._max_outstanding)
         self._report(error)
 
     def _on_refusal(self, error: APIError, reply: dict[str, Any], subject: str) -> None:
@@ -588,10 +596,7 @@ class FastPublisher:
             self._end_with_error(error)  # abandoned (10 s idle, new leader): it is gone
             return
         refused = BatchMessageError(seq=seq, error=error)
-        if self._gap_ok:
-            self._report(refused)
-            return
-        if seq == 1:
+        if seq == 1 and not self._gap_ok:
             # The first message failed its check: the server ended the batch at once,
             # having stored nothing (it answers so instead of with a count).
             self._on_trouble(refused)
