@@ -28,8 +28,7 @@ for _layer, _modules in enumerate([
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
     ["jetstream", "jetstream.errors", "jetstream._api", "jetstream.api", "jetstream.context",
-     "jetstream.stream", "jetstream._ranges", "jetstream.publish", "jetstream.fast",
-     "jetstream._msg",
+     "jetstream.stream", "jetstream._ranges", "jetstream.publish", "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
      "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
