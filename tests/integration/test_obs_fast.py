@@ -152,3 +152,13 @@ def test_nats_py_reads_a_batched_put(js: JetStream, jetstream_server: NatsServer
     assert asyncio.run(read()) == (data, ours.digest, "fast ingest")
 
 
+
+
+def test_allow_batched_at_creation_makes_puts_batched(js: JetStream,
+                                                      commits: list[BatchAck]) -> None:
+    obs = js.create_object_store("made-batched", allow_batched=True)
+    assert js.stream_info("OBJ_made-batched").config.allow_batched is True
+    data = pattern(2 * CHUNK + 5)
+    obs.put("doc", data)
+    assert [final.count for final in commits] == [4]
+    assert obs.get("doc").data == data
