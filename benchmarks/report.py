@@ -357,7 +357,8 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "`await kv.put`). Object put: one 64 MiB object in 128 KiB chunks after a 1 MiB "
         "warm-up object, into a bucket made with `allow_batched=True` (nats_sync then puts "
         "it as one fast-ingest batch; nats-py's bucket is a plain one: it has no fast "
-        "ingest), read back and compared after the clock stops; get: the same object stored first (not timed), then one "
+        "ingest), read back and compared after the clock stops; get: the same object "
+        "stored first (not timed), then one "
         "`obs.get(name).data` (nats-py: `(await obs.get(name)).data`), its bytes compared "
         "with what was put. Both clients check the SHA-256 digest. The nats-server CPU rows "
         "cover the timed section only.",
