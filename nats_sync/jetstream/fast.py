@@ -251,7 +251,8 @@ class FastPublisher:
             This message's batch sequence and the highest one acknowledged so far.
 
         Raises:
-            BatchClosedError: the batch ended (``__cause__``: why, if it ended early).
+            BatchClosedError: the batch ended before this message, or while this one
+                waited for room (then it may not be stored; ``__cause__``: why).
             FastBatchNotEnabledError: the first message, to a stream without
                 ``allow_batched`` (any other refusal of the first message raises its
                 own :class:`APIError` subclass).
@@ -279,6 +280,10 @@ class FastPublisher:
         self._seq = seq
         if seq >= self._stall_at:
             self._wait(self._has_room)
+            if self._closed and self._ack_seq < seq:
+                # The batch ended while this message waited for room: it may not be
+                # stored, so this add fails rather than the next one.
+                raise self._closed_error()
         return _new_tuple(FastPubAck, (seq, self._ack_seq))
 
     def commit(

@@ -440,3 +440,15 @@ def test_nats_py_reads_what_the_fast_publisher_stored(js: JetStream,
             await nc.close()
 
     assert asyncio.run(read()) == sent
+
+
+def test_an_add_that_waits_while_the_batch_ends_raises(js: JetStream) -> None:
+    # One ack per message, one awaited: the refused message's own add waits for room,
+    # and the server's end of the batch comes while it waits.
+    fp = js.fast_publisher(flow=1, max_outstanding_acks=1, ack_timeout=5)
+    fp.add("fast.wait", b"1")
+    with pytest.raises(BatchClosedError) as closed:
+        fp.add("fast.wait", b"2", expected_last_subject_seq=99)
+    assert "10071" in str(closed.value.__cause__)
+    assert fp.close().count == 1
+    assert stored(js) == 1
