@@ -280,7 +280,7 @@ class FastPublisher:
         self._seq = seq
         if seq >= self._stall_at:
             self._wait(self._has_room)
-            if self._closed and self._ack_seq < seq:
+            if self.is_closed and self._ack_seq < seq:
                 # The batch ended while this message waited for room: it may not be
                 # stored, so this add fails rather than the next one.
                 raise self._closed_error()
