@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers, decode_reply
+from nats_sync.jetstream._api import Headers, decode_reply, js_headers
 from nats_sync.jetstream.api import BatchAck
 from nats_sync.jetstream.errors import (
     BatchClosedError,
@@ -72,7 +72,6 @@ from nats_sync.jetstream.errors import (
     NoStreamResponseError,
     PublishAckTimeoutError,
 )
-from nats_sync.jetstream.publish import js_headers
 from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
 

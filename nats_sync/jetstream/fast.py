@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from nats_sync._defaults import DEFAULT_SUB_PENDING_MSGS_LIMIT
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers
+from nats_sync.jetstream._api import Headers, js_headers
 from nats_sync.jetstream.api import BatchAck, FastPubAck
 from nats_sync.jetstream.errors import (
     APIError,
@@ -60,7 +60,6 @@ from nats_sync.jetstream.errors import (
     PublishAckTimeoutError,
     api_error,
 )
-from nats_sync.jetstream.publish import js_headers
 from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
 

@@ -28,7 +28,8 @@ for _layer, _modules in enumerate([
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
     ["jetstream", "jetstream.errors", "jetstream._api", "jetstream.api", "jetstream.context",
-     "jetstream.stream", "jetstream._ranges", "jetstream.publish", "jetstream._msg",
+     "jetstream.stream", "jetstream._ranges", "jetstream._acks", "jetstream.publish",
+     "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
      "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
