@@ -397,32 +397,36 @@ class AsyncPublisher:
             check_timeout(timeout, zero_ok=True)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while self._in_flight:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"{len(self._in_flight)} publish acks still awaited "
-                                       f"after {timeout}s")
-                self._done_waiters += 1
-                try:
+            # Counted before the first look at the set: a settler that empties it
+            # afterwards sees the waiter and wakes it (see _settled).
+            self._done_waiters += 1
+            try:
+                while self._in_flight:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"{len(self._in_flight)} publish acks still "
+                                           f"awaited after {timeout}s")
                     self._done.wait(remaining)
-                finally:
-                    self._done_waiters -= 1
+            finally:
+                self._done_waiters -= 1
 
     def _wait_for_room(self, session: _Session) -> None:
         """Under the lock: waits until fewer than the maximum are in flight."""
         deadline = time.monotonic() + self._stall_wait
-        while len(self._in_flight) >= self._max_pending_acks and not session.closed:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TooManyStalledMsgsError(
-                    f"max_pending_acks ({self._max_pending_acks}) publish acks were awaited "
-                    f"for longer than stall_wait ({self._stall_wait}s)"
-                )
-            self._room_waiters += 1
-            try:
+        # Counted before the first look at the set: a settler that frees room afterwards
+        # sees the waiter and wakes it (see _settled).
+        self._room_waiters += 1
+        try:
+            while len(self._in_flight) >= self._max_pending_acks and not session.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TooManyStalledMsgsError(
+                        f"max_pending_acks ({self._max_pending_acks}) publish acks were "
+                        f"awaited for longer than stall_wait ({self._stall_wait}s)"
+                    )
                 self._room.wait(remaining)
-            finally:
-                self._room_waiters -= 1
+        finally:
+            self._room_waiters -= 1
 
     # --- where acks are settled: the reader thread, the timer, a closing thread ----------
 
@@ -430,9 +434,11 @@ class AsyncPublisher:
         """``waiter``'s future has its outcome (None: it left ``_in_flight`` already):
         frees its room.
 
-        The waiter counters are read without the lock: a waiter counts itself under the
-        lock before it checks the room, and this discards before it reads the counters,
-        so one of the two sees the other.
+        The waiter counters are read without the lock: a waiter counts itself (under
+        the lock) before its first look at the set, and a settler discards before it
+        reads the counters, so either the waiter sees the room or the settler sees the
+        waiter (and takes the lock to wake it, which it can only get once the waiter
+        waits).
         """
         in_flight = self._in_flight
         if waiter is not None:
