@@ -28,7 +28,7 @@ from nats_sync._validate import check_int
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import header_int, header_value, parse_time, time_from_ns
 from nats_sync.jetstream._msg import ack_sequence_time_pending
-from nats_sync.jetstream._pull import classify, pull_body
+from nats_sync.jetstream._pull_wire import classify, pull_body
 from nats_sync.jetstream.api import StoredColumns, StoredMsg
 from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg

@@ -44,9 +44,9 @@ from nats_sync.jetstream._pull import (
     ErrorCallback,
     MessageBatch,
     MessageStream,
-    pull_body,
     report,
 )
+from nats_sync.jetstream._pull_wire import pull_body
 from nats_sync.jetstream.api import ConsumerInfo
 from nats_sync.jetstream.errors import ConsumerNotFoundError, StreamNotFoundError
 
