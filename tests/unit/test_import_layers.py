@@ -23,9 +23,9 @@ for _layer, _modules in enumerate([
     # 1 transport: addresses, credentials, options, streams and the handshake
     ["_pool", "_auth", "_options", "_transport", "_websocket", "_handshake"],
     # 2 connection threads and the small threaded parts
-    ["_outbox", "_connection", "_callbacks", "_timer"],
+    ["_outbox", "_connection", "_callbacks", "_timer", "_threads"],
     # 3 components the handler composes
-    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect"],
+    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect", "_pings"],
     # 4 the handler
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
