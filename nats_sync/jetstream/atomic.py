@@ -76,7 +76,7 @@ from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 __all__ = ["DEFAULT_MAX_MESSAGES", "AtomicBatch", "publish_atomic"]
 
@@ -143,7 +143,7 @@ class AtomicBatch:
         InvalidArgumentError: ``timeout`` or ``max_messages`` is not valid.
     """
 
-    def __init__(self, js: JetStream, *, timeout: float | None = None,
+    def __init__(self, js: JsContext, *, timeout: float | None = None,
                  max_messages: int = DEFAULT_MAX_MESSAGES) -> None:
         if timeout is not None:
             check_timeout(timeout)
@@ -533,7 +533,7 @@ class AtomicBatch:
 
 
 def publish_atomic(
-    js: JetStream, messages: Iterable[Any], *, timeout: float | None = None,
+    js: JsContext, messages: Iterable[Any], *, timeout: float | None = None,
     max_messages: int = DEFAULT_MAX_MESSAGES,
 ) -> BatchAck:
     """See :meth:`JetStream.publish_atomic`: checks every item, then sends them as one

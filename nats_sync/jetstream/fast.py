@@ -64,7 +64,7 @@ from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 log = logging.getLogger("nats_sync")
 
@@ -149,7 +149,7 @@ class FastPublisher:
     """
 
     def __init__(
-        self, js: JetStream, *, flow: int = 100, max_outstanding_acks: int = 2,
+        self, js: JsContext, *, flow: int = 100, max_outstanding_acks: int = 2,
         continue_on_gap: bool = False, ack_timeout: float | None = None,
         error_cb: ErrorCallback | None = None,
     ) -> None:

@@ -70,7 +70,7 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream.stream import Stream
 
 DEFAULT_CHUNK_SIZE = 128 * 1024
@@ -232,7 +232,7 @@ class ObjectStore:
     Every method blocks and is safe from any thread.
     """
 
-    def __init__(self, js: JetStream, bucket: str, stream: Stream) -> None:
+    def __init__(self, js: JsContext, bucket: str, stream: Stream) -> None:
         self._js = js
         self._bucket = bucket
         self._stream = stream
@@ -579,7 +579,7 @@ class ObjectStore:
 # --- the context's bucket calls ----------------------------------------------------------
 
 
-def create_object_store(js: JetStream, bucket: str, fields: dict[str, Any]) -> ObjectStore:
+def create_object_store(js: JsContext, bucket: str, fields: dict[str, Any]) -> ObjectStore:
     """See ``JetStream.create_object_store``."""
     try:
         config = ObjectStoreConfig(bucket=bucket, **fields)
@@ -589,7 +589,7 @@ def create_object_store(js: JetStream, bucket: str, fields: dict[str, Any]) -> O
     return ObjectStore(js, config.bucket, stream)
 
 
-def bind_object_store(js: JetStream, bucket: str) -> ObjectStore:
+def bind_object_store(js: JsContext, bucket: str) -> ObjectStore:
     """See ``JetStream.object_store``."""
     bucket = check_bucket_name(bucket)
     try:
@@ -599,7 +599,7 @@ def bind_object_store(js: JetStream, bucket: str) -> ObjectStore:
     return ObjectStore(js, bucket, stream)
 
 
-def delete_object_store(js: JetStream, bucket: str) -> None:
+def delete_object_store(js: JsContext, bucket: str) -> None:
     """See ``JetStream.delete_object_store``."""
     bucket = check_bucket_name(bucket)
     try:
