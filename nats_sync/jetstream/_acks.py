@@ -68,7 +68,7 @@ from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
     from nats_sync._requests import InboxRoute, RequestMux
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 #: Seconds a session lives on with nothing in flight before it unsubscribes and its
 #: timer thread ends (a context made per call must not keep a thread forever).
@@ -307,7 +307,7 @@ class AsyncPublisher:
         stall_wait: seconds ``publish_async`` waits for room before it raises.
     """
 
-    def __init__(self, js: JetStream, max_pending_acks: int, stall_wait: float) -> None:
+    def __init__(self, js: JsContext, max_pending_acks: int, stall_wait: float) -> None:
         check_int(max_pending_acks, "max_pending_acks", 1)
         check_timeout(stall_wait, "stall_wait", zero_ok=True)
         self._js = js

@@ -41,7 +41,7 @@ from nats_sync.jetstream.errors import JetStreamError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 __all__ = ["JsPublisher", "decode_ack", "js_headers"]
 
@@ -55,7 +55,7 @@ class JsPublisher:
         stall_wait: seconds ``publish_async`` waits for room before it raises.
     """
 
-    def __init__(self, js: JetStream, max_pending_acks: int, stall_wait: float) -> None:
+    def __init__(self, js: JsContext, max_pending_acks: int, stall_wait: float) -> None:
         self._js = js
         self._client = js.client
         self._max_pending_acks = max_pending_acks

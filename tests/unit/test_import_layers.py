@@ -55,10 +55,6 @@ for _layer, _modules in enumerate([
 #: imports every part, so a part that imported it (even for a type) would close a circle.
 CONTEXT_IMPORTERS: dict[str, str] = {
     "jetstream": "the package exports JetStream",
-    # Temporary: publish.py (and _acks.py, split from it) are being rewritten; they
-    # then take the context as jetstream._context_api.JsContext, and these entries go.
-    "jetstream.publish": "temporary, until its rewrite",
-    "jetstream._acks": "temporary, until the rewrite of publish.py",
 }
 
 
