@@ -13,12 +13,14 @@ writes only the fields that are set. A field's ``metadata`` says how it travels:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from nats_sync._proto import Headers
-from nats_sync.jetstream._api import format_time, from_ns, parse_time, to_ns
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import check_consumer_name, format_time, from_ns, parse_time, to_ns
 
 _T = TypeVar("_T", bound="ApiObject")
 
@@ -103,6 +105,22 @@ def _encode(wire: Any, value: Any) -> Any:
     if isinstance(value, ApiObject):
         return value.to_api()
     return value
+
+
+def config_with(cls: type[Any], config: Any, fields: dict[str, Any], what: str) -> Any:
+    """``config`` (a ``cls``) with ``fields`` applied over it (either may be given, or
+    both): the ``config=None, **fields`` form of the create calls.
+
+    Raises:
+        InvalidArgumentError: ``config`` is not a ``cls`` (``what`` names it).
+    """
+    if config is None:
+        return cls(**fields)
+    if not isinstance(config, cls):
+        raise InvalidArgumentError(
+            f"{what} must be a {cls.__name__}, got {type(config).__name__}"
+        )
+    return config.replace(**fields) if fields else config
 
 
 # --- streams -------------------------------------------------------------------------------
@@ -230,6 +248,49 @@ class ConsumerConfig(ApiObject):
     deliver_group: str | None = None
     idle_heartbeat: float | None = field(default=None, metadata=_DURATION)
     flow_control: bool | None = None
+
+
+    def create_call(self, stream: str, action: str, new_name: Callable[[], str]
+                    ) -> tuple[str, dict[str, Any]]:
+        """The API call (after the prefix) and body that create (``action`` "create"),
+        update ("update") or create-or-update ("") this consumer on ``stream``; a
+        consumer without a name is named ``new_name()``.
+
+        Raises:
+            InvalidArgumentError: two different names, a push consumer's
+                ``deliver_subject``, or an update without a name.
+            InvalidConsumerNameError: the name holds a character names may not.
+        """
+        if self.durable_name and self.name and self.durable_name != self.name:
+            raise InvalidArgumentError(
+                f"name {self.name!r} and durable_name {self.durable_name!r} differ; "
+                "a durable consumer has one name"
+            )
+        name = self.name or self.durable_name
+        if name is not None:
+            check_consumer_name(name)
+        elif action == "update":
+            raise InvalidArgumentError("update_consumer needs the consumer's name")
+        if self.deliver_subject:
+            raise InvalidArgumentError(
+                "deliver_subject makes a push consumer; nats_sync reads with pull consumers "
+                "(leave it out and use fetch, messages or consume)"
+            )
+        # With one filter subject the server checks it against the subject it was sent to;
+        # nats.go and nats-py use this form too. An ephemeral consumer is named by us.
+        call = f"CONSUMER.CREATE.{stream}"
+        config = self
+        if name is None:
+            name = new_name()
+            config = self.replace(name=name)
+        call += f".{name}"
+        filter_subject = self.filter_subject
+        if filter_subject and not self.filter_subjects and not any(
+                token in ("*", ">") for token in filter_subject.split(".")):
+            # A publish subject cannot hold wildcards, so a wildcard filter travels
+            # in the body only (the server checks it there as well).
+            call += f".{filter_subject}"
+        return call, {"stream_name": stream, "config": config.to_api(), "action": action}
 
 
 @dataclass

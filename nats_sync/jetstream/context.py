@@ -42,6 +42,7 @@ from nats_sync.jetstream.api import (
     StoredMsg,
     StreamConfig,
     StreamInfo,
+    config_with,
 )
 from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 from nats_sync.jetstream.atomic import AtomicBatch, publish_atomic
@@ -68,17 +69,6 @@ from nats_sync.jetstream.stream import Stream
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._msg import JsMsg
-
-
-def _config(cls: type[Any], config: Any, fields: dict[str, Any], what: str) -> Any:
-    """``config`` with ``fields`` applied over it (either may be given, or both)."""
-    if config is None:
-        return cls(**fields)
-    if not isinstance(config, cls):
-        raise InvalidArgumentError(
-            f"{what} must be a {cls.__name__}, got {type(config).__name__}"
-        )
-    return config.replace(**fields) if fields else config
 
 
 class JetStream:
@@ -146,7 +136,7 @@ class JetStream:
         Raises:
             StreamNameAlreadyInUseError: a stream of that name has another config.
         """
-        return self._put_stream("CREATE", _config(StreamConfig, config, fields, "config"),
+        return self._put_stream("CREATE", config_with(StreamConfig, config, fields, "config"),
                                 timeout)
 
     def update_stream(
@@ -158,7 +148,7 @@ class JetStream:
         Raises:
             StreamNotFoundError: there is no such stream.
         """
-        return self._put_stream("UPDATE", _config(StreamConfig, config, fields, "config"),
+        return self._put_stream("UPDATE", config_with(StreamConfig, config, fields, "config"),
                                 timeout)
 
     def create_or_update_stream(
@@ -166,7 +156,7 @@ class JetStream:
         **fields: Any,
     ) -> Stream:
         """Updates the stream, or creates it when it does not exist."""
-        full = _config(StreamConfig, config, fields, "config")
+        full = config_with(StreamConfig, config, fields, "config")
         try:
             return self._put_stream("UPDATE", full, timeout)
         except StreamNotFoundError:
@@ -242,7 +232,7 @@ class JetStream:
             ConsumerExistsError: it exists with another config.
             StreamNotFoundError: there is no such stream.
         """
-        return self._put_consumer(stream, _config(ConsumerConfig, config, fields, "config"),
+        return self._put_consumer(stream, config_with(ConsumerConfig, config, fields, "config"),
                                   "create", timeout)
 
     def update_consumer(
@@ -254,7 +244,7 @@ class JetStream:
         Raises:
             ConsumerDoesNotExistError: there is no such consumer.
         """
-        return self._put_consumer(stream, _config(ConsumerConfig, config, fields, "config"),
+        return self._put_consumer(stream, config_with(ConsumerConfig, config, fields, "config"),
                                   "update", timeout)
 
     def create_or_update_consumer(
@@ -262,42 +252,14 @@ class JetStream:
         timeout: float | None = None, **fields: Any,
     ) -> PullConsumer:
         """Creates the consumer, or updates it when it exists."""
-        return self._put_consumer(stream, _config(ConsumerConfig, config, fields, "config"),
+        return self._put_consumer(stream, config_with(ConsumerConfig, config, fields, "config"),
                                   "", timeout)
 
     def _put_consumer(
         self, stream: str, config: ConsumerConfig, action: str, timeout: float | None
     ) -> PullConsumer:
         stream = check_stream_name(stream)
-        if config.durable_name and config.name and config.durable_name != config.name:
-            raise InvalidArgumentError(
-                f"name {config.name!r} and durable_name {config.durable_name!r} differ; "
-                "a durable consumer has one name"
-            )
-        name = config.name or config.durable_name
-        if name is not None:
-            check_consumer_name(name)
-        elif action == "update":
-            raise InvalidArgumentError("update_consumer needs the consumer's name")
-        if config.deliver_subject:
-            raise InvalidArgumentError(
-                "deliver_subject makes a push consumer; nats_sync reads with pull consumers "
-                "(leave it out and use fetch, messages or consume)"
-            )
-        # With one filter subject the server checks it against the subject it was sent to;
-        # nats.go and nats-py use this form too. An ephemeral consumer is named by us.
-        call = f"CONSUMER.CREATE.{stream}"
-        if name is None:
-            name = self._ephemeral_name()
-            config = config.replace(name=name)
-        call += f".{name}"
-        filter_subject = config.filter_subject
-        if filter_subject and not config.filter_subjects and not any(
-                token in ("*", ">") for token in filter_subject.split(".")):
-            # A publish subject cannot hold wildcards, so a wildcard filter travels
-            # in the body only (the server checks it there as well).
-            call += f".{filter_subject}"
-        body = {"stream_name": stream, "config": config.to_api(), "action": action}
+        call, body = config.create_call(stream, action, self._ephemeral_name)
         reply = self.api.request(call, body, timeout)
         return PullConsumer(self, stream, ConsumerInfo.from_api(reply))
 
