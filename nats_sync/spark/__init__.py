@@ -33,10 +33,14 @@ streams; ``consumer``; ``direct``), ``fetchBatch`` (messages per pull, default 5
 
 ``format("jetstream")``, write (batch and streaming): columns ``data``, optional
 ``subject``, ``headers``, ``msg_id``; options ``subject`` (the default subject),
-``msgIdColumns``, ``timeout`` (seconds for the acknowledgements, default 10),
-``maxPendingAcks`` (default 4,000) and ``domain``. Every row is acknowledged or the
-task fails; with message ids a retried task or a replayed micro-batch stores nothing
-twice within the stream's ``duplicate_window``.
+``msgIdColumns``, ``publishMode`` (``fast``: each task's rows as one fast-ingest batch,
+the stream's count of stored rows checked against the rows sent; ``async``:
+``publish_async`` per row; ``auto``, the default: ``fast`` where the stream storing the
+``subject`` option allows batched publishing), ``timeout`` (seconds for the
+acknowledgements, default 10), ``maxPendingAcks`` (async, default 4,000) and
+``domain``. Every row is acknowledged or the task fails; with message ids a retried
+task or a replayed micro-batch stores nothing twice within the stream's
+``duplicate_window``.
 
 ``format("nats")`` (core NATS): batch and streaming writes with columns ``data``,
 ``subject``, ``reply``, ``headers``; streaming reads yielding ``subject``, ``reply``,

@@ -273,6 +273,8 @@ def test_bad_options_and_columns_fail_the_write_before_any_task(
         ({"subject": "a", "maxPendingAcks": "0"}, "data string", "maxPendingAcks"),
         ({"subject": "a", "domain": "x.y"}, "data string", "domain"),
         ({"subject": "a", "servers": ""}, "data string", "'servers' is required"),
+        ({"subject": "a", "publishMode": "turbo"}, "data string",
+         r"option 'publishMode' must be one of auto, fast, async, got 'turbo'"),
     ],
 )
 def test_the_driver_checks_name_the_bad_option_or_column(
