@@ -1,11 +1,13 @@
 """The "jetstream" sink: ``df.write`` / ``df.writeStream`` ``.format("jetstream")``.
 
 How it works: on the driver, `batch_writer` / `stream_writer` check the options and the
-DataFrame's columns (so a typo fails before any task starts) and settle ``publishMode``
-("auto": one stream lookup of the ``subject`` option); they return a writer holding
-only plain settings (Spark pickles it to the tasks). In each write task (a Spark
-Python worker, on the task's thread) the worker's one client (``_worker``) gives a
-JetStream context, cached per process for that client and settings, and the rows (each
+DataFrame's columns (so a typo fails before any task starts), settle ``publishMode``
+("auto": one stream lookup of the ``subject`` option) and, for streaming, make sure the
+commit log's bucket exists; they return a writer holding only plain settings (Spark
+pickles it to the tasks). In each write task (a Spark Python worker, on the task's
+thread) the worker's one client (``_worker``) gives a JetStream context, cached per
+process for that client and settings; a streaming task first asks the commit log
+whether its micro-batch was written already (then it writes nothing). The rows (each
 Arrow batch made into lists by ``_js_rows``) are published in one of two ways:
 
 - ``publishMode`` "async": every row with ``publish_async`` (at most ``maxPendingAcks``
@@ -29,11 +31,13 @@ Exactly-once into JetStream: give each row a message id (a ``msg_id`` column, or
 ``msgIdColumns``: columns whose values joined with ``:`` make the id, e.g.
 ``"stream,seq"`` of a ``format("jetstream")`` read). The stream stores a message id once
 within its ``duplicate_window`` (default 2 minutes; set when the stream is created):
-a retried task or a replayed micro-batch that publishes the same ids again within that
-window stores nothing twice (the acks say ``duplicate``; a fast batch counts them as
-taken). A replay later than the window after the first publish stores the rows again;
-widen the window to cover the longest retry or restart you expect (the stream keeps
-every id of the window in memory). Without message ids the sink is at-least-once.
+a retried task that publishes the same ids again within that window stores nothing
+twice (the acks say ``duplicate``; a fast batch counts them as taken). Streaming writes
+also keep a commit log (``_js_commits``, option ``commitBucket``): a micro-batch the
+log holds is not written again when Spark replays it, however late, so a replay does
+not depend on the window; what remains is a crash after the tasks wrote and before the
+driver recorded the batch, where the window and the message ids still apply. Without
+message ids the sink is at-least-once.
 """
 
 from __future__ import annotations
@@ -67,8 +71,10 @@ from pyspark.sql.types import (
 from nats_sync import _defaults as d
 from nats_sync._proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
-from nats_sync.jetstream import JetStream, PubAck
+from nats_sync.jetstream import JetStream, KeyValue, PubAck
 from nats_sync.jetstream._api import check_domain
+from nats_sync.jetstream.kv import check_bucket_name
+from nats_sync.spark import _js_commits
 from nats_sync.spark._js_fast import publish_fast
 from nats_sync.spark._js_rows import SINK, batch_columns
 from nats_sync.spark._options import (
@@ -93,7 +99,7 @@ DEFAULT_PUBLISH_MODE = "auto"
 #: Option names as users write them; Spark hands them over in any case.
 _OPTION_NAMES = {"subject": "subject", "timeout": "timeout", "domain": "domain",
                  "msgidcolumns": "msgIdColumns", "maxpendingacks": "maxPendingAcks",
-                 "publishmode": "publishMode"}
+                 "publishmode": "publishMode", "commitbucket": "commitBucket"}
 _COLUMNS = ("data", "subject", "headers", "msg_id")
 _MSG_ID_PART_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
 #: Seconds a task waits beyond the ack timeout for the last futures to settle (the
@@ -113,6 +119,7 @@ class SinkSettings:
     max_pending_acks: int = DEFAULT_MAX_PENDING_ACKS
     msg_id_columns: tuple[str, ...] = ()
     publish_mode: str = DEFAULT_PUBLISH_MODE
+    commit_bucket: str = _js_commits.DEFAULT_COMMIT_BUCKET
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
@@ -131,19 +138,27 @@ class JetStreamCommitMessage(WriterCommitMessage):
             None where the publish mode does not say (a fast batch that stored some).
         partition_id: the task's partition.
         publish_mode: "fast" or "async".
+        query_id: a streaming write's persistent query id (None for a batch write).
+        batch_id: a streaming write's micro-batch id (None for a batch write).
+        run_id: the query run that wrote (it changes on each restart).
+        skipped: the commit log held the micro-batch already: the task wrote nothing.
     """
 
     rows: int
     duplicates: int | None
     partition_id: int
     publish_mode: str = "async"
+    query_id: str | None = None
+    batch_id: int | None = None
+    run_id: str | None = None
+    skipped: bool = False
 
 
 # --- the driver: options and columns ---------------------------------------------------
 
 
 def parse_sink_options(options: Mapping[str, str], schema: StructType,
-                       overwrite: bool) -> SinkSettings:
+                       overwrite: bool, *, streaming: bool = False) -> SinkSettings:
     """Checks the options and the DataFrame's columns before any task starts.
 
     Nothing is asked of the server here (``publishMode`` "auto" stays "auto"; see
@@ -153,6 +168,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
         options: what Spark passes to the data source (keys in any case).
         schema: the columns of the DataFrame being written.
         overwrite: whether the write is not in append mode.
+        streaming: whether it is a streaming write (``commitBucket`` is only for those).
 
     Returns:
         The settings the tasks use.
@@ -161,7 +177,8 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
         InvalidArgumentError: overwrite mode, an unknown option or column, a value of the
             wrong kind, a column of the wrong type, no subject at all, a ``reply``
             column, ``msgIdColumns`` naming a missing column or given beside a
-            ``msg_id`` column, or a ``publishMode`` other than auto, fast or async; the
+            ``msg_id`` column, a ``publishMode`` other than auto, fast or async, or a
+            ``commitBucket`` that is not a bucket name or given to a batch write; the
             message names it.
     """
     if overwrite:
@@ -203,7 +220,24 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
         ),
         msg_id_columns=id_columns,
         publish_mode=mode,
+        commit_bucket=_commit_bucket_option(given, streaming),
     )
+
+
+def _commit_bucket_option(given: Mapping[str, str], streaming: bool) -> str:
+    if "commitbucket" not in given:
+        return _js_commits.DEFAULT_COMMIT_BUCKET
+    if not streaming:
+        # Said rather than ignored: a batch write keeps no log, and nothing should
+        # suggest that it is exactly-once across re-runs beyond the duplicate window.
+        raise InvalidArgumentError(
+            f"{_SINK}: option 'commitBucket' is for streaming writes (writeStream) only; "
+            "a batch write keeps no commit log"
+        )
+    try:
+        return check_bucket_name(given["commitbucket"])
+    except InvalidArgumentError as bad:
+        raise InvalidArgumentError(f"{_SINK}: option 'commitBucket': {bad}") from None
 
 
 def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
@@ -319,6 +353,12 @@ def _jetstream(settings: SinkSettings) -> JetStream:
         lambda: client.jetstream(domain=settings.domain, timeout=settings.timeout,
                                  max_pending_acks=settings.max_pending_acks,
                                  stall_wait=settings.timeout))
+
+
+def _commit_log(settings: SinkSettings) -> KeyValue:
+    """This process's handle on the streaming commit log's bucket."""
+    client = worker_client(list(settings.servers), settings.connect_kwargs)
+    return _js_commits.bound_log(client, _jetstream(settings), settings.commit_bucket)
 
 
 class _Tally:
@@ -485,25 +525,75 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
 
 
 class JetStreamStreamWriter(DataSourceStreamArrowWriter):
-    """Publishes each micro-batch of ``df.writeStream.format("jetstream")``."""
+    """Publishes each micro-batch of ``df.writeStream.format("jetstream")``, once.
+
+    A micro-batch the commit log (``commitBucket``) holds is not written again; the
+    driver's `commit` records each written one (see ``_js_commits``).
+    """
 
     def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
-        """Publishes one task's rows of a micro-batch and waits for their acks."""
-        rows, duplicates = publish_acknowledged(self.settings, iterator)
+        """Publishes one task's rows of a micro-batch and waits for their acks, unless
+        the commit log holds the micro-batch (a replay): then it writes nothing.
+
+        Raises:
+            RuntimeError: the commit log could not be read (the task fails and Spark
+                retries it: writing without knowing could write the batch twice), or
+                as `publish_acknowledged`.
+        """
+        settings = self.settings
+        batch = _js_commits.current_micro_batch()
+        if batch is None:  # no query id from Spark: the message ids are all there is
+            logger.warning("%s: no streaming query id in this task: the commit log is not "
+                           "used", _SINK)
+            rows, duplicates = publish_acknowledged(settings, iterator)
+            return JetStreamCommitMessage(rows, duplicates, _partition_id(),
+                                          settings.publish_mode)
+        query_id, batch_id, run_id = batch
+        key = _js_commits.commit_key(query_id, batch_id)
+        try:
+            recorded = _js_commits.is_recorded(_commit_log(settings), key)
+        except Error as error:
+            raise RuntimeError(
+                f"{_SINK}: could not read commit bucket {settings.commit_bucket!r} for "
+                f"micro-batch {key}: {error}"
+            ) from error
+        if recorded:
+            for _ in iterator:  # the input is consumed all the same, as Spark expects
+                pass
+            return JetStreamCommitMessage(0, 0, _partition_id(), settings.publish_mode,
+                                          query_id, batch_id, run_id, skipped=True)
+        rows, duplicates = publish_acknowledged(settings, iterator)
         return JetStreamCommitMessage(rows, duplicates, _partition_id(),
-                                      self.settings.publish_mode)
+                                      settings.publish_mode, query_id, batch_id, run_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Logs the micro-batch's totals (runs on the driver)."""
+        """Records the written micro-batch in the commit log (runs on the driver).
+
+        A micro-batch every task skipped (the log held it) is not recorded again. A
+        failed record is logged, not raised (see ``_js_commits``).
+        """
+        done = _done(messages)
+        if done and all(message.skipped for message in done):
+            logger.info("%s: micro-batch %d was written before (commit log %r): nothing "
+                        "written again", _SINK, batchId, self.settings.commit_bucket)
+            return
         rows, duplicates = _totals(messages)
         logger.info("%s: micro-batch %d: %d rows acknowledged (publishMode %s), %s of them "
                     "duplicates", _SINK, batchId, rows, _modes(messages), duplicates)
+        query_ids = {m.query_id for m in done if m.query_id is not None}
+        if not query_ids:
+            return  # no task saw a query id: nothing to key the record by
+        run_ids = sorted({m.run_id for m in done if m.run_id})
+        for query_id in sorted(query_ids):
+            _js_commits.record(lambda: _commit_log(self.settings),
+                               _js_commits.commit_key(query_id, batchId), rows=rows,
+                               tasks=len(done), run_ids=run_ids)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Logs a failed micro-batch."""
+        """Logs a failed micro-batch (not recorded: its replay writes it again)."""
         rows, _ = _totals(messages)
         logger.warning("%s: micro-batch %d failed after %d rows were acknowledged",
                        _SINK, batchId, rows)
@@ -526,12 +616,23 @@ def stream_writer(options: Mapping[str, str], schema: StructType,
     """The writer of ``df.writeStream.format("jetstream")`` (called on the driver when
     the query starts, and again by Spark for each micro-batch's commit).
 
+    Makes the commit log's bucket if it is missing.
+
     Raises:
         InvalidArgumentError: see `parse_sink_options` and `resolve_publish_mode`.
-        RuntimeError: see `resolve_publish_mode`.
+        RuntimeError: see `resolve_publish_mode`; or the commit bucket could not be
+            bound or made.
     """
-    return JetStreamStreamWriter(resolve_publish_mode(
-        parse_sink_options(options, schema, overwrite)))
+    settings = resolve_publish_mode(parse_sink_options(options, schema, overwrite,
+                                                       streaming=True))
+    try:
+        _js_commits.open_log(_jetstream(settings), settings.commit_bucket)
+    except Error as error:
+        raise RuntimeError(
+            f"{_SINK}: could not bind or create commit bucket {settings.commit_bucket!r} "
+            f"(option 'commitBucket') on {', '.join(settings.servers)}: {error}"
+        ) from error
+    return JetStreamStreamWriter(settings)
 
 
 __all__ = [
