@@ -16,9 +16,12 @@ Why the loops are split by columns: at 100,000 rows/s a task has a few microseco
 per row, most of them in ``add``; the common shapes (one subject, with or without
 message ids) get a loop that only calls ``add``.
 
-Limits: every row of a task must go to one stream (a batch belongs to the stream that
-stores its first subject: rows for another stream are refused); the server abandons a
-batch idle for 10 s, so a task whose input stalls longer fails (and is retried).
+Limits (both fail the task with ``FastBatchUnknownError`` and a hint, and Spark
+retries it): every row of a task must go to one stream (a batch belongs to the stream
+storing its first row's subject; another stream refuses its rows as a batch it does not
+know); the server abandons a batch 10 s after its last message, so a task whose input
+stalls that long between Arrow batches fails. The publisher has no thread to keep the
+batch alive, and one batch per task is what makes the count check whole.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from nats_sync.jetstream import (
     BatchAck,
     BatchClosedError,
     FastBatchNotEnabledError,
+    FastBatchUnknownError,
     FastPublisher,
     JetStream,
     JetStreamError,
@@ -109,9 +113,16 @@ def publish_fast(js: JetStream, settings: SinkSettings, batches: Iterator[pa.Rec
         ) from error
     except Error as error:
         added = publisher.batch_sequence if publisher is not None else 0
+        hint = ""
+        if isinstance(error, FastBatchUnknownError):
+            hint = ("; the server knows no such batch: it abandons one 10 s after its "
+                    "last message (the task's input stalled that long), and a stream "
+                    "other than the one of the task's first row never had it (the rows "
+                    "of a task must all go to one stream); use publishMode 'async' for "
+                    "such writes")
         raise RuntimeError(
             f"{SINK}: publishMode 'fast': could not publish to {', '.join(settings.servers)} "
-            f"after {added} rows of this task were sent: {error}"
+            f"after {added} rows of this task were sent: {error}{hint}"
         ) from error
     finally:
         if publisher is not None and not publisher.is_closed:

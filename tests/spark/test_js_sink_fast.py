@@ -170,3 +170,20 @@ def test_fast_writes_rows_with_subjects_and_headers_and_an_empty_partition(
         ("fast.rows.default", b"", []),
         ("fast.rows.default", b"", [("x", "y")]),
     ]
+
+
+def test_fast_rows_of_one_task_for_two_streams_fail_the_task_saying_why(
+    spark: Any, js_server: NatsServer, js: JetStream
+) -> None:
+    """A fast batch belongs to the stream of the task's first row: the other stream
+    refuses the rest as a batch it does not know."""
+    js.create_stream(name="TWO_A", subjects=["two.a"], allow_batched=True)
+    js.create_stream(name="TWO_B", subjects=["two.b"], allow_batched=True)
+    df = spark.range(20, numPartitions=1).select(
+        F.col("id").cast("string").alias("data"),
+        F.when(F.col("id") < 10, "two.a").otherwise("two.b").alias("subject"),
+    )
+    with pytest.raises(Exception, match=r"batch publish ID unknown.*the rows of a task "
+                                        r"must all go to one stream"):
+        _write(df, js_server.url, publishMode="fast")
+    assert js.stream("TWO_B").info().state.messages == 0
