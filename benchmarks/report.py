@@ -355,7 +355,10 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "another (both clients use the bucket's direct get). kv put: 200 warm-up puts, then "
         "5,000 `kv.put` of 100 B, each to a new key and waiting for its ack (nats-py: "
         "`await kv.put`). Object put: one 64 MiB object in 128 KiB chunks after a 1 MiB "
-        "warm-up object; get: the same object stored first (not timed), then one "
+        "warm-up object, into a bucket made with `allow_batched=True` (nats_sync then puts "
+        "it as one fast-ingest batch; nats-py's bucket is a plain one: it has no fast "
+        "ingest), read back and compared after the clock stops; get: the same object "
+        "stored first (not timed), then one "
         "`obs.get(name).data` (nats-py: `(await obs.get(name)).data`), its bytes compared "
         "with what was put. Both clients check the SHA-256 digest. The nats-server CPU rows "
         "cover the timed section only.",

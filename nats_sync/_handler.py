@@ -9,20 +9,21 @@ How it works: ``Handler`` composes narrow objects, each owning its state and loc
 - ``Reconnector`` (``_reconnect``): the server pool, the first connection and the
   reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
 - ``Timer`` (``_timer``): the timer thread (keepalive, ``request_future`` deadlines).
+- ``Pings`` (``_pings``): the keepalive PINGs, stale detection and flush.
 - ``CallbackRunner`` (``_callbacks``): the callback thread (``error_cb``, ...).
 - ``Connection`` (``_connection``): the reader and writer threads of one transport.
 
 The handler itself keeps the life-cycle state, the subscriptions, the connection swap
-(``_activate`` and ``_on_lost``), the reader's dispatch, flush, keepalive, drain and
-close; ``Deliveries`` (``subscription``) runs one delivery thread per callback
-subscription.
+(``_activate`` and ``_on_lost``), the reader's dispatch, drain and close; ``Deliveries``
+(``subscription``) runs one delivery thread per callback subscription, and ``_threads``
+starts and joins the threads and closes the clients a forked child inherits.
 
 Threads and the state they touch here:
 
 - ``_lock`` guards ``state``, changes to ``subs``, ``_inbox``, ``_conn``,
-  ``_conn_threads``, ``current_server``, ``last_error``,
-  ``_fatal_server_error`` and ``_pings_out``. Nothing blocks on I/O while holding
-  it; lock order is handler lock, then any component's own lock.
+  ``_conn_threads``, ``current_server``, ``last_error`` and
+  ``_fatal_server_error``. Nothing blocks on I/O while holding it; lock order is
+  handler lock, then any component's own lock.
 - The reader thread reads ``subs`` and ``_inbox`` without the lock (a dict lookup and
   an attribute read are atomic) and alone writes ``in_msgs``, ``in_bytes``,
   ``errors_received`` and ``server_info`` once connected.
@@ -39,7 +40,6 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -49,12 +49,20 @@ from nats_sync._callbacks import CallbackRunner, StatusListeners
 from nats_sync._connection import Connection
 from nats_sync._options import Options
 from nats_sync._outbox import Outbox
+from nats_sync._pings import Pings
 from nats_sync._pool import ServerAddress
 from nats_sync._publishing import Publisher
 from nats_sync._reconnect import Handshaken, Reconnector
 from nats_sync._requesting import Requester
 from nats_sync._requests import RequestMux
 from nats_sync._state import DRAINING, State
+from nats_sync._threads import (
+    check_same_process,
+    current_pid,
+    join_threads,
+    start_thread,
+    watch_fork,
+)
 from nats_sync._timer import Timer
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
@@ -77,24 +85,6 @@ from nats_sync.subscription import Deliveries, Subscription
 
 log = logging.getLogger("nats_sync")
 
-_live_handlers: weakref.WeakSet[Handler] = weakref.WeakSet()
-
-
-#: This process's pid, refreshed in a forked child (os.getpid() is a system call, and
-#: the check runs on hot paths).
-_current_pid = [os.getpid()]
-
-
-def _after_fork_in_child() -> None:
-    """A forked child inherits clients whose threads did not survive: close them there."""
-    _current_pid[0] = os.getpid()
-    for handler in list(_live_handlers):
-        handler.state = State.CLOSED
-        handler.publisher.accepting = False
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
 
 class Handler:
     """Protocol state and threads of one client. See the module docstring."""
@@ -113,7 +103,7 @@ class Handler:
             self, self.publisher, self.timer, self._callbacks.submit, options.inbox_prefix
         )
         self.reconnector = Reconnector(
-            options, self._start_thread, self.report_error, self._on_reconnected,
+            options, start_thread, self.report_error, self._on_reconnected,
             self._on_given_up,
         )
         self.subs: dict[int, Subscription] = {}
@@ -128,23 +118,22 @@ class Handler:
         self._fatal_server_error: Error | None = None
         self._conn: Connection | None = None
         self._conn_threads: list[threading.Thread] = []
-        self._pings_out = 0
+        self._pings = Pings(options, self.outbox, self.timer, self._live, self._on_lost,
+                            self.wake_reader)
         self.in_msgs = 0
         self.in_bytes = 0
         self.reconnects = 0
         self.errors_received = 0
-        self._deliveries = Deliveries(self._start_thread)
+        self._deliveries = Deliveries(start_thread)
         #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
         #: "closed"; the list is replaced whole under the lock, read without it.
         self._status_listeners = StatusListeners()
-        _live_handlers.add(self)
+        watch_fork(self)
 
-    # --- threads -------------------------------------------------------------------
-
-    def _start_thread(self, target: Callable[[], None], role: str) -> threading.Thread:
-        thread = threading.Thread(target=target, name=f"nats_sync-{role}", daemon=True)
-        thread.start()
-        return thread
+    def forked(self) -> None:
+        """In a forked child, which has none of our threads: closed, without I/O."""
+        self.state = State.CLOSED
+        self.publisher.accepting = False
 
     # --- connecting ----------------------------------------------------------------
 
@@ -175,9 +164,9 @@ class Handler:
         self._activate(handshaken)
 
     def _start_background_threads(self) -> None:
-        self._callback_thread = self._start_thread(self._callbacks.run, "callbacks")
-        self.timer.start(self._start_thread)
-        self.timer.schedule(time.monotonic() + self.options.ping_interval, self._keepalive)
+        self._callback_thread = start_thread(self._callbacks.run, "callbacks")
+        self.timer.start(start_thread)
+        self._pings.start()
 
     def _activate(self, handshaken: Handshaken) -> bool:
         """Makes a handshaken transport the live connection and starts its threads.
@@ -202,12 +191,12 @@ class Handler:
             self.outbox.put_control_first(frames)
             self._conn = conn
             self.state = State.CONNECTED
-            self._pings_out = 0
+            self._pings.reset()
             self._fatal_server_error = None
             self.outbox.set_connected(True)
             self._conn_threads = [
-                self._start_thread(conn.run_reader, "reader"),
-                self._start_thread(conn.run_writer, "writer"),
+                start_thread(conn.run_reader, "reader"),
+                start_thread(conn.run_writer, "writer"),
             ]
         for sub in finished:
             sub._end()
@@ -252,11 +241,19 @@ class Handler:
         if self.state is not State.RECONNECTING:
             self.outbox.put_control(frame)
 
-    # --- hooks of the publisher and the requester ---------------------------------------
+    # --- hooks of the publisher, the requester and the pings ----------------------------
 
     def connection(self) -> Connection | None:
         """The live connection, or None while there is none."""
         return self._conn
+
+    def _live(self) -> tuple[Connection, ServerAddress | None] | None:
+        """Timer thread (the keepalive): the live connection and its server, if connected."""
+        with self._lock:
+            conn = self._conn
+            if self.state is not State.CONNECTED or conn is None:
+                return None
+            return conn, self.current_server
 
     def open_request_inbox(self, mux: RequestMux) -> RequestMux:
         """Subscribes ``mux``'s wildcard inbox once; returns the mux in use."""
@@ -333,11 +330,7 @@ class Handler:
         if op is proto.PING_OP:
             self.outbox.put_control(proto.PONG)
         elif op is proto.PONG_OP:
-            with self._lock:
-                self._pings_out = 0
-            waiter = self.outbox.pop_pong_waiter()
-            if waiter is not None:
-                waiter(None)
+            self._pings.on_pong()
         elif type(op) is proto.InfoOp:
             self._on_info(op.info)
         elif type(op) is proto.ErrOp:
@@ -489,11 +482,7 @@ class Handler:
 
     def check_process(self) -> None:
         """Raises if the client is used from a process other than the one that made it."""
-        if _current_pid[0] != self._pid:
-            raise ConnectionClosedError(
-                f"this client was created in process {self._pid} and cannot be used in "
-                f"process {os.getpid()} (after a fork); create the client after the fork"
-            )
+        check_same_process(self._pid)
 
     def _check_open(self) -> None:
         """Raises unless the client is open, in the process that made it."""
@@ -504,7 +493,7 @@ class Handler:
     def check_can_start(self) -> None:
         """Raises unless a subscription may start or end, or a request start (closed,
         draining, forked)."""
-        if self.state is State.CONNECTED and _current_pid[0] == self._pid:
+        if self.state is State.CONNECTED and current_pid[0] == self._pid:
             return
         self._check_open()
         if self.state in DRAINING:
@@ -595,39 +584,7 @@ class Handler:
         """PING, then wait for its PONG (everything queued before went out first)."""
         check_timeout(timeout)
         self._check_open()
-        done = threading.Event()
-        outcome: list[BaseException | None] = []
-
-        def on_pong(error: BaseException | None) -> None:
-            outcome.append(error)
-            done.set()
-
-        self.outbox.put_ping(on_pong)
-        self.wake_reader()
-        if not done.wait(timeout):
-            raise FlushTimeoutError(f"no PONG from the server within {timeout}s")
-        if outcome[0] is not None:
-            raise outcome[0]
-
-    # --- keepalive (timer thread) --------------------------------------------------------
-
-    def _keepalive(self) -> None:
-        """Timer thread: a PING every ``ping_interval``; too many unanswered: stale."""
-        self.timer.schedule(time.monotonic() + self.options.ping_interval, self._keepalive)
-        with self._lock:
-            conn = self._conn
-            if self.state is not State.CONNECTED or conn is None:
-                return
-            self._pings_out += 1
-            unanswered = self._pings_out - 1
-            stale = self._pings_out > self.options.max_outstanding_pings
-        if stale:
-            conn.shutdown()
-            self._on_lost(conn, StaleConnectionError(
-                f"{unanswered} PINGs to {self.current_server} went unanswered"
-            ))
-            return
-        self.outbox.put_ping(None)
+        self._pings.flush(timeout)
 
     # --- drain and close -------------------------------------------------------------
 
@@ -697,13 +654,11 @@ class Handler:
         if first:
             log.info("nats_sync: closing connection to %s", self.current_server)
             self.outbox.stop_writer(discard=conn is None or conn.finished)
-            self._join(conn_threads[1:], me, d.CLOSE_FLUSH_TIMEOUT)
+            join_threads(conn_threads[1:], me, d.CLOSE_FLUSH_TIMEOUT)
             if conn is not None:
                 conn.shutdown()
             closed = ConnectionClosedError("the client is closed")
-            for waiter in self.outbox.take_pong_waiters():
-                if waiter is not None:
-                    waiter(closed)
+            self._pings.fail_waiters(closed)
             if self._inbox is not None:
                 self._inbox.fail_all(closed)
             for sub in subs:
@@ -722,19 +677,8 @@ class Handler:
             user_threads = self._deliveries.threads()
             if self._callback_thread is not None:
                 user_threads.append(self._callback_thread)
-        self._join(threads, me, d.THREAD_JOIN_TIMEOUT)
-        self._join(user_threads, me, d.CLOSE_CALLBACK_GRACE, shared=True)
-
-    @staticmethod
-    def _join(
-        threads: list[threading.Thread], me: threading.Thread, timeout: float,
-        shared: bool = False,
-    ) -> None:
-        """Joins ``threads``, ``timeout`` each, or in all when ``shared``."""
-        deadline = time.monotonic() + timeout
-        for thread in threads:
-            if thread is not me and thread.ident is not None:
-                thread.join(max(deadline - time.monotonic(), 0.0) if shared else timeout)
+        join_threads(threads, me, d.THREAD_JOIN_TIMEOUT)
+        join_threads(user_threads, me, d.CLOSE_CALLBACK_GRACE, shared=True)
 
     def debug_snapshot(self) -> dict[str, Any]:
         """What the client holds right now, for tests and debugging (not an API)."""

@@ -133,29 +133,36 @@ class Publisher:
     ) -> None:
         """Publishes with our own ``inbox`` as the reply subject, queued for the writer.
 
-        The per-message path of JetStream's ``publish_async`` (and any reply carried by
-        the request multiplexer's inbox): the reply is not validated, and the subject's
-        validated ``b"PUB <subject> "`` comes from the line cache, so a message without
-        headers costs one format and the outbox append of :meth:`publish` (inlined as
+        The per-message path of JetStream's ``publish_async`` and fast-ingest batches:
+        the reply is not validated, and the subject's validated ``b"PUB <subject> "``
+        comes from the line cache (``HPUB`` is the same with an ``H`` in front), so a
+        message costs one format and the outbox append of :meth:`publish` (inlined as
         there; ``tests/unit/test_fast_paths_agree.py`` holds it to ``_encode_and_queue``).
         """
         if not self.accepting:
             self._host.check_can_publish()
-        if headers or type(payload) is not bytes:
+        if type(payload) is not bytes:
             self._encode_and_queue(subject, payload, inbox, headers, False)
             return
         size = len(payload)
-        if size >= _LARGE_PAYLOAD or size > self.max_payload:
-            self._encode_and_queue(subject, payload, inbox, headers, False)
-            return
         entry = self._pub_lines.get(subject)
         if entry is None:
             self._pub_line(subject, size, None)  # validates the subject and caches it
             entry = self._pub_lines.get(subject)
-            if entry is None:  # a subject never cached (an inbox, an ack)
+        if headers:
+            block = proto.encode_headers(headers)
+            total = len(block) + size
+            if entry is None or total >= _LARGE_PAYLOAD or total > self.max_payload:
                 self._encode_and_queue(subject, payload, inbox, headers, False)
                 return
-        frame = b"%b%b %d\r\n%b\r\n" % (entry[0], inbox, size, payload)
+            frame = b"H%b%b %d %d\r\n%b%b\r\n" % (entry[0], inbox, len(block), total, block,
+                                                  payload)
+        else:
+            if entry is None or size >= _LARGE_PAYLOAD or size > self.max_payload:
+                # never cached (an inbox, an ack), large, or too large (raises there)
+                self._encode_and_queue(subject, payload, inbox, headers, False)
+                return
+            frame = b"%b%b %d\r\n%b\r\n" % (entry[0], inbox, size, payload)
         outbox = self.outbox
         length = len(frame)
         lock = outbox.lock

@@ -22,12 +22,17 @@ JetStream server and of an R3 stream's leader, and check that every acknowledged
 publish is stored and every stored message consumed. They write their own section of
 the page; each section keeps the rows a run with ``--only`` did not run.
 
+The fast-ingest row (``js_fast``: tools/_jsfast.py) kills a JetStream server under a
+``fast_publisher`` that commits a batch every 2,000 messages and sends what a failed
+batch did not acknowledge again in a new one, and checks that every message a batch
+acknowledged is stored, once. It writes its own section too.
+
 Every wait is bounded; a watchdog ends the whole run (dumping every thread's stack)
 if it ever takes longer than ``--deadline`` seconds.
 
 Exit status: 0 when nothing buffered was lost, nothing was lost unexplained, no
-acknowledged JetStream publish was lost, every stored message was consumed and every
-fault was recovered from; 1 otherwise; 3 when the watchdog fired.
+acknowledged JetStream publish (or fast-ingest message) was lost, every stored message
+was consumed and every fault was recovered from; 1 otherwise; 3 when the watchdog fired.
 """
 
 from __future__ import annotations
@@ -49,6 +54,12 @@ from typing import Any
 
 import nats_sync
 from nats_sync.testing import NatsCluster, NatsServer, find_server_binary
+from tools._jsfast import FAST_FAULTS, FastResult, run_fast_fault
+from tools._jsfast import intro as fast_intro
+from tools._jsfast import note_line as fast_note_line
+from tools._jsfast import outro as fast_outro
+from tools._jsfast import table_header as fast_table_header
+from tools._jsfast import table_row as fast_table_line
 from tools._jsfaults import JS_FAULTS, JsFault, JsResult, run_js_fault
 from tools._jsfaults import intro as js_intro
 from tools._jsfaults import note_line as js_note_line
@@ -702,19 +713,29 @@ def markdown(results: list[RowResult], rows: MergedRows, rate: int, elapsed: flo
     return "\n".join(out)
 
 
-def js_markdown(results: list[JsResult], rows: MergedRows, rate: int, elapsed: float,
+JS_OUTRO = [
+    "(`tools/_jsfaults.py`, run by `tools/reliability.py`; the run exits non-zero when an",
+    "acknowledged publish is lost, a stored message is never consumed, a retry is stored",
+    "twice, a publish is never acknowledged, or publishing or consuming does not recover.)",
+]
+
+
+def js_markdown(ok: bool, rows: MergedRows, intro: list[str], header: list[str],
+                titles: dict[str, str], outro: list[str], elapsed: float,
                 info: dict[str, str], when: str, command: str) -> str:
-    ok = all(r.ok for r in results) and rows.ok
+    """A JetStream section (``jetstream`` or ``jetstream_fast``): ``intro``, the
+    results table (``header``, ``rows``), the run and ``outro``."""
+    ok = ok and rows.ok
     out = [
-        *js_intro(rate),
+        *intro,
         "### Results",
         "",
         f"Result of the last run: **{'all guarantees held' if ok else 'FAILED'}**.",
         "",
-        *js_table_header(),
+        *header,
         *rows.lines,
         "",
-        *kept_sentence(rows, {f.key: f.title for f in JS_FAULTS}),
+        *kept_sentence(rows, titles),
     ]
     if rows.notes:
         out += ["Notes:", "", *rows.notes, ""]
@@ -728,9 +749,7 @@ def js_markdown(results: list[JsResult], rows: MergedRows, rate: int, elapsed: f
         command,
         "```",
         "",
-        "(`tools/_jsfaults.py`, run by `tools/reliability.py`; the run exits non-zero when an",
-        "acknowledged publish is lost, a stored message is never consumed, a retry is stored",
-        "twice, a publish is never acknowledged, or publishing or consuming does not recover.)",
+        *outro,
         "",
         rows.comment,
     ]
@@ -748,26 +767,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="messages per second of the core rows")
     parser.add_argument("--js-rate", type=int, default=1000,
                         help="publish_async messages per second of the JetStream rows")
+    parser.add_argument("--fast-rate", type=int, default=2000,
+                        help="messages per second of the fast-ingest row (js_fast)")
     parser.add_argument("--only", default="",
-                        help="comma-separated faults to run: "
-                        + ",".join([*(f.key for f in FAULTS), *(f.key for f in JS_FAULTS)]))
+                        help="comma-separated faults to run: " + ",".join(all_keys()))
     parser.add_argument("--deadline", type=float, default=720.0,
                         help="seconds after which the whole run is abandoned (exit 3)")
     parser.add_argument("--verbose", action="store_true", help="log nats_sync at INFO")
     return parser.parse_args(argv)
 
 
-def selected(only: str) -> tuple[list[Fault], list[JsFault]] | None:
-    """The core and JetStream faults ``--only`` names (all when empty); None if it
-    names an unknown one."""
+def all_keys() -> list[str]:
+    """Every row's key, in the order they run."""
+    return [*(f.key for f in FAULTS), *(f.key for f in JS_FAULTS),
+            *(f.key for f in FAST_FAULTS)]
+
+
+def selected(only: str) -> tuple[list[Fault], list[JsFault], list[JsFault]] | None:
+    """The core, JetStream and fast-ingest faults ``--only`` names (all when empty);
+    None if it names an unknown one."""
     if not only:
-        return FAULTS, JS_FAULTS
+        return FAULTS, JS_FAULTS, FAST_FAULTS
     wanted = {key.strip() for key in only.split(",") if key.strip()}
-    unknown = wanted - {f.key for f in FAULTS} - {f.key for f in JS_FAULTS}
+    unknown = wanted - set(all_keys())
     if unknown:
         print(f"unknown fault(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return None
-    return [f for f in FAULTS if f.key in wanted], [f for f in JS_FAULTS if f.key in wanted]
+    return ([f for f in FAULTS if f.key in wanted], [f for f in JS_FAULTS if f.key in wanted],
+            [f for f in FAST_FAULTS if f.key in wanted])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -777,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = selected(args.only)
     if chosen is None:
         return 2
-    faults, js_faults = chosen
+    faults, js_faults, fast_faults = chosen
     started = now()
     load = os.getloadavg()
     when = run_date()
@@ -790,6 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     watchdog = start_watchdog("reliability", args.deadline, cleanup)
     results: list[RowResult] = []
     js_results: list[JsResult] = []
+    fast_results: list[FastResult] = []
     try:
         if any(f.key != "restart" for f in faults):
             cluster = LameDuckCluster(3, name="reliability")
@@ -800,6 +828,9 @@ def main(argv: list[str] | None = None) -> int:
             cluster.cleanup()  # the JetStream rows get the machine to themselves
         core_done = now()
         js_results = [run_js_fault(fault, args.js_rate, STARTED.append) for fault in js_faults]
+        js_done = now()
+        fast_results = [run_fast_fault(fault, args.fast_rate, STARTED.append)
+                        for fault in fast_faults]
     finally:
         cleanup()
     elapsed = now() - started
@@ -820,17 +851,33 @@ def main(argv: list[str] | None = None) -> int:
                       [TableRow(r.key, js_table_line(r), js_note_line(r), r.ok, when)
                        for r in js_results],
                       {f.key: f.title for f in JS_FAULTS}, args.output)
-        write_section("jetstream", js_markdown(js_results, rows, args.js_rate,
-                                               started + elapsed - core_done, info, when,
-                                               command),
+        titles = {f.key: f.title for f in JS_FAULTS}
+        write_section("jetstream", js_markdown(all(r.ok for r in js_results), rows,
+                                               js_intro(args.js_rate), js_table_header(),
+                                               titles, JS_OUTRO, js_done - core_done, info,
+                                               when, command),
                       args.output, after="faults")
+    if fast_results:
+        titles = {f.key: f.title for f in FAST_FAULTS}
+        rows = merged("jetstream_fast", [f.key for f in FAST_FAULTS],
+                      [TableRow(r.key, fast_table_line(r), fast_note_line(r), r.ok, when)
+                       for r in fast_results], titles, args.output)
+        write_section("jetstream_fast",
+                      js_markdown(all(r.ok for r in fast_results), rows,
+                                  fast_intro(args.fast_rate), fast_table_header(), titles,
+                                  fast_outro(), started + elapsed - js_done, info, when,
+                                  command),
+                      args.output, after="jetstream")
     watchdog.set()
     if results:
         print("\n".join(table(results)))
     if js_results:
         print("\n".join([*js_table_header(), *(js_table_line(r) for r in js_results)]))
+    if fast_results:
+        print("\n".join([*fast_table_header(), *(fast_table_line(r) for r in fast_results)]))
     print(f"wrote {args.output} in {elapsed:.0f}s")
-    failed = [r.key for r in results if not r.ok] + [r.key for r in js_results if not r.ok]
+    failed = ([r.key for r in results if not r.ok] + [r.key for r in js_results if not r.ok]
+              + [r.key for r in fast_results if not r.ok])
     if failed:
         print(f"reliability: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

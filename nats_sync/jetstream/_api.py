@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from nats_sync._requests import InboxRoute
+from nats_sync._validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError, NoRespondersError
 from nats_sync.jetstream.errors import (
     InvalidConsumerNameError,
@@ -300,3 +301,50 @@ def decode_reply(data: bytes, subject: str) -> dict[str, Any]:
     if "error" in decoded:
         raise api_error(decoded["error"])
     return decoded
+
+
+# --- JetStream publish headers ------------------------------------------------------------
+
+_MSG_ID = "Nats-Msg-Id"
+_EXPECTED_STREAM = "Nats-Expected-Stream"
+_EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+
+
+def js_headers(
+    headers: Headers,
+    msg_id: str | None = None,
+    expected_stream: str | None = None,
+    expected_last_seq: int | None = None,
+    expected_last_subject_seq: int | None = None,
+    expected_last_msg_id: str | None = None,
+) -> Headers:
+    """The user's headers with the JetStream ones the keywords ask for (those win).
+
+    Raises:
+        InvalidArgumentError: a keyword's value is not a non-empty str (ids) or an
+            int >= 0 (sequences); ``InvalidStreamNameError`` for ``expected_stream``.
+    """
+    extra: dict[str, str] = {}
+    if msg_id is not None:
+        extra[_MSG_ID] = check_text(msg_id, "msg_id")
+    if expected_stream is not None:
+        extra[_EXPECTED_STREAM] = check_stream_name(expected_stream)
+    if expected_last_seq is not None:
+        check_int(expected_last_seq, "expected_last_seq", 0)
+        extra[_EXPECTED_LAST_SEQ] = str(expected_last_seq)
+    if expected_last_subject_seq is not None:
+        check_int(expected_last_subject_seq, "expected_last_subject_seq", 0)
+        extra[_EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last_subject_seq)
+    if expected_last_msg_id is not None:
+        extra[_EXPECTED_LAST_MSG_ID] = check_text(expected_last_msg_id, "expected_last_msg_id")
+    if not extra:
+        return headers
+    if headers is None:
+        return extra
+    if not isinstance(headers, Mapping):
+        raise InvalidArgumentError(
+            f"headers must be a mapping of name -> value, got {type(headers).__name__}"
+        )
+    return {**headers, **extra}

@@ -22,15 +22,15 @@ from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo
 from nats_sync.jetstream.errors import ConsumerNotFoundError, JetStreamError
 
 if TYPE_CHECKING:
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream._msg import JsMsg
     from nats_sync.jetstream.consumer import PullConsumer
-    from nats_sync.jetstream.context import JetStream
 
 
 class PullSubscription:
     """nats-py's pull subscription: ``fetch(batch, timeout)`` on a pull consumer."""
 
-    def __init__(self, js: JetStream, consumer: PullConsumer, *, ephemeral: bool) -> None:
+    def __init__(self, js: JsContext, consumer: PullConsumer, *, ephemeral: bool) -> None:
         self._js = js
         self._consumer = consumer
         self._ephemeral = ephemeral
@@ -72,7 +72,7 @@ class PullSubscription:
 class JsSubscription:
     """nats-py's ``js.subscribe`` result, read from a pull (or ordered) consumer."""
 
-    def __init__(self, js: JetStream, consumer: PullConsumer | None, reader: Any,
+    def __init__(self, js: JsContext, consumer: PullConsumer | None, reader: Any,
                  *, ephemeral: bool, with_callback: bool,
                  on_end: Callable[[], None] | None = None) -> None:
         self._on_end = on_end
@@ -125,7 +125,7 @@ class JsSubscription:
         self._end()
 
 
-def pull_subscribe(js: JetStream, subject: str, durable: str | None = None,
+def pull_subscribe(js: JsContext, subject: str, durable: str | None = None,
                    stream: str | None = None, config: ConsumerConfig | None = None
                    ) -> PullSubscription:
     """See ``JetStream.pull_subscribe``."""
@@ -134,7 +134,7 @@ def pull_subscribe(js: JetStream, subject: str, durable: str | None = None,
     return PullSubscription(js, consumer, ephemeral=ephemeral)
 
 
-def subscribe(js: JetStream, subject: str, queue: str | None = None,
+def subscribe(js: JsContext, subject: str, queue: str | None = None,
               cb: Callable[[JsMsg], None] | None = None, durable: str | None = None,
               stream: str | None = None, manual_ack: bool = False,
               ordered_consumer: bool = False, deliver_policy: str | None = None,
@@ -175,7 +175,7 @@ def _read(source: Any, cb: Callable[[JsMsg], None] | None, *, manual_ack: bool) 
     return source.consume(acking)
 
 
-def _bind_or_create(js: JetStream, stream: str, subject: str, durable: str | None,
+def _bind_or_create(js: JsContext, stream: str, subject: str, durable: str | None,
                     config: ConsumerConfig | None, deliver_policy: str | None
                     ) -> tuple[PullConsumer, bool]:
     if durable:
@@ -197,7 +197,7 @@ def _bind_or_create(js: JetStream, stream: str, subject: str, durable: str | Non
     return consumer, not durable
 
 
-def _delete_quietly(js: JetStream, consumer: PullConsumer) -> None:
+def _delete_quietly(js: JsContext, consumer: PullConsumer) -> None:
     try:
         js.delete_consumer(consumer.stream_name, consumer.name)
     except (JetStreamError, core_errors.Error):

@@ -39,7 +39,7 @@ from nats_sync.jetstream.errors import StatusError
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._api import CoreClient
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.msg import Msg
 
 #: The server refuses a multi_last request matching more messages (413 Too Many Results).
@@ -64,7 +64,7 @@ class NoBatchedGetsError(Exception):
     """The server or the bucket takes no batched direct gets: read the keys one by one."""
 
 
-def latest_values(js: JetStream, bucket: str, stream: str, keys: Sequence[str],
+def latest_values(js: JsContext, bucket: str, stream: str, keys: Sequence[str],
                   timeout: float) -> dict[str, bytes]:
     """The current value of each of ``keys`` (valid, distinct) that has one.
 

@@ -33,8 +33,8 @@ from nats_sync.jetstream._api import header_value
 from nats_sync.jetstream.ordered import Watch
 
 if TYPE_CHECKING:
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream._msg import JsMsg
-    from nats_sync.jetstream.context import JetStream
 
 
 _OPERATION = "KV-Operation"
@@ -87,7 +87,7 @@ class KeyWatcher:
     manager (``stop()`` on exit).
     """
 
-    def __init__(self, js: JetStream, bucket: str, stream: str, subjects: list[str], *,
+    def __init__(self, js: JsContext, bucket: str, stream: str, subjects: list[str], *,
                  include_history: bool, ignore_deletes: bool, meta_only: bool,
                  updates_only: bool) -> None:
         self._bucket = bucket

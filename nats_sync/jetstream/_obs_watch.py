@@ -25,7 +25,7 @@ from nats_sync.jetstream.api import StoredMsg
 from nats_sync.jetstream.ordered import Watch
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream.object_store import ObjectInfo
     from nats_sync.jetstream.stream import Stream
 
@@ -38,7 +38,7 @@ class ObjectWatcher:
     ones. A context manager: leaving it stops the watcher.
     """
 
-    def __init__(self, js: JetStream, stream: Stream, subject: str, *,
+    def __init__(self, js: JsContext, stream: Stream, subject: str, *,
                  decode: Callable[[StoredMsg], ObjectInfo], include_history: bool,
                  ignore_deletes: bool, updates_only: bool) -> None:
         self._stream_name = stream.name

@@ -1,26 +1,11 @@
-"""The pull machinery shared by fetch, messages() and consume(): requests, statuses, readers.
+"""The pull readers shared by fetch, messages() and consume(): one pull, and pulling ahead.
 
-How it works: a pull is a core publish of ``{"batch", "expires", "max_bytes", "no_wait",
-"idle_heartbeat"}`` (durations in ns) to ``<prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>``
-with an inbox of ours as the reply subject. The server sends the messages there (each
-keeping its stored subject, the ack subject as its reply) and, on the same inbox, the
-status messages :func:`classify` sorts out (notes §2.4):
-
-======  =====================================  ====================================
-status  description                            what it means here
-======  =====================================  ====================================
-100     Idle Heartbeat                         ``heartbeat``: the request is alive
-404     No Messages                            ``done``: a ``no_wait`` found nothing
-408     Request Timeout / Interest Expired...  ``done``; ``Nats-Pending-*`` = unsent
-409     Message Size Exceeds MaxBytes, Batch   ``done`` (with the pending headers)
-        Completed, Server Shutdown
-409     Leadership Change                      ``reset``: every request is gone
-409     Consumer Deleted                       ``terminal``: ``ConsumerDeletedError``
-409     Consumer is push based                 ``terminal``: ``StatusError``
-409     Exceeded MaxWaiting / MaxRequest...    ``warning``: the request was refused
-503     (no responders)                        ``no_responders``: no such consumer
-other   (400 Bad Request, 412, 423...)         ``terminal``: ``StatusError``
-======  =====================================  ====================================
+How it works: a pull is a core publish of a pull request (``_pull_wire.pull_body``) to
+``<prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>`` with an inbox of ours as the reply
+subject. The server sends the messages there (each keeping its stored subject, the ack
+subject as its reply) and, on the same inbox, the status messages
+``_pull_wire.classify`` sorts out; its module has the table of what each means here
+(``heartbeat``, ``done``, ``reset``, ``warning``, ``no_responders``, ``terminal``).
 
 Every reader has a FRESH inbox subscription, never shared with another reader or
 reused: a late status of an old request (a 408 of a fetch that already ended) must not
@@ -54,30 +39,21 @@ and the client's close end the core subscription, which wakes every waiting read
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
-from nats_sync import _proto as proto
 from nats_sync._validate import check_timeout
 from nats_sync.errors import BadSubscriptionError, ConnectionClosedError, Error, TimeoutError
-from nats_sync.jetstream._api import header_int, to_ns
 from nats_sync.jetstream._msg import JsMsg
-from nats_sync.jetstream.errors import (
-    ConsumerDeletedError,
-    ConsumerNotFoundError,
-    JetStreamError,
-    NoHeartbeatError,
-    StatusError,
-)
+from nats_sync.jetstream._pull_wire import classify, message_size, pull_body
+from nats_sync.jetstream.errors import ConsumerDeletedError, NoHeartbeatError
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._api import CoreClient
@@ -96,105 +72,7 @@ _RETRY_MAX = 5.0
 #: How often a reader looks again while disconnected or with nothing asked for.
 _POLL = 1.0
 
-Kind = Literal["message", "heartbeat", "done", "reset", "warning", "no_responders",
-               "terminal"]
-
 ErrorCallback = Callable[[BaseException], None]
-
-
-@dataclass(frozen=True)
-class PullStatus:
-    """What a message on a pull inbox means (see the module's table).
-
-    Attributes:
-        kind: the meaning.
-        pending_msgs: for ``done``, the messages the ended request still owed
-            (``Nats-Pending-Messages``); None when the status does not say.
-        pending_bytes: the same for bytes (``Nats-Pending-Bytes``).
-        error: for ``terminal``, ``warning`` and ``no_responders``: the error.
-    """
-
-    kind: Kind
-    pending_msgs: int | None = None
-    pending_bytes: int | None = None
-    error: JetStreamError | None = None
-
-
-_MESSAGE = PullStatus("message")
-_HEARTBEAT = PullStatus("heartbeat")
-
-#: 409 descriptions (lower case) that end one request normally.
-_ENDS_REQUEST = ("message size exceeds maxbytes", "batch completed", "server shutdown")
-
-
-def classify(msg: Msg) -> PullStatus:
-    """What ``msg``, received on a pull inbox, means."""
-    status = msg.status
-    if status is None:
-        return _MESSAGE
-    description = msg.description
-    lowered = description.lower()
-    if status == d.STATUS_CONTROL:
-        return _HEARTBEAT
-    if status == d.STATUS_NOT_FOUND:
-        return PullStatus("done")
-    if status == d.STATUS_REQUEST_TIMEOUT:
-        return PullStatus("done", *_pending_headers(msg))
-    if status == 409:
-        if "consumer deleted" in lowered:
-            return PullStatus("terminal", error=ConsumerDeletedError(
-                f"the consumer was deleted ({status} {description})"))
-        if "leadership change" in lowered:
-            return PullStatus("reset")
-        if any(text in lowered for text in _ENDS_REQUEST):
-            return PullStatus("done", *_pending_headers(msg))
-        if "push based" in lowered:
-            return PullStatus("terminal", error=StatusError(
-                f"{status} {description}: pull requests need a pull consumer",
-                status=status, description=description))
-        return PullStatus("warning", error=StatusError(
-            f"the pull request was refused: {status} {description}",
-            status=status, description=description))
-    if status == d.STATUS_NO_RESPONDERS:
-        text = ("consumer not found: no responders for the pull request (the consumer "
-                "does not exist, or its server is not ready)")
-        return PullStatus("no_responders", error=ConsumerNotFoundError(
-            text, code=404, err_code=10014, description=text))
-    return PullStatus("terminal", error=StatusError(
-        f"unexpected status {status} {description}".rstrip(),
-        status=status, description=description))
-
-
-def _pending_headers(msg: Msg) -> tuple[int | None, int | None]:
-    return (header_int(msg.headers, "Nats-Pending-Messages"),
-            header_int(msg.headers, "Nats-Pending-Bytes"))
-
-
-def pull_body(batch: int, *, expires: float | None = None, max_bytes: int | None = None,
-              no_wait: bool = False, heartbeat: float | None = None) -> bytes:
-    """The JSON of a pull request (durations in seconds here, ns on the wire)."""
-    body: dict[str, Any] = {"batch": batch}
-    if expires:
-        body["expires"] = to_ns(expires)
-    if max_bytes:
-        body["max_bytes"] = max_bytes
-    if no_wait:
-        body["no_wait"] = True
-    if heartbeat:
-        body["idle_heartbeat"] = to_ns(heartbeat)
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def message_size(msg: Msg) -> int:
-    """A delivered message's size as the server counts it against ``max_bytes``:
-    subject + reply + header block + payload (ADR-37)."""
-    size = len(msg.subject) + len(msg.reply) + len(msg.data)
-    headers = msg.headers
-    if headers:
-        # Re-encoded: the block as every client writes it (``Name: value``); the core
-        # message does not expose the size it was read with.
-        size += len(proto.encode_headers(headers))
-    return size
 
 
 def _forget(sub: Subscription, remove_listener: Callable[[], None] | None = None) -> None:

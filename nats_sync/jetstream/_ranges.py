@@ -28,14 +28,14 @@ from nats_sync._validate import check_int
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import header_int, header_value, parse_time, time_from_ns
 from nats_sync.jetstream._msg import ack_sequence_time_pending
-from nats_sync.jetstream._pull import classify, pull_body
+from nats_sync.jetstream._pull_wire import classify, pull_body
 from nats_sync.jetstream.api import StoredColumns, StoredMsg
 from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._api import CoreClient
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream.stream import Stream
 
 #: Headers the server adds to a direct get reply; the stored message's own are the rest.
@@ -57,7 +57,7 @@ class _NoBatchesError(Exception):
     """The server answered a batch request with a single message: no batched reads."""
 
 
-def read_range(js: JetStream, stream: Stream, start_seq: int, *, subject: str | None,
+def read_range(js: JsContext, stream: Stream, start_seq: int, *, subject: str | None,
                end_seq: int | None, batch: int, max_bytes: int | None,
                timeout: float | None, direct: bool | None = None) -> Iterator[StoredMsg]:
     """See ``Stream.get_msgs``."""
@@ -105,7 +105,7 @@ def check_range(start_seq: int, end_seq: int | None, batch: int, max_bytes: int 
     return end_seq >= start_seq
 
 
-def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
+def _read_direct(js: JsContext, stream: str, start: int, subject: str | None,
                  end_seq: int | None, batch: int, max_bytes: int | None,
                  timeout: float | None) -> Iterator[StoredMsg]:
     wait = timeout or js.timeout
@@ -149,7 +149,7 @@ def _read_direct(js: JetStream, stream: str, start: int, subject: str | None,
         sub.unsubscribe()
 
 
-def read_columns_by_consumer(js: JetStream, stream: str, start: int, *, subject: str | None,
+def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject: str | None,
                              end_seq: int | None, batch: int, max_bytes: int | None,
                              timeout: float | None) -> Iterator[StoredColumns]:
     """Reads ``start..end_seq`` with an ephemeral, unacknowledged consumer and yields
@@ -284,7 +284,7 @@ def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None,
     return False
 
 
-def _read_by_consumer(js: JetStream, stream: str, start: int, subject: str | None,
+def _read_by_consumer(js: JsContext, stream: str, start: int, subject: str | None,
                       end_seq: int | None, batch: int, max_bytes: int | None,
                       timeout: float | None) -> Iterator[StoredMsg]:
     for columns in read_columns_by_consumer(js, stream, start, subject=subject,

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers, decode_reply
+from nats_sync.jetstream._api import Headers, decode_reply, js_headers
 from nats_sync.jetstream.api import BatchAck
 from nats_sync.jetstream.errors import (
     BatchClosedError,
@@ -72,12 +72,11 @@ from nats_sync.jetstream.errors import (
     NoStreamResponseError,
     PublishAckTimeoutError,
 )
-from nats_sync.jetstream.publish import js_headers
 from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 __all__ = ["DEFAULT_MAX_MESSAGES", "AtomicBatch", "publish_atomic"]
 
@@ -144,7 +143,7 @@ class AtomicBatch:
         InvalidArgumentError: ``timeout`` or ``max_messages`` is not valid.
     """
 
-    def __init__(self, js: JetStream, *, timeout: float | None = None,
+    def __init__(self, js: JsContext, *, timeout: float | None = None,
                  max_messages: int = DEFAULT_MAX_MESSAGES) -> None:
         if timeout is not None:
             check_timeout(timeout)
@@ -534,7 +533,7 @@ class AtomicBatch:
 
 
 def publish_atomic(
-    js: JetStream, messages: Iterable[Any], *, timeout: float | None = None,
+    js: JsContext, messages: Iterable[Any], *, timeout: float | None = None,
     max_messages: int = DEFAULT_MAX_MESSAGES,
 ) -> BatchAck:
     """See :meth:`JetStream.publish_atomic`: checks every item, then sends them as one

@@ -44,14 +44,14 @@ from nats_sync.jetstream._pull import (
     ErrorCallback,
     MessageBatch,
     MessageStream,
-    pull_body,
     report,
 )
+from nats_sync.jetstream._pull_wire import pull_body
 from nats_sync.jetstream.api import ConsumerInfo
 from nats_sync.jetstream.errors import ConsumerNotFoundError, StreamNotFoundError
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 log = logging.getLogger("nats_sync")
 
@@ -80,7 +80,7 @@ class PullConsumer:
     Every method blocks like the core client and is safe from any thread.
     """
 
-    def __init__(self, js: JetStream, stream: str, info: ConsumerInfo) -> None:
+    def __init__(self, js: JsContext, stream: str, info: ConsumerInfo) -> None:
         self._js = js
         self._stream = stream
         self._name = info.name

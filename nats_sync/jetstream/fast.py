@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from nats_sync._defaults import DEFAULT_SUB_PENDING_MSGS_LIMIT
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers
+from nats_sync.jetstream._api import Headers, js_headers
 from nats_sync.jetstream.api import BatchAck, FastPubAck
 from nats_sync.jetstream.errors import (
     APIError,
@@ -60,12 +60,11 @@ from nats_sync.jetstream.errors import (
     PublishAckTimeoutError,
     api_error,
 )
-from nats_sync.jetstream.publish import js_headers
 from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 log = logging.getLogger("nats_sync")
 
@@ -91,6 +90,11 @@ _FLOW_ACK = re.compile(rb'\{"type":"ack","seq":(\d+),"msgs":(\d+)\}\Z')
 #: ``FastPubAck(a, b)`` without the named tuple's own ``__new__``: half the cost, per add.
 _new_tuple = tuple.__new__
 
+#: ``add`` looks for queued answers (acks, an early end) every 16th message, not on
+#: every one: they come every ``flow`` messages, and a window that fills waits for them
+#: anyway; a batch the server ended is seen at most 15 messages later (the server
+#: refuses those: its batch is gone).
+_LOOK_EVERY_MASK = 15
 _OP_START = 0
 _OP_APPEND = 1
 _OP_COMMIT = 2
@@ -145,7 +149,7 @@ class FastPublisher:
     """
 
     def __init__(
-        self, js: JetStream, *, flow: int = 100, max_outstanding_acks: int = 2,
+        self, js: JsContext, *, flow: int = 100, max_outstanding_acks: int = 2,
         continue_on_gap: bool = False, ack_timeout: float | None = None,
         error_cb: ErrorCallback | None = None,
     ) -> None:
@@ -166,7 +170,8 @@ class FastPublisher:
         if error_cb is not None and not callable(error_cb):
             raise InvalidArgumentError(f"error_cb must be callable, got {error_cb!r}")
         self._client = js.client
-        self._publish = js.client.publish
+        # A reply under our own inbox needs no check per message (see CoreClient).
+        self._publish = js.client._publish_inbox
         self._ack_timeout = float(ack_timeout)
         self._ping_every = min(PING_INTERVAL, self._ack_timeout / 4)
         self._gap_ok = continue_on_gap
@@ -174,7 +179,8 @@ class FastPublisher:
         self._max_outstanding = max_outstanding_acks
         self._inbox = js.client.new_inbox()
         self._batch_id = self._inbox.rpartition(".")[2]
-        self._reply_prefix = f"{self._inbox}.{flow}.{'ok' if continue_on_gap else 'fail'}."
+        self._reply_prefix = (
+            f"{self._inbox}.{flow}.{'ok' if continue_on_gap else 'fail'}.".encode())
         self._sub: Subscription | None = None
         self._subject = ""  # the first message's: pings and the end of batch go there
         self._seq = 0
@@ -244,7 +250,8 @@ class FastPublisher:
             This message's batch sequence and the highest one acknowledged so far.
 
         Raises:
-            BatchClosedError: the batch ended (``__cause__``: why, if it ended early).
+            BatchClosedError: the batch ended before this message, or while this one
+                waited for room (then it may not be stored; ``__cause__``: why).
             FastBatchNotEnabledError: the first message, to a stream without
                 ``allow_batched`` (any other refusal of the first message raises its
                 own :class:`APIError` subclass).
@@ -262,15 +269,20 @@ class FastPublisher:
             merged = self._headers(headers, msg_id, ttl, expected_last_subject_seq)
         if seq == 1:
             return self._start(subject, data, merged)
-        sub = self._sub
-        if sub is not None and sub.pending_msgs:
-            self._take(sub.next_msgs(_TAKE))
-            if self.is_closed:  # the server ended the batch meanwhile
-                raise self._closed_error()
-        self._publish(subject, data, f"{self._reply_prefix}{seq}.1.$FI", merged)
+        if not seq & _LOOK_EVERY_MASK:  # answers queued meanwhile, without waiting
+            sub = self._sub
+            if sub is not None and sub.pending_msgs:
+                self._take(sub.next_msgs(_TAKE))
+                if self.is_closed:  # the server ended the batch meanwhile
+                    raise self._closed_error()
+        self._publish(subject, data, b"%b%d.1.$FI" % (self._reply_prefix, seq), merged)
         self._seq = seq
         if seq >= self._stall_at:
             self._wait(self._has_room)
+            if self.is_closed and self._ack_seq < seq:
+                # The batch ended while this message waited for room: it may not be
+                # stored, so this add fails rather than the next one.
+                raise self._closed_error()
         return _new_tuple(FastPubAck, (seq, self._ack_seq))
 
     def commit(
@@ -305,7 +317,7 @@ class FastPublisher:
             self._take_ready()
             if self.is_closed:  # the server ended the batch meanwhile
                 return self._closed_final()
-        self._publish(subject, data, f"{self._reply_prefix}{seq}.{_OP_COMMIT}.$FI", merged)
+        self._publish(subject, data, self._reply(seq, _OP_COMMIT), merged)
         self._seq = seq
         self._closed = True
         return self._await_final()
@@ -375,15 +387,16 @@ class FastPublisher:
         return {**merged, _TTL_HEADER: value}
 
     def _subscribe(self) -> None:
-        self._sub = self._client.subscribe(f"{self._inbox}.>",
-                                           pending_msgs_limit=_INBOX_PENDING_MSGS)
+        if self._sub is None:  # a first message whose publish raised may be sent again
+            self._sub = self._client.subscribe(f"{self._inbox}.>",
+                                               pending_msgs_limit=_INBOX_PENDING_MSGS)
 
     def _start(self, subject: str, data: bytes, headers: Headers) -> FastPubAck:
         """The first message: subscribes, publishes and waits for the first answer."""
         self._subscribe()
         self._subject = subject
         try:
-            self._publish(subject, data, f"{self._reply_prefix}1.{_OP_START}.$FI", headers)
+            self._publish(subject, data, self._reply(1, _OP_START), headers)
         except BaseException:
             self._closed = True
             self._unsubscribe()
@@ -400,13 +413,16 @@ class FastPublisher:
     def _ping(self) -> None:
         """Asks the server to repeat its last flow ack (and report a gap, if any)."""
         self._pings += 1
-        self._publish(self._subject, b"", f"{self._reply_prefix}{self._seq}.{_OP_PING}.$FI")
+        self._publish(self._subject, b"", self._reply(self._seq, _OP_PING))
+
+    def _reply(self, seq: int, operation: int) -> bytes:
+        """``<inbox>.<flow>.<gap>.<seq>.<operation>.$FI`` (``add`` inlines the append's)."""
+        return b"%b%d.%d.$FI" % (self._reply_prefix, seq, operation)
 
     def _send_end_of_batch(self) -> None:
         # The end of batch takes the sequence after the last message; the server does
         # not count it.
-        self._publish(self._subject, b"",
-                      f"{self._reply_prefix}{self._seq + 1}.{_OP_END_OF_BATCH}.$FI")
+        self._publish(self._subject, b"", self._reply(self._seq + 1, _OP_END_OF_BATCH))
 
     # --- waiting -----------------------------------------------------------------------
 
@@ -572,9 +588,16 @@ class FastPublisher:
     def _on_trouble(self, error: BatchGapError | BatchMessageError) -> None:
         """A gap or a refused message: with gap ``fail`` the batch is over (its final
         ack follows); either way ``error_cb`` hears of it."""
-        if not self._gap_ok and self._cause is None:
-            self._closed = True
-            self._cause = error
+        if not self._gap_ok:
+            if self._cause is None:
+                self._closed = True
+                self._cause = error
+        elif isinstance(error, BatchMessageError):
+            # No ack will ever cover a refused message (acks count what was stored):
+            # were the window's last messages all refused, add would wait for nothing.
+            # The server answered for it, so it stops counting against the window.
+            self._stall_at = max(self._stall_at,
+                                 error.seq + self._flow * self._max_outstanding)
         self._report(error)
 
     def _on_refusal(self, error: APIError, reply: dict[str, Any], subject: str) -> None:
@@ -588,10 +611,7 @@ class FastPublisher:
             self._end_with_error(error)  # abandoned (10 s idle, new leader): it is gone
             return
         refused = BatchMessageError(seq=seq, error=error)
-        if self._gap_ok:
-            self._report(refused)
-            return
-        if seq == 1:
+        if seq == 1 and not self._gap_ok:
             # The first message failed its check: the server ended the batch at once,
             # having stored nothing (it answers so instead of with a count).
             self._on_trouble(refused)

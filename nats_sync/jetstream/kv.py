@@ -55,7 +55,7 @@ from nats_sync.jetstream.errors import (
 from nats_sync.jetstream.stream import Stream, stored_msg_from_api
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
 
 __all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueStatus", "KeyWatcher"]
 
@@ -258,13 +258,13 @@ class KeyValueStatus:
 # --- bucket management (the context's methods call these) -------------------------------
 
 
-def create_bucket(js: JetStream, config: KeyValueConfig, timeout: float | None) -> KeyValue:
+def create_bucket(js: JsContext, config: KeyValueConfig, timeout: float | None) -> KeyValue:
     """Makes the bucket's stream (the same config again is fine)."""
     stream = js.create_stream(config.to_stream_config(), timeout=timeout)
     return KeyValue(js, config.bucket, stream.cached_info)
 
 
-def bind_bucket(js: JetStream, bucket: str, timeout: float | None) -> KeyValue:
+def bind_bucket(js: JsContext, bucket: str, timeout: float | None) -> KeyValue:
     """Binds to an existing bucket.
 
     Raises:
@@ -281,7 +281,7 @@ def bind_bucket(js: JetStream, bucket: str, timeout: float | None) -> KeyValue:
     return KeyValue(js, bucket, info)
 
 
-def delete_bucket(js: JetStream, bucket: str, timeout: float | None) -> None:
+def delete_bucket(js: JsContext, bucket: str, timeout: float | None) -> None:
     """Deletes a bucket and every value in it.
 
     Raises:
@@ -293,7 +293,7 @@ def delete_bucket(js: JetStream, bucket: str, timeout: float | None) -> None:
         raise BucketNotFoundError(f"no key-value bucket {bucket!r}") from None
 
 
-def bucket_names(js: JetStream, timeout: float | None) -> Iterator[str]:
+def bucket_names(js: JsContext, timeout: float | None) -> Iterator[str]:
     """The names of the key-value buckets (streams ``KV_*`` storing ``$KV.*.>``)."""
     for name in js.stream_names("$KV.*.>", timeout):
         if isinstance(name, str) and name.startswith("KV_"):
@@ -309,7 +309,7 @@ class KeyValue:
     Every method blocks and is safe from any thread. Values are bytes.
     """
 
-    def __init__(self, js: JetStream, bucket: str, info: StreamInfo) -> None:
+    def __init__(self, js: JsContext, bucket: str, info: StreamInfo) -> None:
         self._js = js
         self._bucket = bucket
         self._stream = Stream(js, info)

@@ -15,6 +15,11 @@ is acknowledged is the info published (a reader never sees an info whose chunks 
 all stored); then the chunks of the object it replaces are purged. When anything fails
 (a publish refused, the file's ``read`` raising, an interrupt), the put waits for what
 is still in flight and purges its own chunk subject, so no partial chunks stay.
+Where the bucket's stream allows fast-ingest batches (``allow_batched``, looked up once
+when the store is bound), a put is one batch with gap ``fail`` instead: the chunks,
+then the info as the commit, which the stream stores only if every chunk before it
+was, in order; the batch's count must be the chunks plus the info. A failure ends the
+batch (waiting for the server's final ack) before the purge.
 ``get``/``get_into`` read the info with ``STREAM.MSG.GET`` (from the leader, so a put
 just acknowledged is seen), then the chunks with ``Stream.get_msgs`` on the chunk
 subject (batched direct gets; a temporary consumer when the stream has no direct gets),
@@ -50,6 +55,8 @@ from nats_sync.jetstream._obs_watch import ObjectWatcher
 from nats_sync.jetstream.api import ApiObject, PubAck, StoredMsg, StreamConfig, StreamInfo
 from nats_sync.jetstream.errors import (
     BadObjectMetaError,
+    BatchClosedError,
+    BatchMessageError,
     BucketNotFoundError,
     DigestMismatchError,
     InvalidBucketNameError,
@@ -63,7 +70,7 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.context import JetStream
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream.stream import Stream
 
 DEFAULT_CHUNK_SIZE = 128 * 1024
@@ -169,6 +176,9 @@ class ObjectStoreConfig:
         compression: store chunks compressed (s2).
         metadata: the stream's metadata.
         placement: the stream's placement (``{"cluster": ..., "tags": [...]}``).
+        allow_batched: let the bucket's stream take fast-ingest batches (nats-server
+            2.14+), which puts then use: chunks stored in order, no gap, an ack every
+            ``flow`` chunks instead of every chunk. None: the server's default (off).
     """
 
     bucket: str
@@ -180,6 +190,7 @@ class ObjectStoreConfig:
     compression: bool = False
     metadata: dict[str, str] | None = None
     placement: dict[str, Any] | None = None
+    allow_batched: bool | None = None
 
     def stream_config(self) -> StreamConfig:
         """The config of the bucket's stream."""
@@ -192,7 +203,7 @@ class ObjectStoreConfig:
             storage=self.storage, num_replicas=self.replicas, discard="new",
             allow_rollup_hdrs=True, allow_direct=True,
             compression="s2" if self.compression else None, metadata=self.metadata,
-            placement=self.placement,
+            placement=self.placement, allow_batched=self.allow_batched,
         )
 
 
@@ -221,10 +232,12 @@ class ObjectStore:
     Every method blocks and is safe from any thread.
     """
 
-    def __init__(self, js: JetStream, bucket: str, stream: Stream) -> None:
+    def __init__(self, js: JsContext, bucket: str, stream: Stream) -> None:
         self._js = js
         self._bucket = bucket
         self._stream = stream
+        #: Puts are fast-ingest batches (the stream's config, read once, when bound).
+        self._fast_ingest = bool(stream.cached_info.config.allow_batched)
 
     def __repr__(self) -> str:
         return f"<nats_sync.jetstream.ObjectStore {self._bucket!r}>"
@@ -287,9 +300,13 @@ class ObjectStore:
             previous = None
         chunk_subject = self._chunk_subject(meta.nuid)
         try:
-            hasher = self._put_chunks(chunk_subject, reader, chunk_size, meta)
-            meta.digest = digest_text(hasher)
-            self._js.publish(self._meta_subject(name), _json(meta.to_api()), headers=_ROLLUP)
+            if self._fast_ingest:
+                self._put_batch(chunk_subject, reader, chunk_size, meta)
+            else:
+                hasher = self._put_chunks(chunk_subject, reader, chunk_size, meta)
+                meta.digest = digest_text(hasher)
+                self._js.publish(self._meta_subject(name), _json(meta.to_api()),
+                                 headers=_ROLLUP)
         except BaseException:
             self._purge_quietly(chunk_subject)
             raise
@@ -324,6 +341,42 @@ class ObjectStore:
                 except Exception:
                     pass  # the first failure is the one being raised
         return hasher
+
+    def _put_batch(self, subject: str, reader: IO[bytes], chunk_size: int,
+                   meta: ObjectInfo) -> None:
+        """The chunks and the info as one fast-ingest batch (gap ``fail``).
+
+        Raises:
+            APIError: the stream refused a chunk or the info (the batch stored less than
+                all of them).
+            ObjectStoreError: the batch ended short for another reason (a lost chunk).
+        """
+        window = max(2, _WINDOW_BYTES // chunk_size)
+        refused: list[JetStreamError] = []
+        batch = self._js.fast_publisher(flow=max(1, window // 2), max_outstanding_acks=2,
+                                        error_cb=refused.append)
+        hasher = hashlib.sha256()
+        try:
+            while chunk := _read_chunk(reader, chunk_size):
+                hasher.update(chunk)
+                meta.size += len(chunk)
+                meta.chunks += 1
+                batch.add(subject, chunk)
+            meta.digest = digest_text(hasher)
+            final = batch.commit(self._meta_subject(meta.name), _json(meta.to_api()),
+                                 headers=_ROLLUP)
+        except BaseException as failure:
+            # Ended (the server's final ack awaited) before the purge, so that no chunk
+            # of it is stored after it.
+            try:
+                batch.close()
+            except (JetStreamError, core_errors.Error):
+                pass  # what is being raised says more
+            if isinstance(failure, BatchClosedError):  # the server ended it
+                raise _batch_failure(refused, failure) from failure
+            raise
+        if final.count != meta.chunks + 1:
+            raise _batch_failure(refused, None)
 
     def _purge_quietly(self, subject: str) -> None:
         try:
@@ -526,7 +579,7 @@ class ObjectStore:
 # --- the context's bucket calls ----------------------------------------------------------
 
 
-def create_object_store(js: JetStream, bucket: str, fields: dict[str, Any]) -> ObjectStore:
+def create_object_store(js: JsContext, bucket: str, fields: dict[str, Any]) -> ObjectStore:
     """See ``JetStream.create_object_store``."""
     try:
         config = ObjectStoreConfig(bucket=bucket, **fields)
@@ -536,7 +589,7 @@ def create_object_store(js: JetStream, bucket: str, fields: dict[str, Any]) -> O
     return ObjectStore(js, config.bucket, stream)
 
 
-def bind_object_store(js: JetStream, bucket: str) -> ObjectStore:
+def bind_object_store(js: JsContext, bucket: str) -> ObjectStore:
     """See ``JetStream.object_store``."""
     bucket = check_bucket_name(bucket)
     try:
@@ -546,7 +599,7 @@ def bind_object_store(js: JetStream, bucket: str) -> ObjectStore:
     return ObjectStore(js, bucket, stream)
 
 
-def delete_object_store(js: JetStream, bucket: str) -> None:
+def delete_object_store(js: JsContext, bucket: str) -> None:
     """See ``JetStream.delete_object_store``."""
     bucket = check_bucket_name(bucket)
     try:
@@ -556,6 +609,17 @@ def delete_object_store(js: JetStream, bucket: str) -> None:
 
 
 # --- helpers -----------------------------------------------------------------------------
+
+
+def _batch_failure(refused: list[JetStreamError], closed: BatchClosedError | None
+                   ) -> JetStreamError:
+    """Why a put's batch stored less than all of it: the stream's refusal, if it gave
+    one, else the gap (or the batch's end)."""
+    for error in refused:
+        if isinstance(error, BatchMessageError) and error.error is not None:
+            return error.error
+    cause = refused[0] if refused else closed
+    return ObjectStoreError(f"the object's batch ended short: {cause}")
 
 
 def _reader(data: object) -> IO[bytes]:

@@ -47,9 +47,9 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream._msg import JsMsg
     from nats_sync.jetstream.consumer import PullConsumer
-    from nats_sync.jetstream.context import JetStream
 
 #: Seconds the server keeps an ordered consumer nobody reads.
 _INACTIVE_THRESHOLD = 300.0
@@ -72,7 +72,7 @@ class OrderedConsumer:
     ``messages`` and ``consume`` like a pull consumer, without acknowledgements.
     """
 
-    def __init__(self, js: JetStream, stream: str, *,
+    def __init__(self, js: JsContext, stream: str, *,
                  filter_subjects: Sequence[str] | None = None, deliver_policy: str = "all",
                  opt_start_seq: int | None = None, opt_start_time: datetime | None = None,
                  headers_only: bool = False) -> None:
@@ -386,7 +386,7 @@ class Watch:
         InvalidArgumentError: ``include_history`` with ``updates_only``.
     """
 
-    def __init__(self, js: JetStream, stream: str, subjects: Sequence[str], *,
+    def __init__(self, js: JsContext, stream: str, subjects: Sequence[str], *,
                  include_history: bool, updates_only: bool, headers_only: bool = False
                  ) -> None:
         if include_history and updates_only:

@@ -22,15 +22,15 @@ from nats_sync.jetstream.api import ConsumerConfig, StoredColumns, StoredMsg, St
 from nats_sync.jetstream.errors import JetStreamError
 
 if TYPE_CHECKING:
+    from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream.consumer import PullConsumer
-    from nats_sync.jetstream.context import JetStream
     from nats_sync.jetstream.ordered import OrderedConsumer
 
 
 class Stream:
     """A stream bound by name; made by ``js.stream``, ``js.create_stream`` and friends."""
 
-    def __init__(self, js: JetStream, info: StreamInfo) -> None:
+    def __init__(self, js: JsContext, info: StreamInfo) -> None:
         if not info.config.name:
             raise JetStreamError("the stream info names no stream")
         self._js = js

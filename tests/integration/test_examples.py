@@ -120,3 +120,12 @@ def test_wsgi_app_under_concurrent_http_load(
         from nats_sync._process import close_process_clients
 
         close_process_clients()
+
+
+def test_fast_ingest() -> None:
+    out = run_example("fast_ingest.py", "--readings", "5000")
+    assert "stored 5,000 readings in one fast batch" in out
+    assert "err_code=10071" in out and "the server stored 5 of them, in order" in out
+    assert "a second batch stored the other 5: 10 entries in all" in out
+    assert "order 17 stored atomically: 3 messages, last at seq 3" in out
+    assert "order 18 failed its check: nothing of it stored (3 messages in all)" in out

@@ -232,7 +232,10 @@ def test_gap_ok_reports_to_error_cb_and_goes_on(js: JetStream) -> None:
     js.create_stream(name="SMALL", subjects=["small.>"], allow_batched=True,
                      max_msg_size=1024)
     heard: list[JetStreamError] = []
-    fp = js.fast_publisher(continue_on_gap=True, error_cb=heard.append)
+    # One ack per message, one awaited: each refused message would stall add (no ack
+    # covers it) did the publisher not count the server's refusal as its answer.
+    fp = js.fast_publisher(continue_on_gap=True, error_cb=heard.append, flow=1,
+                           max_outstanding_acks=1, ack_timeout=3)
     fp.add("small.a", b"1")
     fp.add("small.a", b"2", expected_last_subject_seq=99)  # refused by its check
     fp.add("small.a", b"3")
@@ -437,3 +440,15 @@ def test_nats_py_reads_what_the_fast_publisher_stored(js: JetStream,
             await nc.close()
 
     assert asyncio.run(read()) == sent
+
+
+def test_an_add_that_waits_while_the_batch_ends_raises(js: JetStream) -> None:
+    # One ack per message, one awaited: the refused message's own add waits for room,
+    # and the server's end of the batch comes while it waits.
+    fp = js.fast_publisher(flow=1, max_outstanding_acks=1, ack_timeout=5)
+    fp.add("fast.wait", b"1")
+    with pytest.raises(BatchClosedError) as closed:
+        fp.add("fast.wait", b"2", expected_last_subject_seq=99)
+    assert "10071" in str(closed.value.__cause__)
+    assert fp.close().count == 1
+    assert stored(js) == 1

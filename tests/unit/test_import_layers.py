@@ -1,7 +1,9 @@
 """The package's imports run one way, down the layers of docs/ARCHITECTURE.md, with no
 circle: a module imports only modules of its own layer or below (``TYPE_CHECKING``
 imports included), and the imports that run form no circle (a ``TYPE_CHECKING`` import
-of a module of the same layer, for a type, is allowed to point back)."""
+of a module of the same layer, for a type, is allowed to point back). Within
+``jetstream/``, no part imports the context (``TYPE_CHECKING`` included): they take it as
+``jetstream._context_api.JsContext``."""
 
 from __future__ import annotations
 
@@ -21,14 +23,16 @@ for _layer, _modules in enumerate([
     # 1 transport: addresses, credentials, options, streams and the handshake
     ["_pool", "_auth", "_options", "_transport", "_websocket", "_handshake"],
     # 2 connection threads and the small threaded parts
-    ["_outbox", "_connection", "_callbacks", "_timer"],
+    ["_outbox", "_connection", "_callbacks", "_timer", "_threads"],
     # 3 components the handler composes
-    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect"],
+    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect", "_pings"],
     # 4 the handler
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
     ["jetstream", "jetstream.errors", "jetstream._api", "jetstream.api", "jetstream.context",
-     "jetstream.stream", "jetstream._ranges", "jetstream.publish", "jetstream._msg",
+     "jetstream._context_api", "jetstream._pull_wire",
+     "jetstream.stream", "jetstream._ranges", "jetstream._acks", "jetstream.publish",
+     "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
      "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
@@ -46,6 +50,13 @@ for _layer, _modules in enumerate([
 ]):
     for _module in _modules:
         LAYERS[_module] = _layer
+
+
+#: The modules of ``jetstream/`` that may import ``jetstream.context``, and why. The context
+#: imports every part, so a part that imported it (even for a type) would close a circle.
+CONTEXT_IMPORTERS: dict[str, str] = {
+    "jetstream": "the package exports JetStream",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -123,6 +134,18 @@ def test_imports_go_down_the_layers_only() -> None:
         for target in sorted(targets) if target in LAYERS and LAYERS[target] > LAYERS[module]
     ]
     assert upward == []
+
+
+def test_no_part_of_jetstream_imports_the_context() -> None:
+    # The package itself re-exports the context: importing it is importing the context.
+    importers = sorted(
+        module for module, targets in _graph().items()
+        if module.startswith("jetstream") and module not in CONTEXT_IMPORTERS
+        and targets & {"jetstream", "jetstream.context"}
+    )
+    assert importers == [], (
+        f"{importers} import jetstream.context (or the package): type the context as "
+        "jetstream._context_api.JsContext (add the members they use there)")
 
 
 def test_there_is_no_import_circle() -> None:

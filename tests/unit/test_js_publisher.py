@@ -423,3 +423,60 @@ def test_a_result_awaited_while_the_ack_settles_is_the_decoded_ack(fake: FakeCli
             assert got == [PubAck(stream="S", seq=n)]
     finally:
         sys.setswitchinterval(previous)
+
+
+class _SettledAtLook(set):  # type: ignore[type-arg]
+    """An in-flight set that has an ack settled on another thread right after its
+    ``look``-th look (``len`` or truth): the race of a waiter's look at the window with
+    the reader's settlement, made to happen every time."""
+
+    def __init__(self, items: set[Any], settle: Callable[[], None], look: int) -> None:
+        super().__init__(items)
+        self._settle: Callable[[], None] | None = settle
+        self._looks_left = look
+
+    def _looked(self) -> int:
+        size = set.__len__(self)
+        self._looks_left -= 1
+        if self._looks_left == 0 and self._settle is not None:
+            settler = threading.Thread(target=self._settle)
+            self._settle = None
+            settler.start()
+            settler.join(0.2)  # as far as it gets while the looker holds the lock
+        return size
+
+    def __len__(self) -> int:
+        return self._looked()
+
+    def __bool__(self) -> bool:
+        return self._looked() > 0
+
+
+def test_completed_is_woken_by_the_ack_that_lands_right_after_its_first_look(
+        fake: FakeClient) -> None:
+    pub = publisher(fake)
+    pub.publish_async("s.a", b"x")
+    reply = fake.published[-1][2]
+    window = pub.window
+    window._in_flight = _SettledAtLook(
+        window._in_flight, lambda: fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":1}')),
+        look=1)
+    started = time.monotonic()
+    pub.completed(timeout=3.0)
+    assert time.monotonic() - started < 1.5, "completed() slept through the ack"
+    assert pub.pending() == 0
+
+
+def test_a_full_window_is_woken_by_the_ack_that_lands_right_after_its_look(
+        fake: FakeClient) -> None:
+    pub = publisher(fake, max_pending_acks=1, stall_wait=3.0)
+    pub.publish_async("s.a", b"x")
+    reply = fake.published[-1][2]
+    window = pub.window
+    # Look 1: publish_async sees the window full; look 2, under the lock, is the race.
+    window._in_flight = _SettledAtLook(
+        window._in_flight, lambda: fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":1}')),
+        look=2)
+    started = time.monotonic()
+    pub.publish_async("s.a", b"y")
+    assert time.monotonic() - started < 1.5, "publish_async slept through the freed room"

@@ -16,13 +16,8 @@ import pytest
 
 from nats_sync import _proto as proto
 from nats_sync import errors as core
-from nats_sync.jetstream._pull import (
-    MessageBatch,
-    MessageStream,
-    classify,
-    message_size,
-    pull_body,
-)
+from nats_sync.jetstream._pull import MessageBatch, MessageStream
+from nats_sync.jetstream._pull_wire import classify, message_size, pull_body
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
     ConsumerNotFoundError,
