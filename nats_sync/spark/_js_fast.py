@@ -36,6 +36,7 @@ from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import (
     BatchAck,
     BatchClosedError,
+    BatchMessageError,
     FastBatchNotEnabledError,
     FastBatchUnknownError,
     FastPublisher,
@@ -106,23 +107,18 @@ def publish_fast(js: JetStream, settings: SinkSettings, batches: Iterator[pa.Rec
             raise
         # The server ended the batch before the task's last row: its count is final.
         added = publisher.batch_sequence
+        reason = refusals.first or cause or error
         raise RuntimeError(
             f"{SINK}: publishMode 'fast': the stream took {_final_count(publisher)} of the "
-            f"{added} rows this task sent before the batch ended early "
-            f"({refusals.first or cause or error}); {_RETRIED}"
+            f"{added} rows this task sent before the batch ended early ({reason})"
+            f"{_unknown_batch_hint(reason, cause)}; {_RETRIED}"
         ) from error
     except Error as error:
         added = publisher.batch_sequence if publisher is not None else 0
-        hint = ""
-        if isinstance(error, FastBatchUnknownError):
-            hint = ("; the server knows no such batch: it abandons one 10 s after its "
-                    "last message (the task's input stalled that long), and a stream "
-                    "other than the one of the task's first row never had it (the rows "
-                    "of a task must all go to one stream); use publishMode 'async' for "
-                    "such writes")
         raise RuntimeError(
             f"{SINK}: publishMode 'fast': could not publish to {', '.join(settings.servers)} "
-            f"after {added} rows of this task were sent: {error}{hint}"
+            f"after {added} rows of this task were sent: {error}"
+            f"{_unknown_batch_hint(error, refusals.first)}"
         ) from error
     finally:
         if publisher is not None and not publisher.is_closed:
@@ -135,7 +131,8 @@ def publish_fast(js: JetStream, settings: SinkSettings, batches: Iterator[pa.Rec
         why = refusals.first or "a gap: a message was lost on the way"
         raise RuntimeError(
             f"{SINK}: publishMode 'fast': the stream took {ack.count} of the {sent} rows "
-            f"this task sent (batch {ack.batch_id}: it ended early, at {why}); {_RETRIED}"
+            f"this task sent (batch {ack.batch_id}: it ended early, at {why})"
+            f"{_unknown_batch_hint(refusals.first)}; {_RETRIED}"
         )
     return sent, (sent if ack.seq == 0 else None)
 
@@ -164,12 +161,26 @@ def _not_enabled(error: BaseException) -> RuntimeError:
 
 
 def _final_count(publisher: FastPublisher) -> str:
-    """The server's count of a batch it ended, as text (``?`` if it cannot be had)."""
+    """The server's count of a batch it ended, as text."""
     try:
         ack: BatchAck = publisher.close()
     except Error:
-        return "?"
+        return "an unknown number"
     return str(ack.count)
+
+
+def _unknown_batch_hint(*errors: BaseException | None) -> str:
+    """Why the server may not know the batch, if one of ``errors`` says it does not
+    (itself, or as the server's answer to one refused message)."""
+    for given in errors:
+        error = given.error if isinstance(given, BatchMessageError) else given
+        if isinstance(error, FastBatchUnknownError):
+            return ("; the server knows no such batch: it abandons one 10 s after its last "
+                    "message (the task's input stalled that long), and a stream other "
+                    "than the one of the task's first row never had it (the rows of a "
+                    "task must all go to one stream); use publishMode 'async' for such "
+                    "writes")
+    return ""
 
 
 def _add_rows(add: Callable[..., object], columns: RowColumns, stop: int,

@@ -172,18 +172,23 @@ def test_fast_writes_rows_with_subjects_and_headers_and_an_empty_partition(
     ]
 
 
+@pytest.mark.parametrize("rows_for_b", [10, 5_000])
 def test_fast_rows_of_one_task_for_two_streams_fail_the_task_saying_why(
-    spark: Any, js_server: NatsServer, js: JetStream
+    spark: Any, js_server: NatsServer, js: JetStream, rows_for_b: int
 ) -> None:
     """A fast batch belongs to the stream of the task's first row: the other stream
-    refuses the rest as a batch it does not know."""
-    js.create_stream(name="TWO_A", subjects=["two.a"], allow_batched=True)
-    js.create_stream(name="TWO_B", subjects=["two.b"], allow_batched=True)
-    df = spark.range(20, numPartitions=1).select(
+    refuses the rest as a batch it does not know. The task learns it at its commit (few
+    rows for B) or at an add (many), and says why either way."""
+    stream_a, stream_b = f"TWO_A_{rows_for_b}", f"TWO_B_{rows_for_b}"
+    js.create_stream(name=stream_a, subjects=[f"two.{rows_for_b}.a"], allow_batched=True)
+    js.create_stream(name=stream_b, subjects=[f"two.{rows_for_b}.b"], allow_batched=True)
+    df = spark.range(10 + rows_for_b, numPartitions=1).select(
         F.col("id").cast("string").alias("data"),
-        F.when(F.col("id") < 10, "two.a").otherwise("two.b").alias("subject"),
+        F.when(F.col("id") < 10, f"two.{rows_for_b}.a")
+        .otherwise(f"two.{rows_for_b}.b").alias("subject"),
     )
     with pytest.raises(Exception, match=r"batch publish ID unknown.*the rows of a task "
                                         r"must all go to one stream"):
         _write(df, js_server.url, publishMode="fast")
-    assert js.stream("TWO_B").info().state.messages == 0
+    assert js.stream(stream_a).info().state.messages == 10
+    assert js.stream(stream_b).info().state.messages == 0
