@@ -33,10 +33,18 @@ streams; ``consumer``; ``direct``), ``fetchBatch`` (messages per pull, default 5
 
 ``format("jetstream")``, write (batch and streaming): columns ``data``, optional
 ``subject``, ``headers``, ``msg_id``; options ``subject`` (the default subject),
-``msgIdColumns``, ``timeout`` (seconds for the acknowledgements, default 10),
-``maxPendingAcks`` (default 4,000) and ``domain``. Every row is acknowledged or the
-task fails; with message ids a retried task or a replayed micro-batch stores nothing
-twice within the stream's ``duplicate_window``.
+``msgIdColumns``, ``publishMode`` (``fast``: each task's rows as one fast-ingest batch,
+the stream's count of stored rows checked against the rows sent; ``async``:
+``publish_async`` per row; ``auto``, the default: ``fast`` where the stream storing the
+``subject`` option allows batched publishing), ``timeout`` (seconds for the
+acknowledgements, default 10), ``maxPendingAcks`` (async, default 4,000) and
+``domain``; streaming writes also ``commitBucket`` (default ``spark_commits``). Every
+row is acknowledged or the task fails; with message ids a retried task stores nothing
+twice within the stream's ``duplicate_window``. Streaming writes record each committed
+micro-batch (persistent query id, batch id) in the ``commitBucket`` key-value bucket
+(made if missing), and a replayed micro-batch already recorded writes nothing, however
+late; only a crash between the tasks' writes and that record leaves the replay to the
+message ids and the duplicate window.
 
 ``format("nats")`` (core NATS): batch and streaming writes with columns ``data``,
 ``subject``, ``reply``, ``headers``; streaming reads yielding ``subject``, ``reply``,

@@ -1,32 +1,48 @@
 """The "jetstream" sink: ``df.write`` / ``df.writeStream`` ``.format("jetstream")``.
 
 How it works: on the driver, `batch_writer` / `stream_writer` check the options and the
-DataFrame's columns (so a typo fails before any task starts) and return a writer holding
-only plain settings (Spark pickles it to the tasks). In each write task (a Spark Python
-worker, on the task's thread) the worker's one client (``_worker``) gives a JetStream
-context, cached per process for that client and settings; every row is published with
-``publish_async`` (at most ``maxPendingAcks`` acknowledgements awaited at once, on the
-context's reply subscription and ack timer threads), then the task waits for every
-acknowledgement. A negative, failed or missing acknowledgement (no stream stores the
-subject, the stream refused the message, no ack within ``timeout``) fails the task with
-a `RuntimeError` saying how many of its rows were acknowledged, and Spark runs the task
-again. The task reports its rows and the duplicates the stream ignored
-(``PubAck.duplicate``) to the driver, which logs them in ``commit``. State touched: the
-worker's client cache and this module's cache of JetStream contexts (``_worker.PerClient``).
+DataFrame's columns (so a typo fails before any task starts), settle ``publishMode``
+("auto": one stream lookup of the ``subject`` option) and, for streaming, make sure the
+commit log's bucket exists; they return a writer holding only plain settings (Spark
+pickles it to the tasks). In each write task (a Spark Python worker, on the task's
+thread) the worker's one client (``_worker``) gives a JetStream context, cached per
+process for that client and settings; a streaming task first asks the commit log
+whether its micro-batch was written already (then it writes nothing). The rows (each
+Arrow batch made into lists by ``_js_rows``) are published in one of two ways:
+
+- ``publishMode`` "async": every row with ``publish_async`` (at most ``maxPendingAcks``
+  acknowledgements awaited at once, on the context's reply subscription and ack timer
+  threads), then the task waits for every acknowledgement. A negative, failed or
+  missing acknowledgement (no stream stores the subject, the stream refused the
+  message, no ack within ``timeout``) fails the task with a `RuntimeError` saying how
+  many of its rows were acknowledged, and Spark runs the task again.
+- ``publishMode`` "fast" (``_js_fast``): the task's rows as one fast-ingest batch with
+  gap ``fail``, its last row the commit; the server's count of stored rows must equal
+  the rows sent, or the task fails naming both numbers.
+- "auto" (the default) is "fast" where the stream storing the ``subject`` option allows
+  batched publishing (``allow_batched``), else "async"; without a ``subject`` option
+  (rows name their subjects) it is "async".
+
+The task reports its rows (and, when known, the duplicates the stream ignored) to the
+driver, which logs them in ``commit``. State touched: the worker's client cache and this
+module's cache of JetStream contexts (``_worker.PerClient``).
 
 Exactly-once into JetStream: give each row a message id (a ``msg_id`` column, or option
 ``msgIdColumns``: columns whose values joined with ``:`` make the id, e.g.
 ``"stream,seq"`` of a ``format("jetstream")`` read). The stream stores a message id once
 within its ``duplicate_window`` (default 2 minutes; set when the stream is created):
-a retried task or a replayed micro-batch that publishes the same ids again within that
-window stores nothing twice (the acks say ``duplicate``). A replay later than the window
-after the first publish stores the rows again; widen the window to cover the longest
-retry or restart you expect (the stream keeps every id of the window in memory). Without
+a retried task that publishes the same ids again within that window stores nothing
+twice (the acks say ``duplicate``; a fast batch counts them as taken). Streaming writes
+also keep a commit log (``_js_commits``, option ``commitBucket``): a micro-batch the
+log holds is not written again when Spark replays it, however late, so a replay does
+not depend on the window; what remains is a crash after the tasks wrote and before the
+driver recorded the batch, where the window and the message ids still apply. Without
 message ids the sink is at-least-once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -55,8 +71,12 @@ from pyspark.sql.types import (
 from nats_sync import _defaults as d
 from nats_sync._proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
-from nats_sync.jetstream import JetStream, PubAck
+from nats_sync.jetstream import JetStream, KeyValue, PubAck
 from nats_sync.jetstream._api import check_domain
+from nats_sync.jetstream.kv import check_bucket_name
+from nats_sync.spark import _js_commits
+from nats_sync.spark._js_fast import publish_fast
+from nats_sync.spark._js_rows import SINK, batch_columns
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
     check_known,
@@ -70,12 +90,16 @@ from nats_sync.spark._worker import PerClient, worker_client
 
 logger = logging.getLogger("nats_sync.spark")
 
-_SINK = "jetstream sink"
+_SINK = SINK
 DEFAULT_ACK_TIMEOUT = 10.0
 DEFAULT_MAX_PENDING_ACKS = d.DEFAULT_JS_MAX_PENDING_ACKS
+#: ``publishMode`` values; "auto" is settled on the driver into one of the other two.
+PUBLISH_MODES = ("auto", "fast", "async")
+DEFAULT_PUBLISH_MODE = "auto"
 #: Option names as users write them; Spark hands them over in any case.
 _OPTION_NAMES = {"subject": "subject", "timeout": "timeout", "domain": "domain",
-                 "msgidcolumns": "msgIdColumns", "maxpendingacks": "maxPendingAcks"}
+                 "msgidcolumns": "msgIdColumns", "maxpendingacks": "maxPendingAcks",
+                 "publishmode": "publishMode", "commitbucket": "commitBucket"}
 _COLUMNS = ("data", "subject", "headers", "msg_id")
 _MSG_ID_PART_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
 #: Seconds a task waits beyond the ack timeout for the last futures to settle (the
@@ -94,6 +118,8 @@ class SinkSettings:
     domain: str | None = None
     max_pending_acks: int = DEFAULT_MAX_PENDING_ACKS
     msg_id_columns: tuple[str, ...] = ()
+    publish_mode: str = DEFAULT_PUBLISH_MODE
+    commit_bucket: str = _js_commits.DEFAULT_COMMIT_BUCKET
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
@@ -108,26 +134,41 @@ class JetStreamCommitMessage(WriterCommitMessage):
     Attributes:
         rows: rows the stream acknowledged (duplicates included).
         duplicates: of those, the ones the stream had already stored (same message id
-            within its duplicate window): a retried task's or a replayed batch's rows.
+            within its duplicate window): a retried task's or a replayed batch's rows;
+            None where the publish mode does not say (a fast batch that stored some).
         partition_id: the task's partition.
+        publish_mode: "fast" or "async".
+        query_id: a streaming write's persistent query id (None for a batch write).
+        batch_id: a streaming write's micro-batch id (None for a batch write).
+        run_id: the query run that wrote (it changes on each restart).
+        skipped: the commit log held the micro-batch already: the task wrote nothing.
     """
 
     rows: int
-    duplicates: int
+    duplicates: int | None
     partition_id: int
+    publish_mode: str = "async"
+    query_id: str | None = None
+    batch_id: int | None = None
+    run_id: str | None = None
+    skipped: bool = False
 
 
 # --- the driver: options and columns ---------------------------------------------------
 
 
 def parse_sink_options(options: Mapping[str, str], schema: StructType,
-                       overwrite: bool) -> SinkSettings:
+                       overwrite: bool, *, streaming: bool = False) -> SinkSettings:
     """Checks the options and the DataFrame's columns before any task starts.
+
+    Nothing is asked of the server here (``publishMode`` "auto" stays "auto"; see
+    `resolve_publish_mode`).
 
     Args:
         options: what Spark passes to the data source (keys in any case).
         schema: the columns of the DataFrame being written.
         overwrite: whether the write is not in append mode.
+        streaming: whether it is a streaming write (``commitBucket`` is only for those).
 
     Returns:
         The settings the tasks use.
@@ -135,8 +176,10 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
     Raises:
         InvalidArgumentError: overwrite mode, an unknown option or column, a value of the
             wrong kind, a column of the wrong type, no subject at all, a ``reply``
-            column, or ``msgIdColumns`` naming a missing column or given beside a
-            ``msg_id`` column; the message names it.
+            column, ``msgIdColumns`` naming a missing column or given beside a
+            ``msg_id`` column, a ``publishMode`` other than auto, fast or async, or a
+            ``commitBucket`` that is not a bucket name or given to a batch write; the
+            message names it.
     """
     if overwrite:
         raise InvalidArgumentError(f"{_SINK}: a stream is only appended to: use .mode('append')")
@@ -159,6 +202,12 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
         )
     check_sink_schema(schema, has_subject_option=subject is not None,
                       msg_id_columns=id_columns)
+    mode = given.get("publishmode", DEFAULT_PUBLISH_MODE).strip().lower()
+    if mode not in PUBLISH_MODES:
+        raise InvalidArgumentError(
+            f"{_SINK}: option 'publishMode' must be one of {', '.join(PUBLISH_MODES)}, "
+            f"got {given['publishmode']!r}"
+        )
     return SinkSettings(
         servers=servers,
         connect_options=connect,
@@ -170,7 +219,70 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
             "maxPendingAcks", given.get("maxpendingacks", str(DEFAULT_MAX_PENDING_ACKS)), _SINK
         ),
         msg_id_columns=id_columns,
+        publish_mode=mode,
+        commit_bucket=_commit_bucket_option(given, streaming),
     )
+
+
+def _commit_bucket_option(given: Mapping[str, str], streaming: bool) -> str:
+    if "commitbucket" not in given:
+        return _js_commits.DEFAULT_COMMIT_BUCKET
+    if not streaming:
+        # Said rather than ignored: a batch write keeps no log, and nothing should
+        # suggest that it is exactly-once across re-runs beyond the duplicate window.
+        raise InvalidArgumentError(
+            f"{_SINK}: option 'commitBucket' is for streaming writes (writeStream) only; "
+            "a batch write keeps no commit log"
+        )
+    try:
+        return check_bucket_name(given["commitbucket"])
+    except InvalidArgumentError as bad:
+        raise InvalidArgumentError(f"{_SINK}: option 'commitBucket': {bad}") from None
+
+
+def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
+    """Settles ``publishMode`` on the driver: "auto" becomes "fast" or "async", and
+    "fast" is checked against the stream where the driver can know it.
+
+    With a ``subject`` option, one request (``STREAM.LIST`` filtered by the subject:
+    the stream's info) gives the stream's config: "auto" is "fast" if it has
+    ``allow_batched``. Without one the rows name their subjects: "auto" is "async" and
+    "fast" is checked by the tasks. No stream for the subject: "auto" is "async" (the
+    tasks then fail saying so, as before), "fast" fails here.
+
+    Raises:
+        InvalidArgumentError: "fast" and the stream storing the subject does not allow
+            batched publishing, or no stream stores it.
+        RuntimeError: the stream could not be looked up (the server is unreachable...).
+    """
+    if settings.subject is None or settings.publish_mode == "async":
+        if settings.publish_mode != "auto":
+            return settings
+        return dataclasses.replace(settings, publish_mode="async")
+    subject = settings.subject
+    try:
+        stream = next(iter(_jetstream(settings).list_streams(subject)), None)
+    except Error as error:
+        raise RuntimeError(
+            f"{_SINK}: publishMode {settings.publish_mode!r}: could not look up the stream "
+            f"storing {subject!r} on {', '.join(settings.servers)}: {error}"
+        ) from error
+    allowed = stream is not None and bool(stream.config.allow_batched)
+    if settings.publish_mode == "fast" and not allowed:
+        if stream is None:
+            raise InvalidArgumentError(
+                f"{_SINK}: publishMode 'fast': no stream stores subject {subject!r}"
+            )
+        raise InvalidArgumentError(
+            f"{_SINK}: publishMode 'fast' needs a stream that allows fast-ingest batches, "
+            f"but stream {stream.config.name!r} (storing {subject!r}) has allow_batched "
+            "off; create or update it with allow_batched=True (nats-server 2.14+), or use "
+            "publishMode 'async'"
+        )
+    mode = "fast" if allowed else "async"
+    logger.info("%s: publishMode %s for subject %r (stream %s)", _SINK, mode, subject,
+                stream.config.name if stream is not None else "none")
+    return dataclasses.replace(settings, publish_mode=mode)
 
 
 def _check_subject_option(subject: str) -> None:
@@ -243,6 +355,12 @@ def _jetstream(settings: SinkSettings) -> JetStream:
                                  stall_wait=settings.timeout))
 
 
+def _commit_log(settings: SinkSettings) -> KeyValue:
+    """This process's handle on the streaming commit log's bucket."""
+    client = worker_client(list(settings.servers), settings.connect_kwargs)
+    return _js_commits.bound_log(client, _jetstream(settings), settings.commit_bucket)
+
+
 class _Tally:
     """One task's acknowledgements, counted in publish order as they settle."""
 
@@ -284,17 +402,31 @@ class _Tally:
 
 
 def publish_acknowledged(settings: SinkSettings, batches: Iterator[pa.RecordBatch]
-                         ) -> tuple[int, int]:
-    """Publishes every row of ``batches`` and waits for every acknowledgement.
+                         ) -> tuple[int, int | None]:
+    """Publishes every row of ``batches`` the way ``settings.publish_mode`` says.
 
-    Runs in a write task. Returns (rows acknowledged, duplicates among them).
+    Runs in a write task. Returns (rows acknowledged, duplicates among them: None where
+    the mode does not tell).
 
     Raises:
         RuntimeError: a row was not acknowledged (no stream for its subject, refused,
-            no ack in time) or could not be published; the message says how many rows
-            of the task were acknowledged and why.
+            no ack in time), could not be published, or (fast) the stream's count of
+            stored rows differs from the rows sent; the message says how many rows of
+            the task were acknowledged and why.
         InvalidArgumentError: a row has no subject, or a null or empty message id; the
             message names the row.
+    """
+    if settings.publish_mode == "fast":
+        return publish_fast(_jetstream(settings), settings, batches)
+    return publish_async_acknowledged(settings, batches)
+
+
+def publish_async_acknowledged(settings: SinkSettings, batches: Iterator[pa.RecordBatch]
+                               ) -> tuple[int, int]:
+    """``publishMode`` "async": every row with ``publish_async``, then every ack awaited.
+
+    Returns (rows acknowledged, duplicates among them). Raises as
+    `publish_acknowledged`.
     """
     js = _jetstream(settings)
     tally = _Tally()
@@ -325,30 +457,16 @@ def publish_acknowledged(settings: SinkSettings, batches: Iterator[pa.RecordBatc
 
 def _publish_batch(js: JetStream, settings: SinkSettings, batch: pa.RecordBatch,
                    tally: _Tally) -> None:
-    names = batch.schema.names
-    data = batch.column("data").to_pylist()
-    subjects = batch.column("subject").to_pylist() if "subject" in names else None
-    headers = batch.column("headers").to_pylist() if "headers" in names else None
-    msg_ids = _msg_ids(batch, settings.msg_id_columns, tally.sent)
+    columns = batch_columns(batch, settings.subject, settings.msg_id_columns, tally.sent)
+    subjects, headers, msg_ids = columns.subjects, columns.headers, columns.msg_ids
     default_subject = settings.subject
     publish = js.publish_async
-    for index, value in enumerate(data):
-        subject = (subjects[index] if subjects else None) or default_subject
-        if subject is None:
-            raise InvalidArgumentError(
-                f"{_SINK}: row {tally.sent} of this task has a null 'subject' and no "
-                "'subject' option is set"
-            )
-        payload = value.encode() if isinstance(value, str) else value
-        row_headers = headers[index] if headers else None
-        msg_id = msg_ids[index] if msg_ids is not None else None
-        if msg_ids is not None and not msg_id:
-            raise InvalidArgumentError(
-                f"{_SINK}: row {tally.sent} of this task has a null or empty message id"
-            )
-        tally.add(publish(subject, payload or b"",
-                          headers=dict(row_headers) if row_headers else None,
-                          msg_id=msg_id), subject)
+    for index, payload in enumerate(columns.data):
+        subject = subjects[index] if subjects is not None else default_subject
+        assert subject is not None  # batch_columns made sure every row has one
+        tally.add(publish(subject, payload,
+                          headers=headers[index] if headers is not None else None,
+                          msg_id=msg_ids[index] if msg_ids is not None else None), subject)
         if index % 256 == 255:
             tally.collect_done()
             if tally.failure is not None:
@@ -356,33 +474,26 @@ def _publish_batch(js: JetStream, settings: SinkSettings, batch: pa.RecordBatch,
     tally.collect_done()
 
 
-def _msg_ids(batch: pa.RecordBatch, id_columns: Sequence[str], first_row: int
-             ) -> list[str | None] | None:
-    """Each row's message id: the ``msg_id`` column, or the ``msgIdColumns`` joined."""
-    if not id_columns:
-        return batch.column("msg_id").to_pylist() if "msg_id" in batch.schema.names else None
-    parts = [batch.column(name).to_pylist() for name in id_columns]
-    ids: list[str | None] = []
-    for index, values in enumerate(zip(*parts, strict=True)):
-        if any(value is None for value in values):
-            nulls = [name for name, value in zip(id_columns, values, strict=True)
-                     if value is None]
-            raise InvalidArgumentError(
-                f"{_SINK}: row {first_row + index} of this task has a null in column(s) "
-                f"{nulls} of option 'msgIdColumns', so it has no message id"
-            )
-        ids.append(":".join(map(str, values)))
-    return ids
-
-
 def _partition_id() -> int:
     context = TaskContext.get()
     return context.partitionId() if context is not None else -1
 
 
-def _totals(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int]:
-    done = [m for m in messages if isinstance(m, JetStreamCommitMessage)]
-    return sum(m.rows for m in done), sum(m.duplicates for m in done)
+def _done(messages: Sequence[WriterCommitMessage | None]) -> list[JetStreamCommitMessage]:
+    return [m for m in messages if isinstance(m, JetStreamCommitMessage)]
+
+
+def _totals(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, str]:
+    """(rows, the duplicates as text: "unknown" where a fast batch did not say)."""
+    done = _done(messages)
+    counts = [m.duplicates for m in done]
+    known = [count for count in counts if count is not None]
+    duplicates = str(sum(known)) if len(known) == len(counts) else "unknown"
+    return sum(m.rows for m in done), duplicates
+
+
+def _modes(messages: Sequence[WriterCommitMessage | None]) -> str:
+    return "/".join(sorted({m.publish_mode for m in _done(messages)})) or "-"
 
 
 # --- the writers Spark calls ----------------------------------------------------------------
@@ -397,13 +508,15 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
         """Publishes one task's rows and waits for their acks (runs in a worker)."""
         rows, duplicates = publish_acknowledged(self.settings, iterator)
-        return JetStreamCommitMessage(rows, duplicates, _partition_id())
+        return JetStreamCommitMessage(rows, duplicates, _partition_id(),
+                                      self.settings.publish_mode)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Logs the totals once every task is acknowledged (runs on the driver)."""
         rows, duplicates = _totals(messages)
-        logger.info("%s: %d rows acknowledged in %d tasks, %d of them duplicates the "
-                    "stream had already stored", _SINK, rows, len(messages), duplicates)
+        logger.info("%s: %d rows acknowledged in %d tasks (publishMode %s), %s of them "
+                    "duplicates the stream had already stored", _SINK, rows, len(messages),
+                    _modes(messages), duplicates)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Logs what the successful tasks had stored before the job failed."""
@@ -412,24 +525,75 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
 
 
 class JetStreamStreamWriter(DataSourceStreamArrowWriter):
-    """Publishes each micro-batch of ``df.writeStream.format("jetstream")``."""
+    """Publishes each micro-batch of ``df.writeStream.format("jetstream")``, once.
+
+    A micro-batch the commit log (``commitBucket``) holds is not written again; the
+    driver's `commit` records each written one (see ``_js_commits``).
+    """
 
     def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
-        """Publishes one task's rows of a micro-batch and waits for their acks."""
-        rows, duplicates = publish_acknowledged(self.settings, iterator)
-        return JetStreamCommitMessage(rows, duplicates, _partition_id())
+        """Publishes one task's rows of a micro-batch and waits for their acks, unless
+        the commit log holds the micro-batch (a replay): then it writes nothing.
+
+        Raises:
+            RuntimeError: the commit log could not be read (the task fails and Spark
+                retries it: writing without knowing could write the batch twice), or
+                as `publish_acknowledged`.
+        """
+        settings = self.settings
+        batch = _js_commits.current_micro_batch()
+        if batch is None:  # no query id from Spark: the message ids are all there is
+            logger.warning("%s: no streaming query id in this task: the commit log is not "
+                           "used", _SINK)
+            rows, duplicates = publish_acknowledged(settings, iterator)
+            return JetStreamCommitMessage(rows, duplicates, _partition_id(),
+                                          settings.publish_mode)
+        query_id, batch_id, run_id = batch
+        key = _js_commits.commit_key(query_id, batch_id)
+        try:
+            recorded = _js_commits.is_recorded(_commit_log(settings), key)
+        except Error as error:
+            raise RuntimeError(
+                f"{_SINK}: could not read commit bucket {settings.commit_bucket!r} for "
+                f"micro-batch {key}: {error}"
+            ) from error
+        if recorded:
+            for _ in iterator:  # the input is consumed all the same, as Spark expects
+                pass
+            return JetStreamCommitMessage(0, 0, _partition_id(), settings.publish_mode,
+                                          query_id, batch_id, run_id, skipped=True)
+        rows, duplicates = publish_acknowledged(settings, iterator)
+        return JetStreamCommitMessage(rows, duplicates, _partition_id(),
+                                      settings.publish_mode, query_id, batch_id, run_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Logs the micro-batch's totals (runs on the driver)."""
+        """Records the written micro-batch in the commit log (runs on the driver).
+
+        A micro-batch every task skipped (the log held it) is not recorded again. A
+        failed record is logged, not raised (see ``_js_commits``).
+        """
+        done = _done(messages)
+        if done and all(message.skipped for message in done):
+            logger.info("%s: micro-batch %d was written before (commit log %r): nothing "
+                        "written again", _SINK, batchId, self.settings.commit_bucket)
+            return
         rows, duplicates = _totals(messages)
-        logger.info("%s: micro-batch %d: %d rows acknowledged, %d of them duplicates",
-                    _SINK, batchId, rows, duplicates)
+        logger.info("%s: micro-batch %d: %d rows acknowledged (publishMode %s), %s of them "
+                    "duplicates", _SINK, batchId, rows, _modes(messages), duplicates)
+        query_ids = {m.query_id for m in done if m.query_id is not None}
+        if not query_ids:
+            return  # no task saw a query id: nothing to key the record by
+        run_ids = sorted({m.run_id for m in done if m.run_id})
+        for query_id in sorted(query_ids):
+            _js_commits.record(lambda: _commit_log(self.settings),
+                               _js_commits.commit_key(query_id, batchId), rows=rows,
+                               tasks=len(done), run_ids=run_ids)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Logs a failed micro-batch."""
+        """Logs a failed micro-batch (not recorded: its replay writes it again)."""
         rows, _ = _totals(messages)
         logger.warning("%s: micro-batch %d failed after %d rows were acknowledged",
                        _SINK, batchId, rows)
@@ -440,23 +604,40 @@ def batch_writer(options: Mapping[str, str], schema: StructType,
     """The writer of ``df.write.format("jetstream")`` (called on the driver).
 
     Raises:
-        InvalidArgumentError: see `parse_sink_options`.
+        InvalidArgumentError: see `parse_sink_options` and `resolve_publish_mode`.
+        RuntimeError: see `resolve_publish_mode`.
     """
-    return JetStreamBatchWriter(parse_sink_options(options, schema, overwrite))
+    return JetStreamBatchWriter(resolve_publish_mode(
+        parse_sink_options(options, schema, overwrite)))
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType,
                   overwrite: bool) -> DataSourceStreamArrowWriter:
-    """The writer of ``df.writeStream.format("jetstream")`` (called on the driver).
+    """The writer of ``df.writeStream.format("jetstream")`` (called on the driver when
+    the query starts, and again by Spark for each micro-batch's commit).
+
+    Makes the commit log's bucket if it is missing.
 
     Raises:
-        InvalidArgumentError: see `parse_sink_options`.
+        InvalidArgumentError: see `parse_sink_options` and `resolve_publish_mode`.
+        RuntimeError: see `resolve_publish_mode`; or the commit bucket could not be
+            bound or made.
     """
-    return JetStreamStreamWriter(parse_sink_options(options, schema, overwrite))
+    settings = resolve_publish_mode(parse_sink_options(options, schema, overwrite,
+                                                       streaming=True))
+    try:
+        _js_commits.open_log(_jetstream(settings), settings.commit_bucket)
+    except Error as error:
+        raise RuntimeError(
+            f"{_SINK}: could not bind or create commit bucket {settings.commit_bucket!r} "
+            f"(option 'commitBucket') on {', '.join(settings.servers)}: {error}"
+        ) from error
+    return JetStreamStreamWriter(settings)
 
 
 __all__ = [
-    "JetStreamBatchWriter", "JetStreamCommitMessage", "JetStreamStreamWriter", "SinkSettings",
-    "batch_writer", "check_sink_schema", "parse_sink_options", "publish_acknowledged",
-    "stream_writer",
+    "DEFAULT_PUBLISH_MODE", "PUBLISH_MODES", "JetStreamBatchWriter", "JetStreamCommitMessage",
+    "JetStreamStreamWriter", "SinkSettings", "batch_writer", "check_sink_schema",
+    "parse_sink_options", "publish_acknowledged", "publish_async_acknowledged",
+    "resolve_publish_mode", "stream_writer",
 ]

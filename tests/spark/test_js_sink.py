@@ -273,6 +273,10 @@ def test_bad_options_and_columns_fail_the_write_before_any_task(
         ({"subject": "a", "maxPendingAcks": "0"}, "data string", "maxPendingAcks"),
         ({"subject": "a", "domain": "x.y"}, "data string", "domain"),
         ({"subject": "a", "servers": ""}, "data string", "'servers' is required"),
+        ({"subject": "a", "publishMode": "turbo"}, "data string",
+         r"option 'publishMode' must be one of auto, fast, async, got 'turbo'"),
+        ({"subject": "a", "commitBucket": "log"}, "data string",
+         r"'commitBucket' is for streaming writes \(writeStream\) only"),
     ],
 )
 def test_the_driver_checks_name_the_bad_option_or_column(
@@ -284,6 +288,19 @@ def test_the_driver_checks_name_the_bad_option_or_column(
     struct = spark.createDataFrame([], schema).schema
     with pytest.raises(InvalidArgumentError, match=message):
         parse_sink_options({"servers": "nats://127.0.0.1:4222", **options}, struct, False)
+
+
+def test_a_streaming_write_names_a_commit_bucket_that_is_not_a_bucket_name(spark: Any) -> None:
+    from nats_sync.errors import InvalidArgumentError
+    from nats_sync.spark._js_sink import parse_sink_options
+
+    struct = spark.createDataFrame([], "data string").schema
+    options = {"servers": "nats://127.0.0.1:4222", "subject": "a", "commitBucket": "my.log"}
+    with pytest.raises(InvalidArgumentError, match=r"option 'commitBucket': .*'my.log'"):
+        parse_sink_options(options, struct, False, streaming=True)
+    settings = parse_sink_options({**options, "commitBucket": "my_log", "publishMode": "Fast"},
+                                  struct, False, streaming=True)
+    assert (settings.commit_bucket, settings.publish_mode) == ("my_log", "fast")
 
 
 def test_overwrite_mode_is_refused(spark: Any, js_server: NatsServer) -> None:
