@@ -22,6 +22,7 @@ from benchmarks.scenarios import (
     CASES,
     NATSPY,
     RAW,
+    SINK_ASYNC,
     SPARK_JS_READ,
     SPARK_JS_WRITE,
     SPARK_KEY,
@@ -221,8 +222,9 @@ _SPARK_JS_ROWS = (
      ((SYNC, '`spark.read.format("jetstream")`'),
       (NATSPY, "nats-py pull consumer, row-at-a-time Python data source"))),
     (SPARK_JS_WRITE, "sink write, 128 B rows with `msg_id`",
-     ((SYNC, '`df.write.format("jetstream")`'),
-      (NATSPY, "`foreachPartition` + nats-py `publish_async`"))),
+     ((SYNC, '`df.write.format("jetstream")`, `publishMode` fast'),
+      (NATSPY, "`foreachPartition` + nats-py `publish_async`"),
+      (SINK_ASYNC, '`df.write.format("jetstream")`, `publishMode` async'))),
     (SPARK_KV, "key-value lookup, 100 B values",
      ((SPARK_KV_UDF, "`kv_lookup_udf`"), (SPARK_KV_ROW, "row-at-a-time `udf` + `kv.get`"))),
 )
@@ -254,8 +256,10 @@ def spark_js_section(spark_js: dict[str, Any] | None,
         "fetches each with an ephemeral pull consumer (no acks, 5,000 a fetch) on an event "
         "loop of the task's own, yielding one tuple per message.",
         f"- Sink: {args.get('write_rows', 0):,} cached rows of {args.get('size', 0)} B with a "
-        "`msg_id` column in 2 partitions to a fresh file stream per run, which must then "
-        "hold every row; nats-py: `foreachPartition` connecting per partition and calling "
+        "`msg_id` column in 2 partitions to a fresh file stream per run (`allow_batched`), "
+        "which must then hold every row; `publishMode` fast sends each task's rows as one "
+        "fast-ingest batch (its count checked), async as `publish_async` per row; "
+        "nats-py: `foreachPartition` connecting per partition and calling "
         "`publish_async` per row with the id as `Nats-Msg-Id` (window 4,000 acks, as the "
         "sink's default), then awaiting every ack.",
         f"- Key-value: a file bucket of {args.get('kv_keys', 0):,} keys; keys `k<id % "

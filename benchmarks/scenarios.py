@@ -181,6 +181,8 @@ SPARK_JS_PARTS = (SPARK_JS_READ, SPARK_JS_WRITE, SPARK_KV)
 SPARK_JS_ALL = "spark_js"
 SPARK_KV_UDF = "kv_lookup_udf"
 SPARK_KV_ROW = "kv_row_udf"
+#: The sink's publishMode async variant of SPARK_JS_WRITE (SYNC is publishMode fast).
+SINK_ASYNC = "nats_sync async"
 
 TARGETS: tuple[Target, ...] = (
     Target("publish 16 B msgs/s", "publish_16", "msgs_per_s", SYNC, NATSPY, 2.0, "≥ 2.0x"),
@@ -219,6 +221,8 @@ TARGETS: tuple[Target, ...] = (
            SPARK_ROW, 20.0, "≥ 20x"),
     Target("Spark jetstream source rows/s", SPARK_JS_READ, "rows_per_s", SYNC, "", 100_000,
            "≥ 100,000 rows/s", unit="rows/s"),
+    Target("Spark jetstream sink (publishMode fast) rows/s", SPARK_JS_WRITE, "rows_per_s", SYNC,
+           "", 100_000, "≥ 100,000 rows/s", unit="rows/s"),
     Target("Spark kv_lookup_udf vs row UDF rows/s", SPARK_KV, "rows_per_s", SPARK_KV_UDF,
            SPARK_KV_ROW, 10.0, "≥ 10x"),
 )

@@ -29,8 +29,6 @@ import asyncio
 import functools
 import math
 import os
-import statistics
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -49,6 +47,7 @@ import nats_sync
 from benchmarks.common import cpu_seconds, seq_payload
 from benchmarks.scenarios import (
     NATSPY,
+    SINK_ASYNC,
     SPARK_JS_READ,
     SPARK_JS_WRITE,
     SPARK_KV,
@@ -61,7 +60,6 @@ from nats_sync.spark import kv_lookup_udf, register
 from nats_sync.spark._js_plan import MAX_SEQ_PER_PARTITION
 from nats_sync.spark._js_read import JS_READ_SCHEMA
 from nats_sync.spark._worker import worker_client
-from nats_sync.testing import NatsServer
 
 #: Seconds for JetStream admin calls, acks and fetches (a busy VM stalls file writes).
 JS_TIMEOUT = 30.0
@@ -342,23 +340,32 @@ def natspy_publish_partition(url: str, subject: str) -> Callable[[Iterator[Any]]
     return publish
 
 
+#: The sink's variants: ``publishMode`` "fast" (the headline, SYNC: the stream allows
+#: batched) and "async" (SINK_ASYNC), each its own variant of the write part.
+_SINK_MODES = {SYNC: "fast", SINK_ASYNC: "async"}
+
+
 def run_write(spark: Any, meter: CpuMeter, url: str, rows: int, size: int, reps: int) -> list[Run]:
-    """``df.write.format("jetstream")`` against ``foreachPartition`` + nats-py."""
+    """``df.write.format("jetstream")`` with ``publishMode`` "fast" and "async" against
+    ``foreachPartition`` + nats-py, each run into a fresh file stream with
+    ``allow_batched`` (nats-py publishes one message at a time either way)."""
     frame = spark.range(rows, numPartitions=2).select(
         sf.format_string(f"%0{size}d", "id").cast("binary").alias("data"),
         sf.format_string("row-%d", "id").alias("msg_id"),
     ).cache()
     frame.count()  # the rows are made before the clock starts
+    variants = [SYNC, SINK_ASYNC, NATSPY]
     runs: list[Run] = []
     try:
         with nats_sync.connect(url) as nc:
             js = nc.jetstream(timeout=JS_TIMEOUT)
             warm = frame.limit(min(WARMUP_ROWS, rows))
-            for index, (rep, variant) in enumerate(
-                    [(-1, SYNC), (-1, NATSPY), *_alternating([SYNC, NATSPY], reps)]):
+            plan = [(-1, variant) for variant in variants] + list(_alternating(variants, reps))
+            for index, (rep, variant) in enumerate(plan):
                 stream = f"BENCH_SPARK_WRITE_{os.getpid()}_{index}"
                 subject = f"benchjs.{os.getpid()}.spark.write.{index}"
-                js.create_stream(name=stream, subjects=[subject], storage="file")
+                js.create_stream(name=stream, subjects=[subject], storage="file",
+                                 allow_batched=True)
                 try:
                     source, expected = (warm, min(WARMUP_ROWS, rows)) if rep < 0 else (frame, rows)
 
@@ -366,9 +373,10 @@ def run_write(spark: Any, meter: CpuMeter, url: str, rows: int, size: int, reps:
                               subject: str = subject, stream: str = stream,
                               variant: str = variant) -> dict[str, Any]:
                         started = time.perf_counter()
-                        if variant == SYNC:
+                        if variant in _SINK_MODES:
                             (source.write.format("jetstream").option("servers", url)
                              .option("subject", subject).option("timeout", str(JS_TIMEOUT))
+                             .option("publishMode", _SINK_MODES[variant])
                              .mode("append").save())
                         else:
                             source.foreachPartition(natspy_publish_partition(url, subject))
@@ -388,69 +396,6 @@ def run_write(spark: Any, meter: CpuMeter, url: str, rows: int, size: int, reps:
     finally:
         frame.unpersist()
     return runs
-
-# --- write: publishMode fast against async -----------------------------------------------
-
-#: The sink's two publish modes, as ``publishMode`` takes them.
-WRITE_MODES = ("fast", "async")
-
-
-def run_write_modes(spark: Any, meter: CpuMeter, url: str, rows: int, size: int,
-                    reps: int) -> list[Run]:
-    """``df.write.format("jetstream")`` with ``publishMode`` "fast" against "async".
-
-    Measured as `run_write` measures the sink: the same cached frame (``rows`` x
-    ``size`` B with a ``msg_id`` column, two partitions), a fresh file stream per run
-    (``allow_batched`` for both, so only the mode differs), an untimed warm-up write
-    per mode, the wall time of the ``save()`` alone, and the stream holding every row
-    afterwards. Not part of the suite's report (case ``spark_js_write_modes``); run it
-    with ``python -m benchmarks.spark_js_bench``.
-    """
-    frame = spark.range(rows, numPartitions=2).select(
-        sf.format_string(f"%0{size}d", "id").cast("binary").alias("data"),
-        sf.format_string("row-%d", "id").alias("msg_id"),
-    ).cache()
-    frame.count()  # the rows are made before the clock starts
-    runs: list[Run] = []
-    try:
-        with nats_sync.connect(url) as nc:
-            js = nc.jetstream(timeout=JS_TIMEOUT)
-            warm = frame.limit(min(WARMUP_ROWS, rows))
-            plan = [(-1, mode) for mode in WRITE_MODES] + list(
-                _alternating(list(WRITE_MODES), reps))
-            for index, (rep, mode) in enumerate(plan):
-                stream = f"BENCH_SPARK_MODES_{os.getpid()}_{index}"
-                subject = f"benchjs.{os.getpid()}.spark.modes.{index}"
-                js.create_stream(name=stream, subjects=[subject], storage="file",
-                                 allow_batched=True)
-                try:
-                    source, expected = (warm, min(WARMUP_ROWS, rows)) if rep < 0 else (frame, rows)
-
-                    def write(source: Any = source, expected: int = expected,
-                              subject: str = subject, stream: str = stream,
-                              mode: str = mode) -> dict[str, Any]:
-                        started = time.perf_counter()
-                        (source.write.format("jetstream").option("servers", url)
-                         .option("subject", subject).option("timeout", str(JS_TIMEOUT))
-                         .option("publishMode", mode).mode("append").save())
-                        elapsed = time.perf_counter() - started
-                        stored = js.stream_info(stream).state.messages
-                        if stored != expected:
-                            raise RuntimeError(f"the stream holds {stored} of {expected} rows")
-                        return _rate(expected, elapsed)
-
-                    if rep < 0:
-                        write()
-                        print(f"  warm-up write publishMode {mode} done", flush=True)
-                    else:
-                        runs.append(_record(meter, "spark_js_write_modes",
-                                            f"publishMode {mode}", rep, write))
-                finally:
-                    js.delete_stream(stream)
-    finally:
-        frame.unpersist()
-    return runs
-
 
 
 # --- kv_lookup_udf ------------------------------------------------------------------------
@@ -557,35 +502,3 @@ def run_all(spark: Any, args: dict[str, Any]) -> list[Run]:
             runs.append({"case": part, "variant": "-", "rep": "-", "ok": False,
                          "error": f"{type(error).__name__}: {error}"[:500]})
     return runs
-
-
-def main_write_modes(rows: int = 200_000, size: int = 128, reps: int = 3) -> None:
-    """``python -m benchmarks.spark_js_bench [rows] [reps]``: `run_write_modes` against a
-    nats-server of its own (JetStream, file store) in a local[2] session; prints each
-    run and the median rows/s per mode."""
-    # Here, not at the top: benchmarks.spark_bench imports this module.
-    from benchmarks.spark_bench import _session  # noqa: PLC0415
-
-    if len(sys.argv) > 1:
-        rows = int(sys.argv[1])
-    if len(sys.argv) > 2:
-        reps = int(sys.argv[2])
-    with NatsServer(jetstream=True) as server:
-        spark = _session()
-        try:
-            register(spark)
-            jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-            runs = run_write_modes(spark, CpuMeter(jvm_pid, server.pid), server.url, rows,
-                                   size, reps)
-        finally:
-            spark.stop()
-    for mode in WRITE_MODES:
-        rates = [run["metrics"]["rows_per_s"] for run in runs
-                 if run["ok"] and run["variant"] == f"publishMode {mode}"]
-        if rates:
-            print(f"publishMode {mode}: median {statistics.median(rates):,.0f} rows/s of "
-                  f"{rows:,} x {size} B (runs: {', '.join(f'{r:,.0f}' for r in rates)})")
-
-
-if __name__ == "__main__":
-    main_write_modes()
