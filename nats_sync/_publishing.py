@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from nats_sync._connection import Connection
 
 HeadersArg = Mapping[str, "str | Sequence[str]"] | None
+#: Headers, or a header block our own code encoded already (``NATS/1.0`` ... the empty
+#: line): JetStream's per-message ``Nats-Msg-Id``, made without a dict.
+HeadersOrBlock = HeadersArg | bytes
 
 _LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
 _UNCACHED = d.UNCACHED_SUBJECT_PREFIXES
@@ -129,7 +132,7 @@ class Publisher:
         self._encode_and_queue(subject, payload, inbox, headers, direct)
 
     def publish_inbox(
-        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg = None
+        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersOrBlock = None
     ) -> None:
         """Publishes with our own ``inbox`` as the reply subject, queued for the writer.
 
@@ -150,7 +153,7 @@ class Publisher:
             self._pub_line(subject, size, None)  # validates the subject and caches it
             entry = self._pub_lines.get(subject)
         if headers:
-            block = proto.encode_headers(headers)
+            block = headers if isinstance(headers, bytes) else proto.encode_headers(headers)
             total = len(block) + size
             if entry is None or total >= _LARGE_PAYLOAD or total > self.max_payload:
                 self._encode_and_queue(subject, payload, inbox, headers, False)
@@ -190,7 +193,7 @@ class Publisher:
         subject: str,
         payload: bytes,
         reply: bytes,
-        headers: HeadersArg,
+        headers: HeadersOrBlock,
         direct: bool,
     ) -> None:
         if type(payload) is not bytes:
@@ -202,7 +205,7 @@ class Publisher:
             )
         if headers:
             subject_bytes = proto.publish_subject(subject, self.strict_subjects)
-            block = proto.encode_headers(headers)
+            block = headers if isinstance(headers, bytes) else proto.encode_headers(headers)
             if size + len(block) > self.max_payload:
                 raise MaxPayloadError(
                     f"message of {size + len(block)} bytes with headers exceeds the server's "

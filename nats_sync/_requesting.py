@@ -76,10 +76,6 @@ class RequestPublisher(Protocol):
     def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
         """Queues encoded PUB frames as they are."""
 
-    def publish_inbox(
-        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg = None
-    ) -> None:
-        """Queues a message whose reply is our own ``inbox`` (not validated)."""
 
 
 class Requester:

@@ -28,7 +28,7 @@ from nats_sync._options import (
     server_urls,
 )
 from nats_sync._pool import Server, parse_server_url
-from nats_sync._publishing import HeadersArg
+from nats_sync._publishing import HeadersArg, HeadersOrBlock
 from nats_sync._requests import InboxRoute
 from nats_sync._state import State
 from nats_sync._validate import check_int
@@ -403,11 +403,12 @@ class Client:
         return self.jetstream(domain=domain, api_prefix=prefix, timeout=timeout)
 
     def _publish_inbox(
-        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg = None
+        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersOrBlock = None
     ) -> None:
         """Internal hook for JetStream's per-message publishes (``publish_async``, fast
         ingest): ``publish`` with a reply subject the caller made under one of its own
-        inboxes, so it is not validated (bytes, ready for the wire). Raises as
+        inboxes, so it is not validated (bytes, ready for the wire); ``headers`` may be a
+        header block already encoded by JetStream (a ``Nats-Msg-Id``). Raises as
         ``publish``."""
         self._handler.publisher.publish_inbox(subject, payload, inbox, headers)
 

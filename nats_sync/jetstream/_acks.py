@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import ConnectionClosedError, Error, TimeoutError
-from nats_sync.jetstream._api import Headers, decode_reply, js_headers
+from nats_sync.jetstream._api import Headers, decode_reply, js_headers, msg_id_block
 from nats_sync.jetstream.api import PubAck
 from nats_sync.jetstream.errors import (
     JetStreamError,
@@ -146,7 +146,8 @@ class AckFuture(Future[PubAck]):
     ``cancel()`` returns False.
     """
 
-    def __init__(self, owner: AsyncPublisher, subject: str, payload: bytes, headers: Headers,
+    def __init__(self, owner: AsyncPublisher, subject: str, payload: bytes,
+                 headers: Headers | bytes,
                  timeout: float, retries_left: int, retry_wait: float,
                  run_callback: Callable[..., None]) -> None:  # no super(): see above
         # What most messages share is a class attribute (see below): fewer stores.
@@ -349,9 +350,15 @@ class AsyncPublisher:
         timeout = self._js.timeout if timeout is None else self._timeout(timeout)
         if retry_attempts != _DEFAULT_RETRY_ATTEMPTS or retry_wait != _DEFAULT_RETRY_WAIT:
             check_retries(retry_attempts, retry_wait)
-        if (msg_id is None and expected_stream is None and expected_last_seq is None
+        merged: Headers | bytes
+        if (expected_stream is None and expected_last_seq is None
                 and expected_last_subject_seq is None and expected_last_msg_id is None):
-            merged = headers
+            if msg_id is None:
+                merged = headers
+            elif headers is None:  # the common keyed case: its block made directly
+                merged = msg_id_block(msg_id)
+            else:
+                merged = js_headers(headers, msg_id)
         else:
             merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
                                 expected_last_subject_seq, expected_last_msg_id)

@@ -92,9 +92,10 @@ class CoreClient(Protocol):
         ...
 
     def _publish_inbox(
-        self, subject: str, payload: bytes, inbox: bytes, headers: Headers = None
+        self, subject: str, payload: bytes, inbox: bytes, headers: Headers | bytes = None
     ) -> None:
-        """The internal hook of a publish whose reply is our own inbox (unchecked)."""
+        """The internal hook of a publish whose reply is our own inbox (unchecked);
+        ``headers`` may be an encoded block (:func:`msg_id_block`)."""
 
 
 # --- units -------------------------------------------------------------------------------
@@ -348,3 +349,17 @@ def js_headers(
             f"headers must be a mapping of name -> value, got {type(headers).__name__}"
         )
     return {**headers, **extra}
+
+
+def msg_id_block(msg_id: str) -> bytes:
+    """The header block of a message whose only header is ``Nats-Msg-Id: msg_id``,
+    encoded without a dict (what ``encode_headers`` makes of ``{"Nats-Msg-Id": ...}``):
+    the per-message path of ``publish_async`` and fast ingest with ids.
+
+    Raises:
+        InvalidArgumentError: ``msg_id`` is not a non-empty str, or holds CR or LF.
+    """
+    check_text(msg_id, "msg_id")
+    if "\r" in msg_id or "\n" in msg_id:
+        raise InvalidArgumentError(f"msg_id holds CR or LF: {msg_id!r}")
+    return b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n" % msg_id.encode()

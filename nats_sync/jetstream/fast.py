@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from nats_sync._defaults import DEFAULT_SUB_PENDING_MSGS_LIMIT
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers, js_headers
+from nats_sync.jetstream._api import Headers, js_headers, msg_id_block
 from nats_sync.jetstream.api import BatchAck, FastPubAck
 from nats_sync.jetstream.errors import (
     APIError,
@@ -264,7 +264,7 @@ class FastPublisher:
         seq = self._seq + 1
         if headers is None and msg_id is None and ttl is None and (
                 expected_last_subject_seq is None):
-            merged: Headers = None
+            merged: Headers | bytes = None
         else:
             merged = self._headers(headers, msg_id, ttl, expected_last_subject_seq)
         if seq == 1:
@@ -373,7 +373,10 @@ class FastPublisher:
     # --- sending -----------------------------------------------------------------------
 
     def _headers(self, headers: Headers, msg_id: str | None, ttl: float | str | None,
-                 expected_last_subject_seq: int | None) -> Headers:
+                 expected_last_subject_seq: int | None) -> Headers | bytes:
+        if (msg_id is not None and headers is None and ttl is None
+                and expected_last_subject_seq is None):
+            return msg_id_block(msg_id)  # the common keyed case, without a dict
         merged = js_headers(headers, msg_id,
                             expected_last_subject_seq=expected_last_subject_seq)
         if ttl is None:
@@ -391,7 +394,7 @@ class FastPublisher:
             self._sub = self._client.subscribe(f"{self._inbox}.>",
                                                pending_msgs_limit=_INBOX_PENDING_MSGS)
 
-    def _start(self, subject: str, data: bytes, headers: Headers) -> FastPubAck:
+    def _start(self, subject: str, data: bytes, headers: Headers | bytes) -> FastPubAck:
         """The first message: subscribes, publishes and waits for the first answer."""
         self._subscribe()
         self._subject = subject

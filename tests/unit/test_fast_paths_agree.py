@@ -79,9 +79,10 @@ def test_publish_queues_what_the_general_path_queues(subject: str, size: int) ->
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("subject", ["a", "orders.eu.created", "_INBOX.x.1"])
-@pytest.mark.parametrize("headers", [None, {"Nats-Msg-Id": "m-1"}])
+@pytest.mark.parametrize("headers", [None, {"Nats-Msg-Id": "m-1"},
+                                     b"NATS/1.0\r\nNats-Msg-Id: m-1\r\n\r\n"])
 def test_publish_inbox_queues_what_the_general_path_queues(
-    subject: str, size: int, headers: dict[str, str] | None
+    subject: str, size: int, headers: dict[str, str] | bytes | None
 ) -> None:
     fast, fast_outbox, _ = _publisher()
     slow, slow_outbox, _ = _publisher()

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from nats_sync import errors as core
+from nats_sync._proto import encode_headers
 from nats_sync._requests import InboxRoute, RequestMux
 from nats_sync.jetstream import errors as js_errors
+from nats_sync.jetstream._api import msg_id_block
 from nats_sync.jetstream.api import PubAck
 from nats_sync.jetstream.publish import JsPublisher, decode_ack, js_headers
 from nats_sync.msg import Msg
@@ -238,7 +240,7 @@ def test_async_reply_settles_its_own_future(fake: FakeClient) -> None:
     assert pub.pending() == 2
     (_, _, reply1, headers1), (_, _, reply2, headers2) = fake.published
     assert reply1 != reply2 and reply1.rsplit(".", 1)[0] == reply2.rsplit(".", 1)[0]
-    assert headers1 == {"Nats-Msg-Id": "m1"} and headers2 is None
+    assert headers1 == encode_headers({"Nats-Msg-Id": "m1"}) and headers2 is None
     fake.deliver(reply2, b'{"stream":"S","seq":2}')
     assert second.result(1) == PubAck(stream="S", seq=2) and not first.done()
     fake.deliver(reply1, b'{"error":{"code":400,"err_code":10070,"description":"x"}}')
@@ -480,3 +482,23 @@ def test_a_full_window_is_woken_by_the_ack_that_lands_right_after_its_look(
     started = time.monotonic()
     pub.publish_async("s.a", b"y")
     assert time.monotonic() - started < 1.5, "publish_async slept through the freed room"
+
+
+@pytest.mark.parametrize("msg_id", ["m-1", "orders:17", "ü-ñ", "x" * 200])
+def test_the_msg_id_block_is_what_encode_headers_makes(msg_id: str) -> None:
+    assert msg_id_block(msg_id) == encode_headers({"Nats-Msg-Id": msg_id})
+
+
+@pytest.mark.parametrize("msg_id", ["", "a\r\nX: y", "a\n", 17])
+def test_a_bad_msg_id_is_refused_before_anything_is_sent(msg_id: Any) -> None:
+    with pytest.raises(core.InvalidArgumentError, match="msg_id"):
+        msg_id_block(msg_id)
+
+
+def test_publish_async_with_a_msg_id_sends_its_block(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    pub.publish_async("s.a", b"1", msg_id="m-1")
+    pub.publish_async("s.a", b"2", msg_id="m-2", headers={"K": "v"})
+    (_, _, _, only_id), (_, _, _, both) = fake.published
+    assert only_id == encode_headers({"Nats-Msg-Id": "m-1"})
+    assert both == {"K": "v", "Nats-Msg-Id": "m-2"}
