@@ -5,7 +5,7 @@
 # changes). The versions are the ones setup.cfg's classifiers declare plus any other 3.x >= 3.10
 # that pyenv has; each is found with pyenv (its newest patch release) or else as python3.X on
 # PATH. One that is found nowhere is named in the summary as NOT TESTED, never skipped in
-# silence; MATRIX_STRICT=1 makes that a failure too.
+# silence; MATRIX_STRICT=1 makes that a failure too. MATRIX_PYTHONS overrides the list.
 #
 # Usage: tools/test_matrix.sh MAIN_PYTHON [PYTEST_ARGS...]
 #        tools/test_matrix.sh --find 3.X   (prints that Python's path, for make test-min)
@@ -32,6 +32,8 @@ fi
 from_pyenv=$(printf '%s\n' "$pyenv_versions" | sed -n 's/^\(3\.[0-9]*\)\..*/\1/p' \
              | awk -F. '$2 >= 10')
 minors=$(printf '%s\n' $declared $from_pyenv | sort -t. -k2,2n -u | grep -vx "$main_minor")
+# MATRIX_PYTHONS="3.12 3.13" runs just those (make test-matrix MATRIX_PYTHONS=3.12).
+minors=${MATRIX_PYTHONS:-$minors}
 
 find_python() {  # the interpreter for minor version $1, or nothing
     local minor=$1 version
