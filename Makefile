@@ -35,7 +35,9 @@ test-matrix: $(DEV_STAMP)
 
 # The lowest version of each dependency setup.cfg declares (.ci/constraints-min.txt) on the
 # lowest Python it declares (MIN_PYTHON), in its own .venv-min/: test-fast's selection plus the
-# Spark tests (those that need a newer pyspark skip, saying so).
+# Spark tests (those that need a newer pyspark skip, saying so). About 20 minutes on 2 cores
+# (first set-up ~4, fast suite ~4.5, Spark tests ~6-11): not in .ci/run, which it would
+# take past its time; run it when a floor in setup.cfg or .ci/constraints-min.txt changes.
 MIN_VENV := .venv-min
 MIN_PYTHON ?= $(shell bash tools/test_matrix.sh --find 3.10)
 MIN_STAMP := $(MIN_VENV)/.installed-min
