@@ -42,10 +42,11 @@ JwtCallback = Callable[[], str]
 def _nkeys() -> Any:
     try:
         import nkeys  # noqa: PLC0415 - an optional extra, needed only for these credentials
-    except ImportError:
+    except ImportError as err:
+        # Name what failed: nkeys may be there but broken (0.2.0 lacks its pynacl dependency).
         raise BadCredentialsError(
             "nkey and .creds authentication need the nkeys package: "
-            "pip install 'nats-sync[nkeys]'"
+            f"pip install 'nats-sync[nkeys]' (import failed: {err})"
         ) from None
     return nkeys
 

@@ -26,7 +26,13 @@ import nats_sync
 from nats_sync import _cli_jetstream, _cli_micro
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
-from nats_sync.errors import Error, InvalidArgumentError
+from nats_sync.errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    Error,
+    InvalidArgumentError,
+    TimeoutError,
+)
 from nats_sync.jetstream import PubAck
 from nats_sync.msg import Msg
 from nats_sync.testing import NatsServer
@@ -213,11 +219,51 @@ def _publish_acked(nc: nats_sync.Client, args: argparse.Namespace,
     out.flush()
 
 
-def _until_interrupted(nc: nats_sync.Client, done: threading.Event) -> None:
+#: How often the commands that run until Ctrl-C look whether it came.
+_INTERRUPT_POLL = 0.2
+
+
+class _CtrlC:
+    """Ctrl-C for the commands that run until interrupted (``sub``, ``reply``), as a flag.
+
+    Why not KeyboardInterrupt: Python raises it at whichever bytecode the main thread is
+    on when SIGINT arrives, and some of those, inside ``threading.Condition.wait`` (under
+    ``Event.wait`` and a subscription's queue) between the wait and the lock's restore,
+    leave the lock released: the ``with`` around it then raises ``RuntimeError: release
+    unlocked lock``, or a later wait hangs. Where a signal can land differs between Python
+    versions (the interpreter checks for it at different instructions), so Ctrl-C just
+    after start failed on 3.10, 3.12 and 3.13 and not on 3.11. The handler only sets
+    ``pressed``; the loops look at it every ``_INTERRUPT_POLL`` seconds and then drain or
+    close. A second Ctrl-C (a user tired of waiting for the drain) raises
+    KeyboardInterrupt as usual.
+    """
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        # signal.signal works on the main thread only; main() called from another thread
+        # (a test, an embedding program) keeps the default behaviour.
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+        self.pressed = True
+
+
+def _until_interrupted(nc: nats_sync.Client, done: threading.Event, ctrl_c: _CtrlC) -> None:
     try:
-        while not done.wait(0.2):
+        while not ctrl_c.pressed and not done.wait(_INTERRUPT_POLL):
             pass
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # not on the main thread (no _CtrlC handler) or pressed twice
         pass
     finally:
         if not nc.is_closed:
@@ -226,14 +272,22 @@ def _until_interrupted(nc: nats_sync.Client, done: threading.Event) -> None:
 
 def _cmd_sub(args: argparse.Namespace, out: TextIO) -> None:
     nc = _connect(args)
-    sub = nc.subscribe(args.subject, queue=args.queue, max_msgs=args.count)
-    nc.flush()
-    out.write(f"listening on {args.subject!r}\n")
-    out.flush()
     try:
-        for msg in sub:
-            _show(msg, out)
-    except KeyboardInterrupt:
+        sub = nc.subscribe(args.subject, queue=args.queue, max_msgs=args.count)
+        nc.flush()
+        # Installed before the ready line: a Ctrl-C from then on only sets the flag.
+        with _CtrlC() as ctrl_c:
+            out.write(f"listening on {args.subject!r}\n")
+            out.flush()
+            while not ctrl_c.pressed:
+                try:
+                    msg = sub.next_msg(timeout=_INTERRUPT_POLL)
+                except TimeoutError:
+                    continue
+                except (BadSubscriptionError, ConnectionClosedError):
+                    break  # max_msgs reached, or the connection is gone for good
+                _show(msg, out)
+    except KeyboardInterrupt:  # before the ready line, or pressed twice
         pass
     finally:
         nc.close()
@@ -277,9 +331,10 @@ def _cmd_reply(args: argparse.Namespace, out: TextIO) -> None:
 
     nc.subscribe(args.subject, queue=args.queue, cb=answer)
     nc.flush()
-    out.write(f"answering requests on {args.subject!r}\n")
-    out.flush()
-    _until_interrupted(nc, done)
+    with _CtrlC() as ctrl_c:  # before the ready line, as in _cmd_sub
+        out.write(f"answering requests on {args.subject!r}\n")
+        out.flush()
+        _until_interrupted(nc, done, ctrl_c)
 
 
 def _progress(label: str, done: int, total: int, out: TextIO) -> None:

@@ -143,29 +143,37 @@ class Request:
         self._responded = True
         self.msg.respond(data, headers)
 
-    def respond_error(self, code: int, description: str, data: bytes = b"",
+    def respond_error(self, code: int | str, description: str, data: bytes = b"",
                       headers: HeadersArg = None) -> None:
         """Answers with an error: ``Nats-Service-Error`` and ``Nats-Service-Error-Code``
         headers (beside ``headers``) and ``data`` as the body; counted in the endpoint's
         ``num_errors``.
 
         Args:
-            code: the error code, e.g. 400 or 500.
+            code: the error code, e.g. 400 or ``"404"``: an int, or a str sent as given
+                (nats-py's ``respond_error`` and nats.go's ``Error`` take a string, so
+                code ported from either works unchanged).
             description: what went wrong, in words (one line).
             data: a body for the caller, if any.
             headers: more headers.
 
         Raises:
-            InvalidArgumentError: ``code`` is not an int, or the request has no reply
-                subject.
+            InvalidArgumentError: ``code`` is neither an int nor a str, is an empty str
+                (nats.go refuses it too) or holds a line break (it goes in a header line),
+                or the request has no reply subject.
         """
-        if isinstance(code, bool) or not isinstance(code, int):
-            raise InvalidArgumentError(f"code must be an int, got {code!r}")
+        # bool is an int subclass, but True as a code is a mistake, not 1.
+        if isinstance(code, bool) or not isinstance(code, (int, str)):
+            raise InvalidArgumentError(f"code must be an int or a str, got {code!r}")
+        code_text = str(code)
+        if not code_text or "\r" in code_text or "\n" in code_text:
+            raise InvalidArgumentError(
+                f"code must be non-empty and on one line, got {code!r}")
         description = str(description).replace("\r", " ").replace("\n", " ")
-        self._error = f"{code}:{description}"
+        self._error = f"{code_text}:{description}"
         all_headers: dict[str, str | Sequence[str]] = dict(headers or {})
         all_headers[ERROR_HEADER] = description
-        all_headers[ERROR_CODE_HEADER] = str(code)
+        all_headers[ERROR_CODE_HEADER] = code_text
         self.respond(data, all_headers)
 
     def __repr__(self) -> str:

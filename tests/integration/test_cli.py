@@ -145,6 +145,37 @@ def test_ctrl_c_stops_cleanly(nats_server: NatsServer, command: list[str]) -> No
     assert "Traceback" not in err
 
 
+CHILD = os.path.join(os.path.dirname(__file__), "cli_sigint_child.py")
+
+
+def sigint_at_line(url: str, command: list[str], line: int) -> tuple[int, str]:
+    """Runs the CLI with a SIGINT at its ``line``th line event after the ready line."""
+    done = subprocess.run([sys.executable, CHILD, str(line), "--server", url, *command],
+                          capture_output=True, text=True, timeout=30, check=False)
+    return done.returncode, done.stderr
+
+
+# Issue 24: on 3.10, 3.12 and 3.13 a Ctrl-C just after start could land inside
+# threading.Condition.wait between the wait and the restore of its lock (a KeyboardInterrupt
+# there leaves the lock released: "RuntimeError: release unlocked lock", exit status 1) or
+# inside next_msg (then close hung). On 3.12.1 lines 14-53 after the ready line held such
+# moments; the fast run walks one poll period of each command, the slow one two.
+@pytest.mark.parametrize("command", [["sub", "cli.int"], ["reply", "cli.int"]])
+@pytest.mark.parametrize("lines", [
+    range(12, 32),
+    pytest.param(range(1, 62), marks=[pytest.mark.slow, pytest.mark.timeout(240)]),
+])
+def test_ctrl_c_at_each_moment_after_start_stops_cleanly(
+        nats_server: NatsServer, command: list[str], lines: range) -> None:
+    fired = 0
+    for line in lines:
+        status, err = sigint_at_line(nats_server.url, command, line)
+        fired += "[SIGINT at" in err
+        assert status == 0 and "Traceback" not in err, f"SIGINT at line event {line}: {err}"
+    # Every moment was reached: the loop runs until interrupted, so the Nth event comes.
+    assert fired == len(lines)
+
+
 # --- connection options on either side of the command (issue 13) -------------------
 
 #: Every option that is accepted before and after the command.

@@ -54,14 +54,17 @@ def aio() -> Iterator[AsyncioThread]:
     runner.stop()
 
 
+# A str code as nats-py's respond_error takes it (issue 24) reaches nats-py as the int does.
+@pytest.mark.parametrize("code", [422, "422"])
 def test_nats_py_reads_our_discovery_and_calls_our_endpoints(
-        nats_server: NatsServer, connect: ClientFactory, aio: AsyncioThread) -> None:
+        nats_server: NatsServer, connect: ClientFactory, aio: AsyncioThread,
+        code: int | str) -> None:
     svc = micro.add_service(connect(), "ours", "1.4.2", description="sync side",
                             metadata={"lang": "python-sync"})
 
     def handler(req: Request) -> None:
         if req.data == b"bad":
-            req.respond_error(422, "unprocessable")
+            req.respond_error(code, "unprocessable")
         else:
             req.respond(req.data[::-1])
 

@@ -93,6 +93,51 @@ def test_error_replies_carry_the_headers_and_are_counted(connect: ClientFactory)
     svc.stop()
 
 
+@pytest.mark.parametrize(("code", "sent", "parsed"), [
+    ("404", "404", 404),            # nats-py's respond_error(code: str) and nats.go's Error
+    ("E_NO_PRODUCT", "E_NO_PRODUCT", 0),  # a non-numeric code goes out as given
+    (404, "404", 404),
+])
+def test_a_str_code_is_sent_as_given(connect: ClientFactory, code: int | str, sent: str,
+                                     parsed: int) -> None:
+    nc, caller = connect(), connect()
+    svc = micro.add_service(nc, "codes", "1.0.0")
+    svc.add_endpoint("quote", lambda req: req.respond_error(code, "no such product"))
+    reply = caller.request("quote", b"", timeout=5)
+    assert reply.headers is not None
+    assert reply.headers["Nats-Service-Error-Code"] == sent
+    assert reply.headers["Nats-Service-Error"] == "no such product"
+    with pytest.raises(ServiceError, match=sent) as caught:
+        micro.check(reply)
+    # ServiceError.code stays an int (0 when the code is not a number); the text keeps it.
+    assert caught.value.code == parsed
+    endpoint = svc.stats().endpoints[0]
+    assert (endpoint.num_errors, endpoint.last_error) == (1, f"{sent}:no such product")
+    svc.stop()
+
+
+@pytest.mark.parametrize("code", ["", "40\r\n4", True, 4.04, None, b"404"])
+def test_a_bad_code_is_refused_and_nothing_is_sent(connect: ClientFactory,
+                                                   code: object) -> None:
+    nc, caller = connect(), connect()
+    refused: list[BaseException] = []
+
+    def handler(req: Request) -> None:
+        try:
+            req.respond_error(code, "x")  # type: ignore[arg-type]
+        except nats_sync.InvalidArgumentError as err:
+            refused.append(err)
+            req.respond(b"refused")
+
+    svc = micro.add_service(nc, "badcodes", "1.0.0")
+    svc.add_endpoint("do", handler)
+    reply = caller.request("do", b"", timeout=5)
+    # The handler's own plain answer, not an error reply: respond_error sent nothing.
+    assert reply.data == b"refused" and micro.check(reply) is reply
+    assert len(refused) == 1
+    svc.stop()
+
+
 def test_a_raising_handler_is_answered_500_and_the_service_keeps_serving(
         connect: ClientFactory) -> None:
     nc, caller = connect(), connect()

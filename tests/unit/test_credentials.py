@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import nkeys
 import pytest
 from nacl.signing import VerifyKey
 
+from nats_sync import _auth
 from nats_sync._auth import connect_auth, read_creds_file, read_seed_file, sign
 from nats_sync._options import build_options
 from nats_sync.errors import BadCredentialsError, Error
@@ -314,3 +316,12 @@ def test_options_repr_shows_paths_but_no_secret(tmp_path: Path) -> None:
     assert str(path) in shown
     for secret in (seed.decode(), "hunter2", "pw-1", "tok-1"):
         assert secret not in shown
+
+
+def test_a_broken_nkeys_install_is_named_with_its_import_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules makes `import nkeys` raise ImportError, as a broken install does
+    # (nkeys 0.2.0 without pynacl): the message must say why, not only "install nkeys".
+    monkeypatch.setitem(sys.modules, "nkeys", None)
+    with pytest.raises(BadCredentialsError, match=r"nats-sync\[nkeys\].*import failed: .*nkeys"):
+        _auth._nkeys()
