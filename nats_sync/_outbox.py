@@ -93,8 +93,9 @@ class Outbox:
         #: False while disconnected: the outbox buffers and refuses past ``limit``.
         self.connected = False
         self.writer_waiting = False
-        #: A caller's thread is writing to the socket itself (see :meth:`claim_direct`).
-        self.sending = False
+        #: The ident of a caller's thread writing to the socket itself, 0 when none
+        #: (see :meth:`claim_direct`; the ident lets an interrupted one tell it holds it).
+        self.sending = 0
         self.room_waiters = 0
         self.stopping = False
         self.out_msgs = 0
@@ -124,8 +125,10 @@ class Outbox:
     def wake_writer(self) -> None:
         """With ``lock`` held and the writer waiting: wakes it, once per wake-up (frames
         queued before it runs ride along for free)."""
-        self.writer_waiting = False
+        # Notified first: Ctrl-C between the two lines must leave the flag set (the next
+        # frame wakes the writer then), never cleared with the writer still asleep.
         self._wakeup.notify()
+        self.writer_waiting = False
 
     def claim_direct(self, payload_size: int) -> bool:
         """Lets the calling thread write one message to the socket itself.
@@ -137,7 +140,7 @@ class Outbox:
         with self.lock:
             if self.frames or self.sending or not self.writer_waiting or not self.connected:
                 return False
-            self.sending = True
+            self.sending = threading.get_ident()
             self.out_msgs += 1
             self.out_bytes += payload_size
             return True
@@ -153,7 +156,7 @@ class Outbox:
             if unsent:
                 self.frames.insert(0, unsent)
                 self.size += len(unsent)
-            self.sending = False
+            self.sending = 0
             # Only when there is something for it: waking the writer for nothing costs
             # a thread switch on every request.
             if self.writer_waiting and (self.frames or self.stopping):
@@ -212,8 +215,15 @@ class Outbox:
         """Queues a PING and, in the same order, the waiter for its PONG."""
         with self.lock:
             self.frames.append(_PING_FRAME)
+            try:
+                self.pong_waiters.append(waiter)
+            finally:
+                # Ctrl-C (a flush in the main thread) between the two appends: the PING
+                # is queued, so its waiter must be too, or every later PONG would settle
+                # the flush after the one it answers.
+                if not self.pong_waiters or self.pong_waiters[-1] is not waiter:
+                    self.pong_waiters.append(waiter)
             self.size += len(_PING_FRAME)
-            self.pong_waiters.append(waiter)
             if self.writer_waiting:
                 self.wake_writer()
 
