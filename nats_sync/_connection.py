@@ -200,6 +200,10 @@ class Connection:
             if not outbox.claim_direct(payload_size):
                 return False
             sent = tcp.send_nowait(frame)
+            # In the try too: Ctrl-C as release_direct() is entered must not keep the
+            # claim either.
+            outbox.release_direct(
+                remainder(frame[sent:], frame) if sent < len(frame) else None)
         except Error as err:
             outbox.requeue([frame])  # whole: the server drops a partial frame with the link
             outbox.release_direct()
@@ -213,7 +217,6 @@ class Connection:
             if outbox.sending == threading.get_ident():
                 outbox.release_direct()
             raise
-        outbox.release_direct(remainder(frame[sent:], frame) if sent < len(frame) else None)
         return True
 
     def _read_available(self) -> bool:

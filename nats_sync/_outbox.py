@@ -24,6 +24,7 @@ waiting, after every buffered message.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
@@ -77,14 +78,19 @@ class Outbox:
 
     # Every publish reads and writes these under ``lock``.
     __slots__ = (
-        "_room", "_wakeup", "connected", "frames", "full_wait", "limit", "lock", "out_bytes",
+        "_bell", "_room", "_sleepers", "connected", "frames", "full_wait", "limit", "lock", "out_bytes",
         "out_msgs", "pong_waiters", "room_waiters", "sending", "size", "stopping",
         "writer_waiting",
     )
 
     def __init__(self, limit: int, full_wait: float) -> None:
         self.lock = threading.Lock()
-        self._wakeup = threading.Condition(self.lock)
+        # The writer sleeps on a SimpleQueue, not a Condition: put() is one C call, so
+        # Ctrl-C in a publishing main thread cannot cut a wake-up in half (Condition.notify
+        # interrupted between releasing a waiter and removing it made every later notify
+        # raise "release unlocked lock"), and a wake-up too many is harmless.
+        self._bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._sleepers = 0
         self._room = threading.Condition(self.lock)
         self.frames: list[Frame] = []
         self.size = 0
@@ -125,9 +131,9 @@ class Outbox:
     def wake_writer(self) -> None:
         """With ``lock`` held and the writer waiting: wakes it, once per wake-up (frames
         queued before it runs ride along for free)."""
-        # Notified first: Ctrl-C between the two lines must leave the flag set (the next
-        # frame wakes the writer then), never cleared with the writer still asleep.
-        self._wakeup.notify()
+        # Rung first: Ctrl-C between the two lines must leave the flag set (the next
+        # frame rings again, harmlessly), never cleared with the writer still asleep.
+        self._bell.put(None)
         self.writer_waiting = False
 
     def claim_direct(self, payload_size: int) -> bool:
@@ -251,7 +257,13 @@ class Outbox:
                 if self.stopping and not self.frames and not self.sending:
                     return None
                 self.writer_waiting = True
-                self._wakeup.wait()
+                self._sleepers += 1
+                self.lock.release()
+                try:
+                    self._bell.get()  # the writer thread: never interrupted
+                finally:
+                    self.lock.acquire()
+                    self._sleepers -= 1
                 self.writer_waiting = False
             frames = self.frames
             self.frames = []
@@ -314,5 +326,6 @@ class Outbox:
             if discard:
                 self.frames = []
                 self.size = 0
-            self._wakeup.notify_all()
+            for _ in range(self._sleepers):
+                self._bell.put(None)
             self._room.notify_all()
