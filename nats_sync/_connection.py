@@ -121,7 +121,10 @@ class Connection:
         self._token = threading.RLock()
         self._buffer = memoryview(bytearray(READ_BUFFER_SIZE))  # used under _token only
         self._poll = select.poll()
-        self._park = threading.Condition(threading.Lock())
+        # Taken as ``with self._park_lock`` by other threads: Condition.__enter__ is
+        # Python code, and Ctrl-C right after its acquire would leak the lock.
+        self._park_lock = threading.Lock()
+        self._park = threading.Condition(self._park_lock)
         self._parked = False
         self._resume = False
         # The reader, the writer and any leader: the last one out releases the socket.
@@ -145,7 +148,7 @@ class Connection:
     def wake_reader(self) -> None:
         """Any thread: makes a parked reader read again now (something needs it)."""
         if self._parked:
-            with self._park:
+            with self._park_lock:
                 self._resume = True
                 self._park.notify()
 
@@ -263,8 +266,8 @@ class Connection:
                 return
             with self._running_lock:  # no call inside: nothing can interrupt it
                 if self._running > 0 and not self.finished:
-                    self._running += 1
-                    entered = True
+                    # One statement: counted if and only if the finally counts it out.
+                    self._running, entered = self._running + 1, True
             if not entered:
                 return
             poll = self._poll.poll
