@@ -116,8 +116,8 @@ class Connection:
         self.can_lead = self._tcp is not None and may_park is not None
         self._may_park = may_park if may_park is not None and self.can_lead else _never
         #: Held by whichever thread reads the socket and dispatches (see lead()); an
-        #: RLock for ``_is_owned()``: a leader interrupted right after acquiring it
-        #: can still tell that it holds it.
+        #: RLock, owned by a thread: a leader interrupted right after acquiring it
+        #: still releases it (``release()`` fails, harmlessly, when not held).
         self._token = threading.RLock()
         self._buffer = memoryview(bytearray(READ_BUFFER_SIZE))  # used under _token only
         self._poll = select.poll()
@@ -252,8 +252,8 @@ class Connection:
         reader would; the caller then waits for its reply as usual.
 
         Safe against an asynchronous exception (Ctrl-C in the main thread) at any
-        bytecode: the token is released (``_is_owned``, since the result of ``acquire``
-        itself can be lost to the exception), the leader is counted out, and one that
+        bytecode: the token is released by ownership (the result of ``acquire`` itself
+        can be lost to the exception), the leader is counted out, and one that
         lands while bytes are read or dispatched ends the connection (the stream
         position is unknown then), so the client reconnects instead of hanging.
         """
@@ -292,14 +292,21 @@ class Connection:
         except Exception as err:
             self._read_failed(err, "reading a reply")
         finally:
-            if token._is_owned():  # type: ignore[attr-defined]
+            try:
+                # One C call that releases the token only if this thread holds it (an
+                # RLock checks its owner): an ``_is_owned()`` check then ``release()``
+                # could be cut between the two by Ctrl-C (a signal is handled right
+                # after a call returns).
                 token.release()
-            if entered:
-                try:
-                    if not self._may_park():
-                        self.wake_reader()  # subscriptions, futures or flushes need it
-                finally:
-                    self._thread_done()
+            except RuntimeError:
+                pass  # not held: it returned before taking it
+            finally:
+                if entered:
+                    try:
+                        self._thread_done()
+                    finally:
+                        if not self._may_park():
+                            self.wake_reader()  # subscriptions, futures or flushes need it
 
     def _park_while_requesters_read(self) -> None:
         """Reader thread, ``_token`` released: requesters read their replies meanwhile.

@@ -78,8 +78,8 @@ class Outbox:
 
     # Every publish reads and writes these under ``lock``.
     __slots__ = (
-        "_bell", "_room", "_sleepers", "connected", "frames", "full_wait", "limit", "lock", "out_bytes",
-        "out_msgs", "pong_waiters", "room_waiters", "sending", "size", "stopping",
+        "_bell", "_room", "_sleepers", "connected", "frames", "full_wait", "limit", "lock",
+        "out_bytes", "out_msgs", "pong_waiters", "room_waiters", "sending", "size", "stopping",
         "writer_waiting",
     )
 

