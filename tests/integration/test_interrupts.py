@@ -82,6 +82,9 @@ ON_TOP = ["js_publish", "js_publish_async", "js_fetch", "js_messages", "kv", "ob
 #: thread holding it, its hold is released). flush (Event.wait), next_msg and a full
 #: outbox wait there. An interrupted close() leaves the client's threads running.
 KNOWN = {
+    "request": "Condition.wait window (the flush after each request: Event.wait)",
+    "request_batch": "Condition.wait window (BatchWait.wait)",
+    "js_publish_async": "an interrupted publish_async can still leave one ack awaited",
     "flush": "Condition.wait window (Event.wait)",
     "next_msg": "Condition.wait window (the subscription queue)",
     "publish_full": "Condition.wait window (wait_for_room, then flush)",
