@@ -115,11 +115,16 @@ class Connection:
         #: Whether requesters may read their own replies (plain TCP: non-blocking reads).
         self.can_lead = self._tcp is not None and may_park is not None
         self._may_park = may_park if may_park is not None and self.can_lead else _never
-        #: Held by whichever thread reads the socket and dispatches (see lead()).
-        self._token = threading.Lock()
+        #: Held by whichever thread reads the socket and dispatches (see lead()); an
+        #: RLock, owned by a thread: a leader interrupted right after acquiring it
+        #: still releases it (``release()`` fails, harmlessly, when not held).
+        self._token = threading.RLock()
         self._buffer = memoryview(bytearray(READ_BUFFER_SIZE))  # used under _token only
         self._poll = select.poll()
-        self._park = threading.Condition(threading.Lock())
+        # Taken as ``with self._park_lock`` by other threads: Condition.__enter__ is
+        # Python code, and Ctrl-C right after its acquire would leak the lock.
+        self._park_lock = threading.Lock()
+        self._park = threading.Condition(self._park_lock)
         self._parked = False
         self._resume = False
         # The reader, the writer and any leader: the last one out releases the socket.
@@ -143,7 +148,7 @@ class Connection:
     def wake_reader(self) -> None:
         """Any thread: makes a parked reader read again now (something needs it)."""
         if self._parked:
-            with self._park:
+            with self._park_lock:
                 self._resume = True
                 self._park.notify()
 
@@ -192,16 +197,29 @@ class Connection:
         """
         outbox = self._outbox
         tcp = self._tcp
-        if self.finished or tcp is None or not outbox.claim_direct(payload_size):
+        if self.finished or tcp is None:
             return False
         try:
+            if not outbox.claim_direct(payload_size):
+                return False
             sent = tcp.send_nowait(frame)
+            # In the try too: Ctrl-C as release_direct() is entered must not keep the
+            # claim either.
+            outbox.release_direct(
+                remainder(frame[sent:], frame) if sent < len(frame) else None)
         except Error as err:
             outbox.requeue([frame])  # whole: the server drops a partial frame with the link
             outbox.release_direct()
             self._lost(err)
             return True
-        outbox.release_direct(remainder(frame[sent:], frame) if sent < len(frame) else None)
+        except BaseException:
+            # Ctrl-C right after the claim or the send (the result of either can be lost
+            # to it): give the writer its turn back, or it would wait for ever. The frame
+            # went out or not; a small one on an idle socket is never cut (were it, the
+            # server would end the link and the client reconnect).
+            if outbox.sending == threading.get_ident():
+                outbox.release_direct()
+            raise
         return True
 
     def _read_available(self) -> bool:
@@ -232,17 +250,26 @@ class Connection:
         Only when the reader thread has stepped aside; otherwise returns at once and the
         reader delivers as usual. Failures are reported through ``on_lost`` as the
         reader would; the caller then waits for its reply as usual.
+
+        Safe against an asynchronous exception (Ctrl-C in the main thread) at any
+        bytecode: the token is released by ownership (the result of ``acquire`` itself
+        can be lost to the exception), the leader is counted out, and one that
+        lands while bytes are read or dispatched ends the connection (the stream
+        position is unknown then), so the client reconnects instead of hanging.
         """
-        if not self._parked or not self._token.acquire(blocking=False):
+        if not self._parked:
             return
-        with self._running_lock:
-            entered = self._running > 0 and not self.finished
-            if entered:
-                self._running += 1
-        if not entered:
-            self._token.release()
-            return
+        token = self._token
+        entered = False
         try:
+            if not token.acquire(blocking=False):
+                return
+            with self._running_lock:  # no call inside: nothing can interrupt it
+                if self._running > 0 and not self.finished:
+                    # One statement: counted if and only if the finally counts it out.
+                    self._running, entered = self._running + 1, True
+            if not entered:
+                return
             poll = self._poll.poll
             while not is_done() and not self.finished:
                 # Wait first: the reply is a round trip away, so a read now would only
@@ -250,15 +277,36 @@ class Connection:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                # Interrupted here, nothing is lost: the wait is the place to stop.
                 if poll(remaining * 1000.0 + 1.0):  # ms, rounded up: never spin on 0
-                    self._read_available()
+                    try:
+                        self._read_available()
+                    except Exception:
+                        raise
+                    except BaseException:
+                        # Bytes read, fed or half dispatched are lost for good: only a
+                        # new connection (and the replay) puts the client right again.
+                        self._lost(NatsConnectionError(
+                            "interrupted while reading the server's bytes; reconnecting"))
+                        raise
         except Exception as err:
             self._read_failed(err, "reading a reply")
         finally:
-            self._token.release()
-            if not self._may_park():
-                self.wake_reader()  # subscriptions, futures or flushes need it now
-            self._thread_done()
+            try:
+                # One C call that releases the token only if this thread holds it (an
+                # RLock checks its owner): an ``_is_owned()`` check then ``release()``
+                # could be cut between the two by Ctrl-C (a signal is handled right
+                # after a call returns).
+                token.release()
+            except RuntimeError:
+                pass  # not held: it returned before taking it
+            finally:
+                if entered:
+                    try:
+                        self._thread_done()
+                    finally:
+                        if not self._may_park():
+                            self.wake_reader()  # subscriptions, futures or flushes need it
 
     def _park_while_requesters_read(self) -> None:
         """Reader thread, ``_token`` released: requesters read their replies meanwhile.

@@ -24,6 +24,7 @@ waiting, after every buffered message.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
@@ -77,14 +78,19 @@ class Outbox:
 
     # Every publish reads and writes these under ``lock``.
     __slots__ = (
-        "_room", "_wakeup", "connected", "frames", "full_wait", "limit", "lock", "out_bytes",
-        "out_msgs", "pong_waiters", "room_waiters", "sending", "size", "stopping",
+        "_bell", "_room", "_sleepers", "connected", "frames", "full_wait", "limit", "lock",
+        "out_bytes", "out_msgs", "pong_waiters", "room_waiters", "sending", "size", "stopping",
         "writer_waiting",
     )
 
     def __init__(self, limit: int, full_wait: float) -> None:
         self.lock = threading.Lock()
-        self._wakeup = threading.Condition(self.lock)
+        # The writer sleeps on a SimpleQueue, not a Condition: put() is one C call, so
+        # Ctrl-C in a publishing main thread cannot cut a wake-up in half (Condition.notify
+        # interrupted between releasing a waiter and removing it made every later notify
+        # raise "release unlocked lock"), and a wake-up too many is harmless.
+        self._bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._sleepers = 0
         self._room = threading.Condition(self.lock)
         self.frames: list[Frame] = []
         self.size = 0
@@ -93,8 +99,9 @@ class Outbox:
         #: False while disconnected: the outbox buffers and refuses past ``limit``.
         self.connected = False
         self.writer_waiting = False
-        #: A caller's thread is writing to the socket itself (see :meth:`claim_direct`).
-        self.sending = False
+        #: The ident of a caller's thread writing to the socket itself, 0 when none
+        #: (see :meth:`claim_direct`; the ident lets an interrupted one tell it holds it).
+        self.sending = 0
         self.room_waiters = 0
         self.stopping = False
         self.out_msgs = 0
@@ -124,8 +131,10 @@ class Outbox:
     def wake_writer(self) -> None:
         """With ``lock`` held and the writer waiting: wakes it, once per wake-up (frames
         queued before it runs ride along for free)."""
+        # Rung first: Ctrl-C between the two lines must leave the flag set (the next
+        # frame rings again, harmlessly), never cleared with the writer still asleep.
+        self._bell.put(None)
         self.writer_waiting = False
-        self._wakeup.notify()
 
     def claim_direct(self, payload_size: int) -> bool:
         """Lets the calling thread write one message to the socket itself.
@@ -137,7 +146,7 @@ class Outbox:
         with self.lock:
             if self.frames or self.sending or not self.writer_waiting or not self.connected:
                 return False
-            self.sending = True
+            self.sending = threading.get_ident()
             self.out_msgs += 1
             self.out_bytes += payload_size
             return True
@@ -153,7 +162,7 @@ class Outbox:
             if unsent:
                 self.frames.insert(0, unsent)
                 self.size += len(unsent)
-            self.sending = False
+            self.sending = 0
             # Only when there is something for it: waking the writer for nothing costs
             # a thread switch on every request.
             if self.writer_waiting and (self.frames or self.stopping):
@@ -212,8 +221,15 @@ class Outbox:
         """Queues a PING and, in the same order, the waiter for its PONG."""
         with self.lock:
             self.frames.append(_PING_FRAME)
+            try:
+                self.pong_waiters.append(waiter)
+            finally:
+                # Ctrl-C (a flush in the main thread) between the two appends: the PING
+                # is queued, so its waiter must be too, or every later PONG would settle
+                # the flush after the one it answers.
+                if not self.pong_waiters or self.pong_waiters[-1] is not waiter:
+                    self.pong_waiters.append(waiter)
             self.size += len(_PING_FRAME)
-            self.pong_waiters.append(waiter)
             if self.writer_waiting:
                 self.wake_writer()
 
@@ -241,7 +257,13 @@ class Outbox:
                 if self.stopping and not self.frames and not self.sending:
                     return None
                 self.writer_waiting = True
-                self._wakeup.wait()
+                self._sleepers += 1
+                self.lock.release()
+                try:
+                    self._bell.get()  # the writer thread: never interrupted
+                finally:
+                    self.lock.acquire()
+                    self._sleepers -= 1
                 self.writer_waiting = False
             frames = self.frames
             self.frames = []
@@ -304,5 +326,6 @@ class Outbox:
             if discard:
                 self.frames = []
                 self.size = 0
-            self._wakeup.notify_all()
+            for _ in range(self._sleepers):
+                self._bell.put(None)
             self._room.notify_all()

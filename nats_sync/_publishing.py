@@ -97,9 +97,9 @@ class Publisher:
                     frame = self._pub_line(subject, size, entry) + payload + _CRLF
                 outbox = self.outbox
                 length = len(frame)
-                lock = outbox.lock
-                lock.acquire()
-                try:
+                # ``with``, not acquire() then try: Ctrl-C right after acquire() returns
+                # would leave the lock held for ever (the one place ``with`` is immune).
+                with outbox.lock:
                     if outbox.size + length > outbox.limit and (
                         outbox.size or not outbox.connected
                     ):
@@ -110,8 +110,6 @@ class Publisher:
                     outbox.out_bytes += size
                     if outbox.writer_waiting:
                         outbox.wake_writer()
-                finally:
-                    lock.release()
                 return
         if type(reply) is not str:
             raise TypeError(f"reply must be a str subject, got {type(reply).__name__}")
@@ -168,9 +166,7 @@ class Publisher:
             frame = b"%b%b %d\r\n%b\r\n" % (entry[0], inbox, size, payload)
         outbox = self.outbox
         length = len(frame)
-        lock = outbox.lock
-        lock.acquire()
-        try:
+        with outbox.lock:  # not acquire() then try: see publish()
             if outbox.size + length > outbox.limit and (outbox.size or not outbox.connected):
                 outbox.wait_for_room(length)
             outbox.frames.append(frame)
@@ -179,8 +175,6 @@ class Publisher:
             outbox.out_bytes += size
             if outbox.writer_waiting:
                 outbox.wake_writer()
-        finally:
-            lock.release()
 
     def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
         """Queues encoded PUB frames as they are (``request_batch``)."""

@@ -135,18 +135,21 @@ class Requester:
         check_timeout(timeout)
         mux = self._request_mux()
         waiter = ReplyWaiter(subject)
-        reply = mux.register(waiter)
+        reply = mux.new_reply()
         try:
+            mux.add(reply, waiter)
             self._publisher.publish_request(subject, payload, reply.encode(), headers, True)
+            # Read the reply on this thread if the reader stepped aside (one wake-up);
+            # whatever is left of the timeout is then waited for as usual.
+            deadline = time.monotonic() + timeout
+            self._host.read_own_reply(waiter.is_done, deadline)
+            remaining = max(deadline - time.monotonic(), 0.0)
+            return self._await_reply(mux, waiter, reply, subject, remaining, timeout)
         except BaseException:
+            # Failed, timed out or interrupted (Ctrl-C) anywhere above: forgotten, so
+            # no waiter stays in the mux (which would keep the reader from parking).
             mux.cancel(reply)
             raise
-        # Read the reply on this thread if the reader stepped aside (one wake-up);
-        # whatever is left of the timeout is then waited for as usual.
-        deadline = time.monotonic() + timeout
-        self._host.read_own_reply(waiter.is_done, deadline)
-        remaining = max(deadline - time.monotonic(), 0.0)
-        return self._await_reply(mux, waiter, reply, subject, remaining, timeout)
 
     def _await_reply(
         self,
@@ -177,14 +180,17 @@ class Requester:
         check_timeout(timeout)
         mux = self._request_mux()
         future = ReplyFuture(subject, self._run_callback)
-        reply = mux.register(future)
-        self._host.wake_reader()  # nobody waits on this thread: the reader must read it
+        reply = mux.new_reply()
         try:
+            mux.add(reply, future)
+            self._host.wake_reader()  # nobody waits on this thread: the reader must read it
             self._publisher.publish_request(subject, payload, reply.encode(), headers, True)
+            self._timer.schedule(time.monotonic() + timeout, lambda: _expire(mux, reply))
         except BaseException:
+            # Also when interrupted before its deadline was scheduled: nothing would
+            # ever expire it.
             mux.cancel(reply)
             raise
-        self._timer.schedule(time.monotonic() + timeout, lambda: _expire(mux, reply))
         return future
 
     def request_batch(
@@ -246,41 +252,51 @@ class Requester:
             except Error as err:
                 results[index] = err
 
-        for payload in payloads:
-            if len(in_flight) - next_to_wait >= max_in_flight:
-                queue_chunk()
-                settle(next_to_wait)
-                next_to_wait += 1
-            slot = BatchSlot(subject, batch)
-            reply = mux.register(slot)
-            if not results:
-                self._host.wake_reader()  # registered first: a parked reader now stays awake
-            results.append(None)
-            if (prefix is not None and headers is None and type(payload) is bytes
-                    and len(payload) <= largest):
-                chunk.append(proto.pub_line(prefix, reply.encode(), len(payload)) + payload
-                             + proto.CRLF)
-                chunk_items.append(len(in_flight))
-                chunk_bytes += len(chunk[-1])
-                chunk_payload += len(payload)
-                in_flight.append((slot, reply, time.monotonic() + timeout))
-                if len(chunk) >= _BATCH_CHUNK:
+        # Every reply subject handed out, for an interrupted batch (Ctrl-C) to forget
+        # whatever it left in the mux.
+        registered: list[str] = []
+        try:
+            for payload in payloads:
+                if len(in_flight) - next_to_wait >= max_in_flight:
                     queue_chunk()
-                continue
-            queue_chunk()  # keeps the order on the wire
-            try:
-                self._publisher.publish_request(subject, payload, reply.encode(), headers,
-                                                False)
-            except (Error, TypeError, ValueError) as err:
-                # One bad item (wrong type, too big, ...) is that item's result.
+                    settle(next_to_wait)
+                    next_to_wait += 1
+                slot = BatchSlot(subject, batch)
+                reply = mux.new_reply()
+                registered.append(reply)  # first: an interrupted add is still cancelled
+                mux.add(reply, slot)
+                if not results:
+                    self._host.wake_reader()  # registered first: a parked reader now stays awake
+                results.append(None)
+                if (prefix is not None and headers is None and type(payload) is bytes
+                        and len(payload) <= largest):
+                    chunk.append(proto.pub_line(prefix, reply.encode(), len(payload)) + payload
+                                 + proto.CRLF)
+                    chunk_items.append(len(in_flight))
+                    chunk_bytes += len(chunk[-1])
+                    chunk_payload += len(payload)
+                    in_flight.append((slot, reply, time.monotonic() + timeout))
+                    if len(chunk) >= _BATCH_CHUNK:
+                        queue_chunk()
+                    continue
+                queue_chunk()  # keeps the order on the wire
+                try:
+                    self._publisher.publish_request(subject, payload, reply.encode(), headers,
+                                                    False)
+                except (Error, TypeError, ValueError) as err:
+                    # One bad item (wrong type, too big, ...) is that item's result.
+                    mux.cancel(reply)
+                    results[-1] = err
+                    in_flight.append(None)
+                    continue
+                in_flight.append((slot, reply, time.monotonic() + timeout))
+            queue_chunk()
+            for index in range(next_to_wait, len(in_flight)):
+                settle(index)
+        except BaseException:
+            for reply in registered:
                 mux.cancel(reply)
-                results[-1] = err
-                in_flight.append(None)
-                continue
-            in_flight.append((slot, reply, time.monotonic() + timeout))
-        queue_chunk()
-        for index in range(next_to_wait, len(in_flight)):
-            settle(index)
+            raise
         return cast(list[Msg | BaseException], results)  # every slot was settled above
 
 

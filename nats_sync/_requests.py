@@ -205,6 +205,19 @@ class RequestMux:
         self._waiters[token] = waiter
         return self.prefix + token
 
+    def new_reply(self) -> str:
+        """A fresh reply subject, nothing registered under it yet (see :meth:`add`).
+
+        In two steps for the caller's ``try``: ``cancel(reply)`` there removes the
+        waiter whether or not an asynchronous exception (Ctrl-C) let ``add`` finish.
+        """
+        return self.prefix + format(next(self._tokens), "x")
+
+    def add(self, reply_subject: str, waiter: Waiter) -> None:
+        """Registers ``waiter`` under a subject from :meth:`new_reply`."""
+        self.last_request = time.monotonic()
+        self._waiters[reply_subject[self._prefix_len :]] = waiter
+
     def cancel(self, reply_subject: str) -> Waiter | None:
         """Removes a request (timed out or failed to send).
 

@@ -172,14 +172,14 @@ class _MessageQueue:
 
     def _take(self) -> Msg | _End | None:
         """Under the lock: pops the next item, or None when there is none."""
-        try:
-            item = self._items.popleft()
-        except IndexError:
+        items = self._items
+        if not items:
             return None
-        if isinstance(item, _End):
-            self._items.appendleft(item)
-            return item
-        self._bytes_out += len(item.data)
+        item = items[0]
+        if type(item) is _End:
+            return item  # left queued: not popped and put back, which Ctrl-C could split
+        items.popleft()
+        self._bytes_out += len(item.data)  # type: ignore[union-attr]  # not _End: checked
         return item
 
     def append_end(self) -> None:

@@ -371,11 +371,15 @@ class AsyncPublisher:
                 self._wait_for_room(session)
                 if session.closed:
                     raise ConnectionClosedError("the client closed")
-        self._in_flight.add(waiter)
         try:
+            # In the try: Ctrl-C right after the add must not leave in the set a waiter
+            # that nothing settles (publish_async_completed would wait for it for ever).
+            self._in_flight.add(waiter)
             self._send(waiter, route, time.monotonic() + timeout)
         except BaseException:
-            if route.mux.cancel(waiter._reply) is waiter:
+            # Taken back unless the reader settled it already: not registered yet (no
+            # reply), or still in the mux.
+            if not waiter._reply or route.mux.cancel(waiter._reply) is waiter:
                 self._settled(waiter)  # taken back: it takes no room
             raise
         return waiter
@@ -383,7 +387,9 @@ class AsyncPublisher:
     def _send(self, waiter: AckFuture, route: InboxRoute, deadline: float) -> None:
         """Registers ``waiter`` under a fresh reply subject and publishes its message
         (a publish that raises leaves the waiter registered: the caller takes it back)."""
-        reply = waiter._reply = route.mux.register(waiter)
+        # The subject first, then the registration: the caller can always cancel it.
+        reply = waiter._reply = route.mux.new_reply()
+        route.mux.add(reply, waiter)
         queue = self._deadlines.get(waiter._timeout)
         if queue is None:
             queue = self._deadlines.setdefault(waiter._timeout, deque())

@@ -279,6 +279,9 @@ class MessageStream:
         self._connected = True
         self._pending_msgs = 0
         self._pending_bytes = 0
+        #: A pull counted as pending and not yet published (batch, bytes): what an
+        #: interrupted ``next()`` (Ctrl-C between the two) takes back.
+        self._unsent: tuple[int, int] | None = None
         self._heartbeat_due = math.inf
         self._retry_at = 0.0
         self._backoff = 0.0
@@ -331,7 +334,11 @@ class MessageStream:
         deadline = None if timeout is None else time.monotonic() + timeout
         sub = self._sub
         while True:
-            wait = self._prepare(deadline)
+            try:
+                wait = self._prepare(deadline)
+            except BaseException:
+                self._forget_unsent()
+                raise
             try:
                 msg = sub.next_msg(wait)
             except TimeoutError:
@@ -466,6 +473,16 @@ class MessageStream:
             return 0.0  # not sent: the next call waits as the failure left things
         return None if due == math.inf else max(due - time.monotonic(), 0.0)
 
+    def _forget_unsent(self) -> None:
+        """Uncounts a pull taken and never published (``next()`` interrupted between
+        the two), so the stream asks again instead of waiting for what it never asked."""
+        unsent = self._unsent
+        if unsent is not None:
+            self._unsent = None
+            with self._lock:
+                self._pending_msgs = max(0, self._pending_msgs - unsent[0])
+                self._pending_bytes = max(0, self._pending_bytes - unsent[1])
+
     def _take_pull(self, now: float) -> tuple[int, int] | None:
         """Under ``_lock``: the pull to send now, if the buffer is half empty; counts it
         as pending."""
@@ -483,6 +500,7 @@ class MessageStream:
             batch, size = self._max_msgs - self._pending_msgs, 0
         self._pending_msgs += batch
         self._pending_bytes += size
+        self._unsent = (batch, size)
         self._heartbeat_due = now + 2 * self._heartbeat
         return batch, size
 
@@ -493,10 +511,12 @@ class MessageStream:
                          heartbeat=self._heartbeat)
         try:
             self._client.publish(self._subject, body, reply=self._inbox)
+            self._unsent = None
         except ConnectionClosedError:
             self._end(_CLOSED, None)
             return False
         except Error as err:  # e.g. the reconnect buffer is full: try again soon
+            self._unsent = None
             with self._lock:
                 self._pending_msgs = max(0, self._pending_msgs - batch)
                 self._pending_bytes = max(0, self._pending_bytes - size)
