@@ -23,7 +23,7 @@ for _layer, _modules in enumerate([
     # 1 transport: addresses, credentials, options, streams and the handshake
     ["_pool", "_auth", "_options", "_transport", "_websocket", "_handshake"],
     # 2 connection threads and the small threaded parts
-    ["_outbox", "_connection", "_callbacks", "_timer", "_threads"],
+    ["_outbox", "_connection", "_callbacks", "_timer", "_threads", "_waiting"],
     # 3 components the handler composes
     ["_requests", "subscription", "_publishing", "_requesting", "_reconnect", "_pings"],
     # 4 the handler
