@@ -57,10 +57,11 @@ from nats_sync._requesting import Requester
 from nats_sync._requests import RequestMux
 from nats_sync._state import DRAINING, State
 from nats_sync._threads import (
+    ClientThreads,
     check_same_process,
     current_pid,
     join_threads,
-    start_thread,
+    run_to_completion,
     watch_fork,
 )
 from nats_sync._timer import Timer
@@ -98,12 +99,13 @@ class Handler:
         self.publisher = Publisher(self.outbox, self, not options.skip_subject_validation)
         self._callbacks = CallbackRunner()
         self._callback_thread: threading.Thread | None = None
+        self._threads = ClientThreads()
         self.timer = Timer()
         self.requester = Requester(
             self, self.publisher, self.timer, self._callbacks.submit, options.inbox_prefix
         )
         self.reconnector = Reconnector(
-            options, start_thread, self.report_error, self._on_reconnected,
+            options, self._threads.start, self.report_error, self._on_reconnected,
             self._on_given_up,
         )
         self.subs: dict[int, Subscription] = {}
@@ -124,7 +126,7 @@ class Handler:
         self.in_bytes = 0
         self.reconnects = 0
         self.errors_received = 0
-        self._deliveries = Deliveries(start_thread)
+        self._deliveries = Deliveries(self._threads.start)
         #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
         #: "closed"; the list is replaced whole under the lock, read without it.
         self._status_listeners = StatusListeners()
@@ -164,8 +166,8 @@ class Handler:
         self._activate(handshaken)
 
     def _start_background_threads(self) -> None:
-        self._callback_thread = start_thread(self._callbacks.run, "callbacks")
-        self.timer.start(start_thread)
+        self._callback_thread = self._threads.start(self._callbacks.run, "callbacks")
+        self.timer.start(self._threads.start)
         self._pings.start()
 
     def _activate(self, handshaken: Handshaken) -> bool:
@@ -195,8 +197,8 @@ class Handler:
             self._fatal_server_error = None
             self.outbox.set_connected(True)
             self._conn_threads = [
-                start_thread(conn.run_reader, "reader"),
-                start_thread(conn.run_writer, "writer"),
+                self._threads.start(conn.run_reader, "reader"),
+                self._threads.start(conn.run_writer, "writer"),
             ]
         for sub in finished:
             sub._end()
@@ -637,7 +639,13 @@ class Handler:
             self.close()
 
     def close(self) -> None:
-        """Stops everything; joins every thread but the calling one. Idempotent."""
+        """Stops everything; joins every thread but the calling one. Idempotent.
+
+        A Ctrl-C on the main thread ends only the wait: the close goes on to its end.
+        """
+        run_to_completion(self._close_now, "close")
+
+    def _close_now(self) -> None:
         if os.getpid() != self._pid:
             return  # a forked child must not touch the parent's socket or threads
         with self._lock:
@@ -679,6 +687,9 @@ class Handler:
                 user_threads.append(self._callback_thread)
         join_threads(threads, me, d.THREAD_JOIN_TIMEOUT)
         join_threads(user_threads, me, d.CLOSE_CALLBACK_GRACE, shared=True)
+        # Started but never kept (their starter was interrupted): ending by now.
+        left = [t for t in self._threads.alive() if t not in threads and t not in user_threads]
+        join_threads(left, me, d.THREAD_JOIN_TIMEOUT, shared=True)
 
     def debug_snapshot(self) -> dict[str, Any]:
         """What the client holds right now, for tests and debugging (not an API)."""

@@ -26,14 +26,54 @@ import weakref
 from collections.abc import Callable
 from typing import Protocol
 
+from nats_sync._waiting import Signal
 from nats_sync.errors import ConnectionClosedError
 
 
 def start_thread(target: Callable[[], None], role: str) -> threading.Thread:
     """Starts ``target`` on a daemon thread named ``nats_sync-<role>``."""
     thread = threading.Thread(target=target, name=f"nats_sync-{role}", daemon=True)
-    thread.start()
+    _start(thread)
     return thread
+
+
+def _start(thread: threading.Thread) -> None:
+    try:
+        thread.start()
+    except RuntimeError as err:
+        # Ctrl-C inside start()'s wait for the new thread (threading.Event.wait, whose
+        # Condition.wait turns it into "release unlocked lock"): the thread runs; what
+        # happened to the caller is the interrupt.
+        if isinstance(err.__context__, KeyboardInterrupt):
+            raise err.__context__ from None
+        raise
+
+
+class ClientThreads:
+    """Every thread one client starts, recorded before it starts, so that ``close()``
+    joins even those whose starter was interrupted before it kept them."""
+
+    #: Dead threads are dropped from the record once it holds more than this.
+    _PRUNE_AT = 32
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def start(self, target: Callable[[], None], role: str) -> threading.Thread:
+        """:func:`start_thread`, recorded."""
+        thread = threading.Thread(target=target, name=f"nats_sync-{role}", daemon=True)
+        with self._lock:
+            if len(self._threads) > self._PRUNE_AT:
+                self._threads = [t for t in self._threads if t.ident is None or t.is_alive()]
+            self._threads.append(thread)
+        _start(thread)
+        return thread
+
+    def alive(self) -> list[threading.Thread]:
+        """The recorded threads still running."""
+        with self._lock:
+            return [thread for thread in self._threads if thread.is_alive()]
 
 
 def join_threads(
@@ -45,6 +85,39 @@ def join_threads(
     for thread in threads:
         if thread is not me and thread.ident is not None:
             thread.join(max(deadline - time.monotonic(), 0.0) if shared else timeout)
+
+
+def run_to_completion(work: Callable[[], None], role: str) -> None:
+    """Runs ``work`` to its end even when Ctrl-C interrupts the caller.
+
+    On the main thread (the only one Python runs signal handlers on) ``work`` runs on
+    a thread of its own, ``nats_sync-<role>``, while the caller waits: a
+    KeyboardInterrupt then ends the wait, never the work half-done. Anywhere else it
+    runs right here. What ``work`` raises is raised to the caller either way.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        work()
+        return
+    done = Signal()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as err:  # handed to the waiting caller
+            failure.append(err)
+        finally:
+            done.set()
+
+    try:
+        thread = start_thread(run, role)
+    except RuntimeError:  # no new threads at interpreter exit: here, then
+        work()
+        return
+    done.wait(None)
+    thread.join()  # it has only to return: callers may count the threads left
+    if failure:
+        raise failure[0]
 
 
 # --- fork ----------------------------------------------------------------------------------

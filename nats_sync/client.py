@@ -183,8 +183,26 @@ def connect(
     options, found = build_options_and_context(**locals())
     _check_websocket_support(options.servers)
     handler = Handler(options)
-    handler.connect()
-    return Client(handler, found)
+    try:
+        handler.connect()
+        client = Client(handler, found)
+    except BaseException:
+        # A failure, or Ctrl-C half-way: no thread or socket may outlive a client that
+        # the caller never got.
+        _close_despite_interrupts(handler)
+        raise
+    return client
+
+
+def _close_despite_interrupts(handler: Handler) -> None:
+    """Closes ``handler``; a second Ctrl-C meanwhile (the first is being raised) only
+    makes it wait for the close again, which goes on regardless."""
+    while True:
+        try:
+            handler.close()
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _check_websocket_support(urls: Sequence[str]) -> None:
