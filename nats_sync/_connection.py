@@ -150,7 +150,7 @@ class Connection:
         if self._parked:
             with self._park_lock:
                 self._resume = True
-                self._park.notify()
+                self._park.notify_all()
 
     def _thread_done(self) -> None:
         """The last of the threads using the socket to finish releases it."""
@@ -316,12 +316,12 @@ class Connection:
         ops nobody waits for (PING, INFO, -ERR).
         """
         park = self._park
-        with park:
+        with self._park_lock:
             self._parked = True
             self._resume = False
         try:
             while not self.finished:
-                with park:
+                with self._park_lock:
                     # Looked at again now that _parked is set: a requester that saw it
                     # unset registered its request first, and will not lead.
                     if not self._resume and self._may_park():
@@ -337,7 +337,7 @@ class Connection:
                 if not self._may_park():
                     return
         finally:
-            with park:
+            with self._park_lock:
                 self._parked = False
 
     def _read_until_finished(self) -> None:

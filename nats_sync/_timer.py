@@ -26,10 +26,16 @@ log = logging.getLogger("nats_sync")
 class Timer:
     """Runs scheduled calls on one thread of its own."""
 
-    __slots__ = ("_entries", "_order", "_stopped", "_wakeup", "thread")
+    __slots__ = ("_entries", "_lock", "_order", "_stopped", "_wakeup", "thread")
 
     def __init__(self) -> None:
-        self._wakeup = threading.Condition(threading.Lock())
+        # Only the timer thread waits on it, and wakers always notify_all(): a notify()
+        # that Ctrl-C cut between its release and its removal of a waiter leaves that
+        # spent waiter first in line, where the next notify() would be lost on it.
+        # Entered as ``with self._lock``, never ``with self._wakeup``: a Condition's
+        # __enter__ is Python code, and a Ctrl-C as it returns would keep the lock held.
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)
         # (deadline, tie-breaker, fn): the tie-breaker keeps fn out of comparisons.
         self._entries: list[tuple[float, int, Callable[[], None]]] = []
         self._order = itertools.count()
@@ -42,28 +48,28 @@ class Timer:
 
     def schedule(self, deadline: float, fn: Callable[[], None]) -> None:
         """Runs ``fn()`` on the timer thread at ``deadline`` (``time.monotonic()``)."""
-        with self._wakeup:
+        with self._lock:
             if self._stopped:
                 return
             heapq.heappush(self._entries, (deadline, next(self._order), fn))
             if self._entries[0][2] is fn:
-                self._wakeup.notify()
+                self._wakeup.notify_all()
 
     def stop(self) -> None:
         """Ends the timer thread; what is still scheduled never runs."""
-        with self._wakeup:
+        with self._lock:
             self._stopped = True
             self._entries.clear()
-            self._wakeup.notify()
+            self._wakeup.notify_all()
 
     def __len__(self) -> int:
-        with self._wakeup:
+        with self._lock:
             return len(self._entries)
 
     def _run(self) -> None:
         """The timer thread's body."""
         while True:
-            with self._wakeup:
+            with self._lock:
                 while True:
                     if self._stopped:
                         return

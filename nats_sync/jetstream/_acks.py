@@ -80,6 +80,9 @@ _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it
 #: Seconds between the timer's sweeps of settled entries while acks are in flight.
 _SWEEP_INTERVAL = 0.25
+#: Seconds between the timer's looks for waiters a Ctrl-C left with nothing to settle
+#: them (see ``AsyncPublisher._reap_orphans``); one is failed at its second sighting.
+_ORPHAN_SCAN = 1.0
 
 #: ``{"stream":"<name>","seq":<n>}`` exactly, as nats-server writes a plain PubAck.
 _PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)\}\Z')
@@ -176,7 +179,13 @@ class AckFuture(Future[PubAck]):
         # Only reached while the attribute is missing; setdefault keeps one winner if
         # two threads make it at once.
         if name == "_condition":
-            return self.__dict__.setdefault(name, threading.Condition())
+            # On a plain lock of its own, which callers' threads enter directly: a
+            # Condition's own __enter__ is Python code, and a Ctrl-C as it returns
+            # would leave the lock held for ever.
+            lock = self._condition_lock
+            return self.__dict__.setdefault(name, threading.Condition(lock))
+        if name == "_condition_lock":
+            return self.__dict__.setdefault(name, threading.Lock())
         if name == "_sleepers":
             return self.__dict__.setdefault(name, Sleepers())
         if name in ("_waiters", "_done_callbacks"):
@@ -220,7 +229,9 @@ class AckFuture(Future[PubAck]):
         """
         if self._state != _FINISHED_STATE:
             deadline = None if timeout is None else time.monotonic() + timeout
-            if wait_until(self._condition, self._sleepers, self._finished, deadline) is None:
+            self._condition  # noqa: B018 - made now: _settle wakes sleepers only if it is
+            if wait_until(self._condition_lock, self._sleepers, self._finished,
+                          deadline) is None:
                 raise FuturesTimeoutError()
         self._decode()
 
@@ -230,7 +241,8 @@ class AckFuture(Future[PubAck]):
 
     def add_done_callback(self, fn: Callable[[Future[PubAck]], object]) -> None:
         """Runs ``fn(future)`` on the client's callback thread once the future is done."""
-        with self._condition:
+        self._condition  # noqa: B018 - made now: _settle runs callbacks only if it is
+        with self._condition_lock:
             if self._state != _FINISHED_STATE:
                 self._done_callbacks.append(fn)
                 return
@@ -343,6 +355,9 @@ class AsyncPublisher:
         self._retries: list[tuple[float, AckFuture]] = []
         self._next_wake = _NEVER
         self._idle_since = time.monotonic()
+        #: Waiters seen unsettled with their reply out of the mux, and that reply.
+        self._suspects: dict[AckFuture, str] = {}
+        self._next_orphan_scan = 0.0
 
     # --- publish_async ---------------------------------------------------------------
 
@@ -404,7 +419,7 @@ class AsyncPublisher:
         queue.append((deadline, reply, waiter))
         if deadline < self._next_wake:  # only an earlier deadline than planned wakes it
             with self._lock:
-                self._wake.notify()
+                self._wake.notify_all()
         self._client._publish_inbox(waiter.subject, waiter._payload, reply.encode(),
                                     waiter._headers)
 
@@ -471,7 +486,7 @@ class AsyncPublisher:
         with self._lock:
             self._retries.append((when, waiter))
             if when < self._next_wake:
-                self._wake.notify()
+                self._wake.notify_all()
 
     # --- sessions and the ack timer thread ----------------------------------------------
 
@@ -505,7 +520,7 @@ class AsyncPublisher:
         if event == "closed":
             with self._lock:
                 session.closed = True
-                self._wake.notify()
+                self._wake.notify_all()
                 self._room_sleepers.wake_all()
             timer = session.timer
             if timer is not None and timer is not threading.current_thread():
@@ -536,11 +551,17 @@ class AsyncPublisher:
                 due = [waiter for when, waiter in self._retries if when <= now]
                 if due:
                     self._retries = [item for item in self._retries if item[0] > now]
+                scan = now >= self._next_orphan_scan and bool(self._in_flight)
+                if scan:
+                    self._next_orphan_scan = now + _ORPHAN_SCAN
+                    retrying = {waiter for _, waiter in self._retries} | set(due)
                 self._lock.release()
                 try:
                     next_wake = self._expire(mux, now)
                     for waiter in due:
                         self._resend(waiter, session.route, now)
+                    if scan:
+                        self._reap_orphans(mux, retrying)
                 finally:
                     self._lock.acquire()
                 for when, _ in self._retries:
@@ -574,6 +595,32 @@ class AsyncPublisher:
                 if mux.cancel(reply) is waiter:
                     waiter.fail(ack_timeout(waiter.subject, waiter._timeout))
         return next_wake
+
+    def _reap_orphans(self, mux: RequestMux, retrying: set[AckFuture]) -> None:
+        """Timer: fails the waiters that nothing will ever settle.
+
+        A Ctrl-C in ``publish_async`` between putting its waiter in the window and
+        taking it back can leave it there, in the mux or not, with or without a
+        deadline. Every ``_ORPHAN_SCAN`` seconds the window is looked over: a waiter
+        neither settled, nor in the mux, nor waiting to be sent again, is a suspect;
+        one still so with the same reply at the next look (a second later: a reader
+        settling it takes microseconds) is failed. One in the mux is the deadlines'.
+        """
+        suspects: dict[AckFuture, str] = {}
+        for waiter in list(self._in_flight):  # list() of a set: one step under the GIL
+            if waiter._state == _FINISHED_STATE or waiter in retrying:
+                continue
+            reply = waiter._reply
+            if reply and reply in mux:
+                continue
+            if self._suspects.get(waiter) == reply:
+                if waiter._state != _FINISHED_STATE:
+                    waiter.fail(PublishAckTimeoutError(
+                        f"the publish_async call for {waiter.subject!r} was interrupted "
+                        "before its ack could be awaited"))
+            else:
+                suspects[waiter] = reply
+        self._suspects = suspects
 
     def _resend(self, waiter: AckFuture, route: InboxRoute, now: float) -> None:
         """Timer: publishes a message answered 503 again under a fresh reply."""

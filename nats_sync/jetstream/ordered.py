@@ -37,6 +37,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
+from nats_sync._waiting import Signal
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream.consumer import ConsumeContext
 from nats_sync.jetstream.errors import (
@@ -100,7 +101,7 @@ class OrderedConsumer:
         self._stream_seq = 0  # of the last message handed over
         self._consumer_seq = 0
         self._reset_needed = False
-        self._stopped = threading.Event()
+        self._stopped = Signal()  # not threading.Event: see nats_sync._waiting
         self._remove_listener = js.client._add_status_listener(self._on_status)
 
     def __repr__(self) -> str:
@@ -287,7 +288,7 @@ class OrderedMessages:
         self._max_messages = max_messages
         self._max_wait = max_wait
         self._inner: Any = None
-        self._stopped = threading.Event()
+        self._stopped = Signal()  # not threading.Event: see nats_sync._waiting
 
     def __iter__(self) -> Iterator[JsMsg]:
         while True:
