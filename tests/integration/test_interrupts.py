@@ -76,24 +76,9 @@ def server() -> object:
 ON_TOP = ["js_publish", "js_publish_async", "js_fetch", "js_messages", "kv", "obj", "micro"]
 
 
-#: Not fixed yet (issue 24.1, left): threading.Condition.wait on a plain Lock releases it
-#: in _release_save() before its try, so a Ctrl-C right there makes the caller's ``with``
-#: release an unlocked lock (RuntimeError instead of KeyboardInterrupt; with another
-#: thread holding it, its hold is released). flush (Event.wait), next_msg and a full
-#: outbox wait there. An interrupted close() leaves the client's threads running.
-KNOWN = {
-    "request": "Condition.wait window (the flush after each request: Event.wait)",
-    "request_batch": "Condition.wait window (BatchWait.wait)",
-    "js_publish_async": "an interrupted publish_async can still leave one ack awaited",
-    "flush": "Condition.wait window (Event.wait)",
-    "next_msg": "Condition.wait window (the subscription queue)",
-    "publish_full": "Condition.wait window (wait_for_room, then flush)",
+#: Not fixed yet (issue 24.1, left).
+KNOWN: dict[str, str] = {
     "drain_close": "an interrupted close() leaves its threads",
-    # The same stdlib window, reached through these families' own waits; they pass most
-    # runs (so XPASS is the usual outcome) but failed in a loaded full-suite run.
-    "obj": "Condition.wait window (the chunks' publish_async futures: AckFuture.result)",
-    "js_fetch": "Condition.wait window (the pull's subscription queue)",
-    "js_messages": "Condition.wait window (the pull's subscription queue)",
 }
 FAMILIES = [
     pytest.param(family, marks=pytest.mark.xfail(reason=KNOWN[family], strict=False))
