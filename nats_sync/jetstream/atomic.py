@@ -52,7 +52,6 @@ by ``_lock``, so a batch may be used from any thread, one call at a time.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import uuid
@@ -86,7 +85,6 @@ DEFAULT_MAX_MESSAGES = 1000
 _BATCH_ID = "Nats-Batch-Id"
 _BATCH_SEQ = "Nats-Batch-Sequence"
 _BATCH_COMMIT = "Nats-Batch-Commit"
-_TTL = "Nats-TTL"
 #: The batch's own headers: the user's headers cannot replace them.
 _BATCH_HEADERS = frozenset(name.lower() for name in (_BATCH_ID, _BATCH_SEQ, _BATCH_COMMIT))
 
@@ -94,22 +92,6 @@ _OPEN = "open"
 _COMMITTED = "committed"
 _DISCARDED = "discarded"
 _FAILED = "failed"
-
-
-def ttl_header(ttl: float | str) -> str:
-    """The ``Nats-TTL`` value for ``ttl``: whole seconds (the server keeps whole seconds,
-    dropping any fraction) or ``"never"``.
-
-    Raises:
-        InvalidArgumentError: not a finite number >= 1 (seconds) nor the str "never".
-    """
-    if ttl == "never":
-        return "never"
-    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
-            or not math.isfinite(ttl) or ttl < 1):
-        raise InvalidArgumentError(
-            f'ttl must be a finite number of seconds >= 1 or "never", got {ttl!r}')
-    return str(int(ttl))
 
 
 def _too_large(limit: int) -> BatchTooLargeError:
@@ -346,13 +328,11 @@ class AtomicBatch:
                 "(the server checks it against the stream as it was before the batch); "
                 "use expected_last_subject_seq on later messages")
         merged = dict(js_headers(headers, msg_id, None, expected_last_seq,
-                                 expected_last_subject_seq, None) or {})
+                                 expected_last_subject_seq, None, ttl) or {})
         for name in list(merged):
             if name.lower() in _BATCH_HEADERS:
                 raise InvalidArgumentError(
                     f"header {name!r} is the batch's own; the batch sets it")
-        if ttl is not None:
-            merged[_TTL] = ttl_header(ttl)
         merged[_BATCH_ID] = self._id
         return merged
 

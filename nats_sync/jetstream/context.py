@@ -396,26 +396,28 @@ class JetStream:
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25,
+        retry_wait: float = 0.25, ttl: float | str | None = None,
     ) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement.
 
         ``timeout`` applies to each attempt; only "no responders" (no stream, or its
         leader changing) is retried, a timeout is not (without ``msg_id`` a retry could
-        store the message twice).
+        store the message twice). ``ttl``: seconds the message lives (>= 1, kept whole)
+        or ``"never"``, sent as ``Nats-TTL`` (ADR-43; the stream needs ``allow_msg_ttl``).
 
         Raises:
             NoStreamResponseError: no stream stores the subject (after the retries).
             WrongLastSequenceError, WrongLastMsgIdError, StreamNotMatchError: an
                 expectation did not hold.
             PublishAckTimeoutError: no acknowledgement in time.
+            MsgTTLDisabledError: ``ttl`` to a stream without ``allow_msg_ttl``.
         """
         return self._publisher.publish(
             subject, payload, headers=headers, timeout=timeout, msg_id=msg_id,
             expected_stream=expected_stream, expected_last_seq=expected_last_seq,
             expected_last_subject_seq=expected_last_subject_seq,
             expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
-            retry_wait=retry_wait,
+            retry_wait=retry_wait, ttl=ttl,
         )
 
     def publish_async(
@@ -424,7 +426,7 @@ class JetStream:
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25,
+        retry_wait: float = 0.25, ttl: float | str | None = None,
     ) -> Future[PubAck]:
         """Publishes without waiting; the future gets the acknowledgement or the error.
 
@@ -435,7 +437,7 @@ class JetStream:
         the stream's refusal (``WrongLastSequenceError``, ...) or
         ``ConnectionClosedError`` when the client closes first. Done-callbacks run on
         the client's callback thread, in order, never on the reader: keep them short;
-        they may publish again.
+        they may publish again. ``ttl`` as with ``publish``.
 
         Raises:
             TooManyStalledMsgsError: no room within ``stall_wait``.
@@ -447,7 +449,7 @@ class JetStream:
             expected_stream=expected_stream, expected_last_seq=expected_last_seq,
             expected_last_subject_seq=expected_last_subject_seq,
             expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
-            retry_wait=retry_wait,
+            retry_wait=retry_wait, ttl=ttl,
         )
 
     def publish_async_pending(self) -> int:

@@ -59,6 +59,8 @@ __all__ = [
     "MaximumConsumersLimitError",
     "MessageNotFoundError",
     "MsgAlreadyAckdError",
+    "MsgTTLDisabledError",
+    "MsgTTLInvalidError",
     "NoHeartbeatError",
     "NoKeysError",
     "NoStreamResponseError",
@@ -240,6 +242,18 @@ class FastBatchTooManyInflightError(APIError):
     """10211 (429): the stream or server has as many fast-ingest batches as it allows."""
 
 
+# --- per-message TTL (ADR-43, 2.11) -----------------------------------------------------
+
+
+class MsgTTLInvalidError(BadRequestError):
+    """10165: the ``Nats-TTL`` value is not one the server takes (the client checks
+    ``ttl=`` before sending, so this comes from headers given by hand)."""
+
+
+class MsgTTLDisabledError(BadRequestError):
+    """10166: a message with a TTL went to a stream without ``allow_msg_ttl``."""
+
+
 _BY_ERR_CODE: dict[int, type[APIError]] = {
     10058: StreamNameAlreadyInUseError,
     10071: WrongLastSequenceError,
@@ -269,6 +283,8 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10207: BatchIdInvalidError,
     10208: FastBatchUnknownError,
     10211: FastBatchTooManyInflightError,
+    10165: MsgTTLInvalidError,
+    10166: MsgTTLDisabledError,
 }
 _BY_CODE: dict[int, type[APIError]] = {
     400: BadRequestError,
