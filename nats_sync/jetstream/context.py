@@ -47,6 +47,7 @@ from nats_sync.jetstream.api import (
 from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 from nats_sync.jetstream.atomic import AtomicBatch, publish_atomic
 from nats_sync.jetstream.consumer import PullConsumer
+from nats_sync.jetstream.counter import Counter
 from nats_sync.jetstream.errors import JetStreamError, StreamNotFoundError
 from nats_sync.jetstream.fast import FastPublisher
 from nats_sync.jetstream.kv import (
@@ -563,6 +564,15 @@ class JetStream:
                 may or may not be stored.
         """
         return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages)
+
+    def counter(self, stream: str, timeout: float | None = None) -> Counter:
+        """The counters of ``stream`` (ADR-49, nats-server 2.12+): see :class:`Counter`.
+
+        Raises:
+            StreamNotFoundError: no such stream.
+            CounterNotEnabledError: the stream has no ``allow_msg_counter``.
+        """
+        return Counter(self, self.stream(stream, timeout))
 
     # --- legacy nats-py names ---------------------------------------------------------
 

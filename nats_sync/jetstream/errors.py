@@ -39,6 +39,13 @@ __all__ = [
     "ConsumerExistsError",
     "ConsumerNameInUseError",
     "ConsumerNotFoundError",
+    "CounterBrokenError",
+    "CounterError",
+    "CounterIncrementInvalidError",
+    "CounterIncrementMissingError",
+    "CounterNotEnabledError",
+    "CounterNotFoundError",
+    "CounterPayloadError",
     "DigestMismatchError",
     "FastBatchInvalidPatternError",
     "FastBatchNotEnabledError",
@@ -58,6 +65,7 @@ __all__ = [
     "KeyWrongLastSequenceError",
     "MaximumConsumersLimitError",
     "MessageNotFoundError",
+    "MirrorWithCountersError",
     "MsgAlreadyAckdError",
     "MsgTTLDisabledError",
     "MsgTTLInvalidError",
@@ -242,7 +250,7 @@ class FastBatchTooManyInflightError(APIError):
     """10211 (429): the stream or server has as many fast-ingest batches as it allows."""
 
 
-# --- per-message TTL (ADR-43, 2.11) -----------------------------------------------------
+# --- per-message TTL (ADR-43, 2.11) and counters (ADR-49, 2.12) -------------------------
 
 
 class MsgTTLInvalidError(BadRequestError):
@@ -252,6 +260,46 @@ class MsgTTLInvalidError(BadRequestError):
 
 class MsgTTLDisabledError(BadRequestError):
     """10166: a message with a TTL went to a stream without ``allow_msg_ttl``."""
+
+
+class CounterError(JetStreamError):
+    """Root of the counter errors (``js.counter``, ADR-49)."""
+
+    label = "counter error"
+
+
+class CounterNotEnabledError(CounterError, BadRequestError):
+    """The stream is not a counter stream (no ``allow_msg_counter``); also the
+    server's 10168 for an increment sent to such a stream."""
+
+    label = "counters not enabled"
+
+
+class CounterNotFoundError(CounterError, NotFoundError):
+    """The counter subject was never set (nothing stored on it)."""
+
+    label = "counter not found"
+
+
+class CounterIncrementMissingError(CounterError, BadRequestError):
+    """10169: a message without ``Nats-Incr`` went to a counter stream."""
+
+
+class CounterPayloadError(CounterError, BadRequestError):
+    """10170: an increment carried a payload (counter messages have none)."""
+
+
+class CounterIncrementInvalidError(CounterError, BadRequestError):
+    """10171: the increment is not an integer, or came with a header counters refuse
+    (``Nats-Rollup``, ``Nats-Expected-*``)."""
+
+
+class CounterBrokenError(CounterError, BadRequestError):
+    """10172: the counter's stored value is not one the server can add to."""
+
+
+class MirrorWithCountersError(CounterError, BadRequestError):
+    """10173: a mirror stream cannot also count (``allow_msg_counter``)."""
 
 
 _BY_ERR_CODE: dict[int, type[APIError]] = {
@@ -285,6 +333,12 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10211: FastBatchTooManyInflightError,
     10165: MsgTTLInvalidError,
     10166: MsgTTLDisabledError,
+    10168: CounterNotEnabledError,
+    10169: CounterIncrementMissingError,
+    10170: CounterPayloadError,
+    10171: CounterIncrementInvalidError,
+    10172: CounterBrokenError,
+    10173: MirrorWithCountersError,
 }
 _BY_CODE: dict[int, type[APIError]] = {
     400: BadRequestError,
