@@ -360,7 +360,7 @@ class JetStream:
 
         Takes a :class:`KeyValueConfig` or its fields (``bucket``, ``history=1``,
         ``ttl``, ``max_value_size``, ``max_bytes``, ``storage``, ``replicas``,
-        ``compression``, ``description``, ...).
+        ``compression``, ``description``, ``limit_marker_ttl``, ...).
 
         Raises:
             InvalidBucketNameError: the bucket name is not valid.

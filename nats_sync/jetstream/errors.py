@@ -63,6 +63,7 @@ __all__ = [
     "KeyNotFoundError",
     "KeyValueError",
     "KeyWrongLastSequenceError",
+    "LimitMarkersNotSupportedError",
     "MaximumConsumersLimitError",
     "MessageNotFoundError",
     "MirrorWithCountersError",
@@ -520,6 +521,12 @@ class NoKeysError(KeyValueError):
     """The bucket has no keys (``keys()``, as nats-py and nats.go)."""
 
     label = "no keys found"
+
+
+class LimitMarkersNotSupportedError(KeyValueError):
+    """``limit_marker_ttl`` needs JetStream API level 1 (nats-server 2.11+)."""
+
+    label = "limit markers not supported"
 
 
 class KeyHistoryTooLargeError(KeyValueError):
