@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers, decode_reply, js_headers
+from nats_sync.jetstream._api import Headers, decode_reply, js_headers, ttl_header
 from nats_sync.jetstream.api import BatchAck
 from nats_sync.jetstream.errors import (
     BatchClosedError,
@@ -514,10 +514,10 @@ class AtomicBatch:
 
 def publish_atomic(
     js: JsContext, messages: Iterable[Any], *, timeout: float | None = None,
-    max_messages: int = DEFAULT_MAX_MESSAGES,
+    max_messages: int = DEFAULT_MAX_MESSAGES, ttl: float | str | None = None,
 ) -> BatchAck:
-    """See :meth:`JetStream.publish_atomic`: checks every item, then sends them as one
-    batch, the last one with the commit."""
+    """See :meth:`JetStream.publish_atomic`: checks every item (and ``ttl``), then sends
+    them as one batch, the last one with the commit."""
     if isinstance(messages, (bytes, bytearray, memoryview, str, Mapping)):
         raise InvalidArgumentError(
             "messages must be a sequence of (subject, data) or (subject, data, headers), "
@@ -529,11 +529,13 @@ def publish_atomic(
     if len(items) > max_messages:
         raise _too_large(max_messages)
     checked = [_check_item(item, index) for index, item in enumerate(items)]
+    if ttl is not None:
+        ttl_header(ttl)  # a bad value is refused before the first message goes
     with AtomicBatch(js, timeout=timeout, max_messages=max_messages) as batch:
         for subject, data, headers in checked[:-1]:
-            batch.add(subject, data, headers=headers)
+            batch.add(subject, data, headers=headers, ttl=ttl)
         subject, data, headers = checked[-1]
-        return batch.commit(subject, data, headers=headers)
+        return batch.commit(subject, data, headers=headers, ttl=ttl)
 
 
 def _check_item(item: Any, index: int) -> tuple[str, bytes, Headers]:

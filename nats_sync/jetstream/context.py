@@ -535,6 +535,7 @@ class JetStream:
     def publish_atomic(
         self, messages: Iterable[tuple[str, bytes] | tuple[str, bytes, Headers]], *,
         timeout: float | None = None, max_messages: int = DEFAULT_ATOMIC_BATCH_MAX,
+        ttl: float | str | None = None,
     ) -> BatchAck:
         """Publishes messages as one atomic batch: the stream stores all, or none.
 
@@ -548,6 +549,7 @@ class JetStream:
             timeout: seconds to wait for the first reply and the commit's
                 acknowledgement (the context's when None).
             max_messages: the server's per-batch limit (1,000 by default).
+            ttl: seconds every message lives (>= 1) or ``"never"`` (``Nats-TTL``).
 
         Returns:
             The ``BatchAck``: ``stream``, ``seq`` of the last message, ``batch_id`` and
@@ -563,7 +565,8 @@ class JetStream:
             PublishAckTimeoutError: no acknowledgement of the commit in time: the batch
                 may or may not be stored.
         """
-        return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages)
+        return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages,
+                              ttl=ttl)
 
     def counter(self, stream: str, timeout: float | None = None) -> Counter:
         """The counters of ``stream`` (ADR-49, nats-server 2.12+): see :class:`Counter`.

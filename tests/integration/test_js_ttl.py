@@ -142,3 +142,13 @@ def test_a_stream_without_allow_msg_ttl_raises_msg_ttl_disabled(js: JetStream) -
     with pytest.raises(MsgTTLDisabledError):
         future.result(timeout=5)
     assert js.stream("PLAIN").info().state.messages == 0
+
+
+def test_publish_atomic_gives_every_message_the_ttl(js: JetStream) -> None:
+    ack = js.publish_atomic([("ttl.a", b"1"), ("ttl.b", b"2", {"K": "v"})], ttl=45)
+    assert ack.count == 2
+    assert [ttl_of(js, seq) for seq in (1, 2)] == ["45", "45"]
+    assert js.stream("TTL").get_msg(2).headers["K"] == "v"  # type: ignore[index]
+    with pytest.raises(InvalidArgumentError, match="ttl"):
+        js.publish_atomic([("ttl.c", b"3")], ttl=0.5)
+    assert js.stream("TTL").info().state.messages == 2
