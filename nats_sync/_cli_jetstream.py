@@ -144,6 +144,9 @@ def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
     add.add_argument("--replicas", type=int, default=1)
     add.add_argument("--compression", action="store_true", help="compress values (s2)")
     add.add_argument("--description", default=None)
+    add.add_argument("--limit-marker-ttl", type=float, default=None, metavar="SECONDS",
+                     help="keep a marker this long when age removes a key, so watchers "
+                          "see it (>= 1; server 2.11+)")
     listing = actions.add_parser("ls", help="the buckets, or a bucket's keys")
     listing.add_argument("bucket", nargs="?", help="list this bucket's keys")
     get = actions.add_parser("get", help="print a key's value")
@@ -238,7 +241,7 @@ def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
             bucket=args.bucket, history=args.history, ttl=args.ttl,
             max_value_size=args.max_value_size, max_bytes=args.max_bytes,
             storage=args.storage, replicas=args.replicas, compression=args.compression,
-            description=args.description,
+            description=args.description, limit_marker_ttl=args.limit_marker_ttl,
         )
         out.write(f"bucket {made.bucket} keeps {args.history} value(s) per key\n")
     elif action == "ls":

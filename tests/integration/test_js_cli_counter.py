@@ -1,5 +1,5 @@
-"""``nats-sync counter add|get`` (ADR-49) and ``nats-sync pub --js --ttl`` (ADR-43)
-against a real ``nats-server -js`` (2.15)."""
+"""``nats-sync counter add|get`` (ADR-49), ``nats-sync pub --js --ttl`` (ADR-43) and
+``nats-sync kv add --limit-marker-ttl`` (ADR-48) against a real ``nats-server -js``."""
 
 from __future__ import annotations
 
@@ -88,3 +88,14 @@ def test_pub_ttl_errors(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert usage.value.code == 2
     capsys.readouterr()
     assert stored_ttls(url, "TTL") == []
+
+
+def test_kv_add_limit_marker_ttl(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = cli(capsys, "-s", url, "kv", "add", "marked", "--limit-marker-ttl", "5")
+    assert status == 0, err
+    with nats_sync.connect(url) as nc:
+        kv = nc.jetstream().key_value("marked")
+        assert kv.status().limit_marker_ttl == 5.0
+        kv.create("k", b"v", ttl=60)  # the bucket takes per-key TTLs
+    status, _, err = cli(capsys, "-s", url, "kv", "add", "bad", "--limit-marker-ttl", "0.5")
+    assert status == 1 and "limit_marker_ttl" in err
