@@ -1,5 +1,6 @@
 """The command line's JetStream commands: ``stream ls|info|add|rm``,
-``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch``; and
+``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch`` (``object``
+and ``counter`` come from ``_cli_object`` and ``_cli_counter``); and
 ``pub --js --atomic`` and ``pub --js --fast`` (``publish_atomic``, ``publish_fast``), which
 ``cli``'s ``pub`` hands over.
 
@@ -18,7 +19,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 import nats_sync
-from nats_sync import _cli_object
+from nats_sync import _cli_counter, _cli_object
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import (
     ApiObject,
@@ -42,6 +43,7 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     """Adds ``stream``, ``consumer`` and ``kv`` (and their actions) to the command parsers,
     and ``object`` from ``_cli_object``."""
     _cli_object.add_parsers(commands, add_options)
+    _cli_counter.add_parsers(commands, add_options)
     stream = commands.add_parser("stream", help="list, show, add and remove streams")
     actions = stream.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("ls", help="the streams, with their message counts")
@@ -142,6 +144,9 @@ def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
     add.add_argument("--replicas", type=int, default=1)
     add.add_argument("--compression", action="store_true", help="compress values (s2)")
     add.add_argument("--description", default=None)
+    add.add_argument("--limit-marker-ttl", type=float, default=None, metavar="SECONDS",
+                     help="keep a marker this long when age removes a key, so watchers "
+                          "see it (>= 1; server 2.11+)")
     listing = actions.add_parser("ls", help="the buckets, or a bucket's keys")
     listing.add_argument("bucket", nargs="?", help="list this bucket's keys")
     get = actions.add_parser("get", help="print a key's value")
@@ -225,7 +230,8 @@ def handlers(connect: Connect) -> dict[str, Handler]:
         with connect(args) as nc:
             _kv(nc.jetstream(timeout=args.timeout), args, out)
 
-    return {"stream": stream, "consumer": consumer, "kv": kv, **_cli_object.handlers(connect)}
+    return {"stream": stream, "consumer": consumer, "kv": kv, **_cli_object.handlers(connect),
+            **_cli_counter.handlers(connect)}
 
 
 def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
@@ -235,7 +241,7 @@ def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
             bucket=args.bucket, history=args.history, ttl=args.ttl,
             max_value_size=args.max_value_size, max_bytes=args.max_bytes,
             storage=args.storage, replicas=args.replicas, compression=args.compression,
-            description=args.description,
+            description=args.description, limit_marker_ttl=args.limit_marker_ttl,
         )
         out.write(f"bucket {made.bucket} keeps {args.history} value(s) per key\n")
     elif action == "ls":
@@ -306,11 +312,15 @@ def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
 
 
 def add_pub_options(pub: argparse.ArgumentParser) -> None:
-    """Adds ``--atomic`` to ``cli``'s ``pub`` command."""
+    """Adds ``--atomic`` and ``--ttl`` to ``cli``'s ``pub`` command."""
     pub.add_argument("--atomic", action="store_true",
                      help="with --js: publish the --count messages as one atomic batch "
                           "(all stored or none; at most 1000; the stream needs "
                           "allow_atomic) and print its ack")
+    pub.add_argument("--ttl", type=_cli_counter.parse_ttl, default=None,
+                     metavar="SECONDS",
+                     help='with --js: each message lives SECONDS (>= 1) or "never" '
+                          "(Nats-TTL; the stream needs allow_msg_ttl, server 2.11+)")
 
 
 def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,
@@ -332,9 +342,10 @@ def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,
     js = nc.jetstream(timeout=args.timeout)
     with js.atomic_batch() as batch:
         for n in range(1, args.count):
-            batch.add(args.subject, data(n), headers=headers, msg_id=msg_id(n))
+            batch.add(args.subject, data(n), headers=headers, msg_id=msg_id(n),
+                      ttl=args.ttl)
         ack = batch.commit(args.subject, data(args.count), headers=headers,
-                           msg_id=msg_id(args.count))
+                           msg_id=msg_id(args.count), ttl=args.ttl)
     out.write(f"{ack.stream}\tseq {ack.seq}\tbatch {ack.batch_id}\tcount {ack.count}\n")
 
 
@@ -376,9 +387,9 @@ def publish_fast(nc: nats_sync.Client, args: argparse.Namespace,
     ended: BatchClosedError | None = None
     try:
         for n in range(1, args.count):
-            fp.add(*message(n), headers=headers, msg_id=fill(args.msg_id, n))
+            fp.add(*message(n), headers=headers, msg_id=fill(args.msg_id, n), ttl=args.ttl)
         final = fp.commit(*message(args.count), headers=headers,
-                          msg_id=fill(args.msg_id, args.count))
+                          msg_id=fill(args.msg_id, args.count), ttl=args.ttl)
     except BatchClosedError as err:  # ended early: the server's count is still wanted
         ended = err
         final = fp.close()

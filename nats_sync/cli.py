@@ -181,6 +181,8 @@ def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
                                    "JetStream publish")
     if args.msg_id is not None and not args.js:
         raise InvalidArgumentError("--msg-id needs --js")
+    if args.ttl is not None and not args.js:
+        raise InvalidArgumentError("--ttl needs --js")
     if args.atomic and not args.js:
         raise InvalidArgumentError("--atomic needs --js")
     if args.fast and not args.js:
@@ -217,7 +219,7 @@ def _publish_acked(nc: nats_sync.Client, args: argparse.Namespace,
             show(awaited.popleft().result())
         msg_id = args.msg_id.replace("{n}", str(n)) if args.msg_id is not None else None
         awaited.append(js.publish_async(args.subject, args.data.replace("{n}", str(n)).encode(),
-                                        headers=headers, msg_id=msg_id))
+                                        headers=headers, msg_id=msg_id, ttl=args.ttl))
     while awaited:
         show(awaited.popleft().result())
     out.flush()

@@ -367,7 +367,7 @@ class AsyncPublisher:
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25,
+        retry_wait: float = 0.25, ttl: float | str | None = None,
     ) -> Future[PubAck]:
         """See ``JetStream.publish_async``."""
         # The plain call (no keyword given) skips the checks: this runs per message.
@@ -376,7 +376,8 @@ class AsyncPublisher:
             check_retries(retry_attempts, retry_wait)
         merged: Headers | bytes
         if (expected_stream is None and expected_last_seq is None
-                and expected_last_subject_seq is None and expected_last_msg_id is None):
+                and expected_last_subject_seq is None and expected_last_msg_id is None
+                and ttl is None):
             if msg_id is None:
                 merged = headers
             elif headers is None:  # the common keyed case: its block made directly
@@ -385,7 +386,7 @@ class AsyncPublisher:
                 merged = js_headers(headers, msg_id)
         else:
             merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
-                                expected_last_subject_seq, expected_last_msg_id)
+                                expected_last_subject_seq, expected_last_msg_id, ttl)
         session = self._session or self._open_session()
         route = session.route
         waiter = AckFuture(self, subject, payload, merged, timeout, retry_attempts,

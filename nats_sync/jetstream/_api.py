@@ -16,6 +16,7 @@ layers one-way (``docs/ARCHITECTURE.md``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
@@ -311,6 +312,32 @@ _EXPECTED_STREAM = "Nats-Expected-Stream"
 _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+_TTL = "Nats-TTL"
+#: The longest TTL the server can keep: its deadline is nanoseconds in an int64 (Go's
+#: longest ``time.Duration``, about 292 years); "never" is the way past it.
+MAX_TTL_SECONDS = (2**63 - 1) // _NS_PER_SECOND
+
+
+def ttl_header(ttl: object) -> str:
+    """The ``Nats-TTL`` value for ``ttl`` (ADR-43), the one used by every publish path.
+
+    ``ttl`` is seconds (an int or float, at least 1) or the str ``"never"`` (kept even
+    past the stream's ``max_age``). Seconds are sent whole: the server keeps whole
+    seconds and drops any fraction, so the stored header says what the server applies
+    (``1.9`` is sent as ``"1"``).
+
+    Raises:
+        InvalidArgumentError: ``ttl`` is not a finite number of seconds from 1 to
+            ``MAX_TTL_SECONDS``, nor ``"never"`` (the message names the value).
+    """
+    if ttl == "never":
+        return "never"
+    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
+            or not math.isfinite(ttl) or not 1 <= ttl <= MAX_TTL_SECONDS):
+        raise InvalidArgumentError(
+            f'ttl must be a number of seconds from 1 to {MAX_TTL_SECONDS} or "never", '
+            f"got {ttl!r}")
+    return str(int(ttl))
 
 
 def js_headers(
@@ -320,12 +347,14 @@ def js_headers(
     expected_last_seq: int | None = None,
     expected_last_subject_seq: int | None = None,
     expected_last_msg_id: str | None = None,
+    ttl: float | str | None = None,
 ) -> Headers:
     """The user's headers with the JetStream ones the keywords ask for (those win).
 
     Raises:
-        InvalidArgumentError: a keyword's value is not a non-empty str (ids) or an
-            int >= 0 (sequences); ``InvalidStreamNameError`` for ``expected_stream``.
+        InvalidArgumentError: a keyword's value is not a non-empty str (ids), an
+            int >= 0 (sequences) or a TTL (`ttl_header`); ``InvalidStreamNameError``
+            for ``expected_stream``.
     """
     extra: dict[str, str] = {}
     if msg_id is not None:
@@ -340,6 +369,8 @@ def js_headers(
         extra[_EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last_subject_seq)
     if expected_last_msg_id is not None:
         extra[_EXPECTED_LAST_MSG_ID] = check_text(expected_last_msg_id, "expected_last_msg_id")
+    if ttl is not None:
+        extra[_TTL] = ttl_header(ttl)
     if not extra:
         return headers
     if headers is None:

@@ -133,8 +133,8 @@ class JsContext(Protocol):
     # --- publishing -------------------------------------------------------------------
 
     def publish(self, subject: str, payload: bytes = b"", *, headers: Headers = None,
-                timeout: float | None = None, expected_last_subject_seq: int | None = None
-                ) -> PubAck:
+                timeout: float | None = None, expected_last_subject_seq: int | None = None,
+                ttl: float | str | None = None) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement."""
         ...
 

@@ -74,15 +74,31 @@ def latest_values(js: JsContext, bucket: str, stream: str, keys: Sequence[str],
         TimeoutError: no answer came within ``timeout`` seconds of the last one.
     """
     prefix = f"$KV.{bucket}."
-    call = js.api.subject(f"DIRECT.GET.{stream}")
-    requests = chunk_subjects([prefix + key for key in keys], js.client.max_payload)
-    lookup = _Lookup(js.client, call, prefix, timeout)
     try:
-        return lookup.run(requests)
+        return latest_by_subject(js, stream, [prefix + key for key in keys], timeout,
+                                 strip=prefix)
     except TimeoutError:
         raise TimeoutError(
             f"bucket {bucket!r} did not answer a lookup of {len(keys)} keys within {timeout}s"
         ) from None
+
+
+def latest_by_subject(js: JsContext, stream: str, subjects: Sequence[str], timeout: float,
+                      *, strip: str = "") -> dict[str, bytes]:
+    """The latest message's data of every subject of ``stream`` matching ``subjects``
+    (wildcards allowed), by the subject without its ``strip`` prefix; subjects whose
+    latest message is a delete or purge marker are left out. Also what counters'
+    ``get_many`` reads with.
+
+    Raises:
+        NoBatchedGetsError: the first answer says batched direct gets are not available.
+        StatusError: the server answered a request with another error status (413 when
+            one request's patterns match more than 1,024 subjects).
+        TimeoutError: no answer came within ``timeout`` seconds of the last one.
+    """
+    call = js.api.subject(f"DIRECT.GET.{stream}")
+    requests = chunk_subjects(subjects, js.client.max_payload)
+    return _Lookup(js.client, call, strip, timeout).run(requests)
 
 
 def chunk_subjects(subjects: Sequence[str], max_payload: int) -> list[list[str]]:

@@ -52,7 +52,6 @@ by ``_lock``, so a batch may be used from any thread, one call at a time.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import uuid
@@ -62,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers, decode_reply, js_headers
+from nats_sync.jetstream._api import Headers, decode_reply, js_headers, ttl_header
 from nats_sync.jetstream.api import BatchAck
 from nats_sync.jetstream.errors import (
     BatchClosedError,
@@ -86,7 +85,6 @@ DEFAULT_MAX_MESSAGES = 1000
 _BATCH_ID = "Nats-Batch-Id"
 _BATCH_SEQ = "Nats-Batch-Sequence"
 _BATCH_COMMIT = "Nats-Batch-Commit"
-_TTL = "Nats-TTL"
 #: The batch's own headers: the user's headers cannot replace them.
 _BATCH_HEADERS = frozenset(name.lower() for name in (_BATCH_ID, _BATCH_SEQ, _BATCH_COMMIT))
 
@@ -94,22 +92,6 @@ _OPEN = "open"
 _COMMITTED = "committed"
 _DISCARDED = "discarded"
 _FAILED = "failed"
-
-
-def ttl_header(ttl: float | str) -> str:
-    """The ``Nats-TTL`` value for ``ttl``: whole seconds (the server keeps whole seconds,
-    dropping any fraction) or ``"never"``.
-
-    Raises:
-        InvalidArgumentError: not a finite number >= 1 (seconds) nor the str "never".
-    """
-    if ttl == "never":
-        return "never"
-    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
-            or not math.isfinite(ttl) or ttl < 1):
-        raise InvalidArgumentError(
-            f'ttl must be a finite number of seconds >= 1 or "never", got {ttl!r}')
-    return str(int(ttl))
 
 
 def _too_large(limit: int) -> BatchTooLargeError:
@@ -346,13 +328,11 @@ class AtomicBatch:
                 "(the server checks it against the stream as it was before the batch); "
                 "use expected_last_subject_seq on later messages")
         merged = dict(js_headers(headers, msg_id, None, expected_last_seq,
-                                 expected_last_subject_seq, None) or {})
+                                 expected_last_subject_seq, None, ttl) or {})
         for name in list(merged):
             if name.lower() in _BATCH_HEADERS:
                 raise InvalidArgumentError(
                     f"header {name!r} is the batch's own; the batch sets it")
-        if ttl is not None:
-            merged[_TTL] = ttl_header(ttl)
         merged[_BATCH_ID] = self._id
         return merged
 
@@ -534,10 +514,10 @@ class AtomicBatch:
 
 def publish_atomic(
     js: JsContext, messages: Iterable[Any], *, timeout: float | None = None,
-    max_messages: int = DEFAULT_MAX_MESSAGES,
+    max_messages: int = DEFAULT_MAX_MESSAGES, ttl: float | str | None = None,
 ) -> BatchAck:
-    """See :meth:`JetStream.publish_atomic`: checks every item, then sends them as one
-    batch, the last one with the commit."""
+    """See :meth:`JetStream.publish_atomic`: checks every item (and ``ttl``), then sends
+    them as one batch, the last one with the commit."""
     if isinstance(messages, (bytes, bytearray, memoryview, str, Mapping)):
         raise InvalidArgumentError(
             "messages must be a sequence of (subject, data) or (subject, data, headers), "
@@ -549,11 +529,13 @@ def publish_atomic(
     if len(items) > max_messages:
         raise _too_large(max_messages)
     checked = [_check_item(item, index) for index, item in enumerate(items)]
+    if ttl is not None:
+        ttl_header(ttl)  # a bad value is refused before the first message goes
     with AtomicBatch(js, timeout=timeout, max_messages=max_messages) as batch:
         for subject, data, headers in checked[:-1]:
-            batch.add(subject, data, headers=headers)
+            batch.add(subject, data, headers=headers, ttl=ttl)
         subject, data, headers = checked[-1]
-        return batch.commit(subject, data, headers=headers)
+        return batch.commit(subject, data, headers=headers, ttl=ttl)
 
 
 def _check_item(item: Any, index: int) -> tuple[str, bytes, Headers]:

@@ -47,6 +47,7 @@ from nats_sync.jetstream.api import (
 from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 from nats_sync.jetstream.atomic import AtomicBatch, publish_atomic
 from nats_sync.jetstream.consumer import PullConsumer
+from nats_sync.jetstream.counter import Counter
 from nats_sync.jetstream.errors import JetStreamError, StreamNotFoundError
 from nats_sync.jetstream.fast import FastPublisher
 from nats_sync.jetstream.kv import (
@@ -359,7 +360,7 @@ class JetStream:
 
         Takes a :class:`KeyValueConfig` or its fields (``bucket``, ``history=1``,
         ``ttl``, ``max_value_size``, ``max_bytes``, ``storage``, ``replicas``,
-        ``compression``, ``description``, ...).
+        ``compression``, ``description``, ``limit_marker_ttl``, ...).
 
         Raises:
             InvalidBucketNameError: the bucket name is not valid.
@@ -396,26 +397,28 @@ class JetStream:
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25,
+        retry_wait: float = 0.25, ttl: float | str | None = None,
     ) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement.
 
         ``timeout`` applies to each attempt; only "no responders" (no stream, or its
         leader changing) is retried, a timeout is not (without ``msg_id`` a retry could
-        store the message twice).
+        store the message twice). ``ttl``: seconds the message lives (>= 1, kept whole)
+        or ``"never"``, sent as ``Nats-TTL`` (ADR-43; the stream needs ``allow_msg_ttl``).
 
         Raises:
             NoStreamResponseError: no stream stores the subject (after the retries).
             WrongLastSequenceError, WrongLastMsgIdError, StreamNotMatchError: an
                 expectation did not hold.
             PublishAckTimeoutError: no acknowledgement in time.
+            MsgTTLDisabledError: ``ttl`` to a stream without ``allow_msg_ttl``.
         """
         return self._publisher.publish(
             subject, payload, headers=headers, timeout=timeout, msg_id=msg_id,
             expected_stream=expected_stream, expected_last_seq=expected_last_seq,
             expected_last_subject_seq=expected_last_subject_seq,
             expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
-            retry_wait=retry_wait,
+            retry_wait=retry_wait, ttl=ttl,
         )
 
     def publish_async(
@@ -424,7 +427,7 @@ class JetStream:
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25,
+        retry_wait: float = 0.25, ttl: float | str | None = None,
     ) -> Future[PubAck]:
         """Publishes without waiting; the future gets the acknowledgement or the error.
 
@@ -435,7 +438,7 @@ class JetStream:
         the stream's refusal (``WrongLastSequenceError``, ...) or
         ``ConnectionClosedError`` when the client closes first. Done-callbacks run on
         the client's callback thread, in order, never on the reader: keep them short;
-        they may publish again.
+        they may publish again. ``ttl`` as with ``publish``.
 
         Raises:
             TooManyStalledMsgsError: no room within ``stall_wait``.
@@ -447,7 +450,7 @@ class JetStream:
             expected_stream=expected_stream, expected_last_seq=expected_last_seq,
             expected_last_subject_seq=expected_last_subject_seq,
             expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
-            retry_wait=retry_wait,
+            retry_wait=retry_wait, ttl=ttl,
         )
 
     def publish_async_pending(self) -> int:
@@ -532,6 +535,7 @@ class JetStream:
     def publish_atomic(
         self, messages: Iterable[tuple[str, bytes] | tuple[str, bytes, Headers]], *,
         timeout: float | None = None, max_messages: int = DEFAULT_ATOMIC_BATCH_MAX,
+        ttl: float | str | None = None,
     ) -> BatchAck:
         """Publishes messages as one atomic batch: the stream stores all, or none.
 
@@ -545,6 +549,7 @@ class JetStream:
             timeout: seconds to wait for the first reply and the commit's
                 acknowledgement (the context's when None).
             max_messages: the server's per-batch limit (1,000 by default).
+            ttl: seconds every message lives (>= 1) or ``"never"`` (``Nats-TTL``).
 
         Returns:
             The ``BatchAck``: ``stream``, ``seq`` of the last message, ``batch_id`` and
@@ -560,7 +565,17 @@ class JetStream:
             PublishAckTimeoutError: no acknowledgement of the commit in time: the batch
                 may or may not be stored.
         """
-        return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages)
+        return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages,
+                              ttl=ttl)
+
+    def counter(self, stream: str, timeout: float | None = None) -> Counter:
+        """The counters of ``stream`` (ADR-49, nats-server 2.12+): see :class:`Counter`.
+
+        Raises:
+            StreamNotFoundError: no such stream.
+            CounterNotEnabledError: the stream has no ``allow_msg_counter``.
+        """
+        return Counter(self, self.stream(stream, timeout))
 
     # --- legacy nats-py names ---------------------------------------------------------
 

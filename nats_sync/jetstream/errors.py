@@ -39,6 +39,13 @@ __all__ = [
     "ConsumerExistsError",
     "ConsumerNameInUseError",
     "ConsumerNotFoundError",
+    "CounterBrokenError",
+    "CounterError",
+    "CounterIncrementInvalidError",
+    "CounterIncrementMissingError",
+    "CounterNotEnabledError",
+    "CounterNotFoundError",
+    "CounterPayloadError",
     "DigestMismatchError",
     "FastBatchInvalidPatternError",
     "FastBatchNotEnabledError",
@@ -56,9 +63,13 @@ __all__ = [
     "KeyNotFoundError",
     "KeyValueError",
     "KeyWrongLastSequenceError",
+    "LimitMarkersNotSupportedError",
     "MaximumConsumersLimitError",
     "MessageNotFoundError",
+    "MirrorWithCountersError",
     "MsgAlreadyAckdError",
+    "MsgTTLDisabledError",
+    "MsgTTLInvalidError",
     "NoHeartbeatError",
     "NoKeysError",
     "NoStreamResponseError",
@@ -240,6 +251,58 @@ class FastBatchTooManyInflightError(APIError):
     """10211 (429): the stream or server has as many fast-ingest batches as it allows."""
 
 
+# --- per-message TTL (ADR-43, 2.11) and counters (ADR-49, 2.12) -------------------------
+
+
+class MsgTTLInvalidError(BadRequestError):
+    """10165: the ``Nats-TTL`` value is not one the server takes (the client checks
+    ``ttl=`` before sending, so this comes from headers given by hand)."""
+
+
+class MsgTTLDisabledError(BadRequestError):
+    """10166: a message with a TTL went to a stream without ``allow_msg_ttl``."""
+
+
+class CounterError(JetStreamError):
+    """Root of the counter errors (``js.counter``, ADR-49)."""
+
+    label = "counter error"
+
+
+class CounterNotEnabledError(CounterError, BadRequestError):
+    """The stream is not a counter stream (no ``allow_msg_counter``); also the
+    server's 10168 for an increment sent to such a stream."""
+
+    label = "counters not enabled"
+
+
+class CounterNotFoundError(CounterError, NotFoundError):
+    """The counter subject was never set (nothing stored on it)."""
+
+    label = "counter not found"
+
+
+class CounterIncrementMissingError(CounterError, BadRequestError):
+    """10169: a message without ``Nats-Incr`` went to a counter stream."""
+
+
+class CounterPayloadError(CounterError, BadRequestError):
+    """10170: an increment carried a payload (counter messages have none)."""
+
+
+class CounterIncrementInvalidError(CounterError, BadRequestError):
+    """10171: the increment is not an integer, or came with a header counters refuse
+    (``Nats-Rollup``, ``Nats-Expected-*``)."""
+
+
+class CounterBrokenError(CounterError, BadRequestError):
+    """10172: the counter's stored value is not one the server can add to."""
+
+
+class MirrorWithCountersError(CounterError, BadRequestError):
+    """10173: a mirror stream cannot also count (``allow_msg_counter``)."""
+
+
 _BY_ERR_CODE: dict[int, type[APIError]] = {
     10058: StreamNameAlreadyInUseError,
     10071: WrongLastSequenceError,
@@ -269,6 +332,14 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10207: BatchIdInvalidError,
     10208: FastBatchUnknownError,
     10211: FastBatchTooManyInflightError,
+    10165: MsgTTLInvalidError,
+    10166: MsgTTLDisabledError,
+    10168: CounterNotEnabledError,
+    10169: CounterIncrementMissingError,
+    10170: CounterPayloadError,
+    10171: CounterIncrementInvalidError,
+    10172: CounterBrokenError,
+    10173: MirrorWithCountersError,
 }
 _BY_CODE: dict[int, type[APIError]] = {
     400: BadRequestError,
@@ -450,6 +521,12 @@ class NoKeysError(KeyValueError):
     """The bucket has no keys (``keys()``, as nats-py and nats.go)."""
 
     label = "no keys found"
+
+
+class LimitMarkersNotSupportedError(KeyValueError):
+    """``limit_marker_ttl`` needs JetStream API level 1 (nats-server 2.11+)."""
+
+    label = "limit markers not supported"
 
 
 class KeyHistoryTooLargeError(KeyValueError):

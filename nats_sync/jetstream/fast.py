@@ -37,10 +37,9 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -78,7 +77,6 @@ MAX_FLOW: Final = 65_535
 #: Longest wait for an ack before a ping asks the server to repeat it (a quarter of
 #: ``ack_timeout`` when that is shorter): an ack lost on the way costs this much.
 PING_INTERVAL: Final = 0.5
-_TTL_HEADER = "Nats-TTL"
 #: Answers taken from the inbox per look.
 _TAKE = 256
 #: The inbox subscription's pending message limit (a module attribute, so a test can
@@ -100,27 +98,6 @@ _OP_APPEND = 1
 _OP_COMMIT = 2
 _OP_END_OF_BATCH = 3
 _OP_PING = 4
-
-
-def ttl_header(ttl: object) -> str:
-    """The ``Nats-TTL`` value for ``ttl``: seconds (an int or float >= 1) or "never".
-
-    Whole seconds are sent as an integer; other values as a Go duration (``"1.5s"``),
-    which the server truncates to whole seconds.
-
-    Raises:
-        InvalidArgumentError: ``ttl`` is none of those.
-    """
-    if ttl == "never":
-        return "never"
-    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
-            or not math.isfinite(ttl) or ttl < 1):
-        raise InvalidArgumentError(
-            f'ttl must be a number of seconds >= 1 or "never", got {ttl!r}'
-        )
-    if ttl == int(ttl):
-        return str(int(ttl))
-    return f"{ttl!r}s"
 
 
 class FastPublisher:
@@ -377,17 +354,8 @@ class FastPublisher:
         if (msg_id is not None and headers is None and ttl is None
                 and expected_last_subject_seq is None):
             return msg_id_block(msg_id)  # the common keyed case, without a dict
-        merged = js_headers(headers, msg_id,
-                            expected_last_subject_seq=expected_last_subject_seq)
-        if ttl is None:
-            return merged
-        value = ttl_header(ttl)
-        if merged is None:
-            return {_TTL_HEADER: value}
-        if not isinstance(merged, Mapping):
-            raise InvalidArgumentError(
-                f"headers must be a mapping of name -> value, got {type(merged).__name__}")
-        return {**merged, _TTL_HEADER: value}
+        return js_headers(headers, msg_id,
+                          expected_last_subject_seq=expected_last_subject_seq, ttl=ttl)
 
     def _subscribe(self) -> None:
         if self._sub is None:  # a first message whose publish raised may be sent again

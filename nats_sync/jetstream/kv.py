@@ -5,7 +5,11 @@ subject ``$KV.b.<key>`` and a revision is the stream sequence of its message. ``
 is a JetStream publish; ``create`` and ``update`` add
 ``Nats-Expected-Last-Subject-Sequence`` (0 for create), so the stream itself decides a
 compare-and-swap. ``delete`` and ``purge`` store markers (``KV-Operation: DEL``, or
-``PURGE`` with ``Nats-Rollup: sub``, which drops the key's older values). ``get`` asks
+``PURGE`` with ``Nats-Rollup: sub``, which drops the key's older values). A bucket made
+with ``limit_marker_ttl`` (ADR-48) is a stream with ``allow_msg_ttl`` and
+``subject_delete_marker_ttl``: ``create`` and ``purge`` may then carry a ``Nats-TTL``,
+and the server leaves a marker (``Nats-Marker-Reason``) when age removes a key's last
+value, which ``get`` and watchers read as a purge (``operation_of``). ``get`` asks
 ``DIRECT.GET`` (any replica answers) when the bucket allows direct gets, else the
 stream leader through ``STREAM.MSG.GET`` (buckets made by nats-py's legacy
 ``create_key_value`` have no ``allow_direct``). ``get_many`` reads many keys with
@@ -46,6 +50,7 @@ from nats_sync.jetstream.errors import (
     KeyHistoryTooLargeError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
+    LimitMarkersNotSupportedError,
     MessageNotFoundError,
     NoKeysError,
     StatusError,
@@ -147,6 +152,9 @@ class KeyValueConfig:
         replicas: how many servers keep it.
         compression: compress the stored values (s2).
         placement, republish, metadata: passed to the stream as they are.
+        limit_marker_ttl: seconds (>= 1) the server keeps a marker when age removes a
+            key's last value, so watchers see it; also lets ``create`` and ``purge``
+            take a ``ttl`` (ADR-48; nats-server 2.11+). None: no markers.
     """
 
     bucket: str
@@ -161,6 +169,7 @@ class KeyValueConfig:
     placement: dict[str, Any] | None = None
     republish: dict[str, Any] | None = None
     metadata: dict[str, str] | None = None
+    limit_marker_ttl: float | None = None
 
     @classmethod
     def build(cls, config: KeyValueConfig | None, fields: dict[str, Any]) -> KeyValueConfig:
@@ -210,6 +219,11 @@ class KeyValueConfig:
             raise InvalidArgumentError(f"storage must be 'file' or 'memory', got {self.storage!r}")
         if _bad_int(self.replicas, 1):
             raise InvalidArgumentError(f"replicas must be an int >= 1, got {self.replicas!r}")
+        marker_ttl = self.limit_marker_ttl
+        if marker_ttl is not None and (isinstance(marker_ttl, bool) or not isinstance(
+                marker_ttl, (int, float)) or not marker_ttl >= 1):
+            raise InvalidArgumentError(
+                f"limit_marker_ttl must be seconds >= 1 (or None), got {marker_ttl!r}")
         duplicate_window = 120.0
         if self.ttl and self.ttl < duplicate_window:
             duplicate_window = float(self.ttl)
@@ -223,6 +237,8 @@ class KeyValueConfig:
             max_consumers=-1, allow_direct=True,
             compression="s2" if self.compression else None,
             placement=self.placement, republish=self.republish, metadata=self.metadata,
+            allow_msg_ttl=True if marker_ttl else None,
+            subject_delete_marker_ttl=float(marker_ttl) if marker_ttl else None,
         )
 
 
@@ -242,6 +258,7 @@ class KeyValueStatus:
         bytes: its size in bytes.
         backing_store: always ``"JetStream"``.
         is_compressed: whether values are stored compressed.
+        limit_marker_ttl: seconds the limit markers live (0: no markers).
         info: the stream info it was read from.
     """
 
@@ -252,6 +269,7 @@ class KeyValueStatus:
     bytes: int
     backing_store: str = "JetStream"
     is_compressed: bool = False
+    limit_marker_ttl: float = 0.0
     info: StreamInfo = field(default_factory=StreamInfo, repr=False, compare=False)
 
 
@@ -259,8 +277,16 @@ class KeyValueStatus:
 
 
 def create_bucket(js: JsContext, config: KeyValueConfig, timeout: float | None) -> KeyValue:
-    """Makes the bucket's stream (the same config again is fine)."""
-    stream = js.create_stream(config.to_stream_config(), timeout=timeout)
+    """Makes the bucket's stream (the same config again is fine).
+
+    Raises:
+        LimitMarkersNotSupportedError: ``limit_marker_ttl`` on a server below API level 1.
+    """
+    stream_config = config.to_stream_config()
+    if stream_config.subject_delete_marker_ttl and js.api_level(timeout) < 1:
+        raise LimitMarkersNotSupportedError(
+            "limit_marker_ttl needs nats-server 2.11+ (JetStream API level 1)")
+    stream = js.create_stream(stream_config, timeout=timeout)
     return KeyValue(js, config.bucket, stream.cached_info)
 
 
@@ -517,7 +543,8 @@ class KeyValue:
             bucket=self._bucket, values=info.state.messages,
             history=config.max_msgs_per_subject or 1, ttl=config.max_age or 0.0,
             bytes=info.state.bytes,
-            is_compressed=config.compression not in (None, "", "none"), info=info,
+            is_compressed=config.compression not in (None, "", "none"),
+            limit_marker_ttl=config.subject_delete_marker_ttl or 0.0, info=info,
         )
 
     def watch(self, keys: str | Sequence[str] = ">", *, include_history: bool = False,
@@ -556,17 +583,23 @@ class KeyValue:
         subject = self._prefix + check_key(key, writing=True)
         return self._js.publish(subject, _value(value), timeout=timeout).seq
 
-    def create(self, key: str, value: bytes, *, timeout: float | None = None) -> int:
+    def create(self, key: str, value: bytes, *, ttl: float | str | None = None,
+               timeout: float | None = None) -> int:
         """Stores ``value`` only if ``key`` has none (never set, deleted or purged).
+
+        Args:
+            ttl: seconds (>= 1) the value lives, or ``"never"``; the bucket needs
+                ``limit_marker_ttl`` (ADR-48). When it ends the key reads as purged.
 
         Raises:
             KeyWrongLastSequenceError: the key has a value.
+            MsgTTLDisabledError: ``ttl`` on a bucket without limit markers.
         """
         subject = self._prefix + check_key(key, writing=True)
         data = _value(value)
         try:
             return self._js.publish(subject, data, timeout=timeout,
-                                    expected_last_subject_seq=0).seq
+                                    expected_last_subject_seq=0, ttl=ttl).seq
         except WrongLastSequenceError as err:
             try:
                 latest = self._get_entry(key, None, timeout)
@@ -575,7 +608,7 @@ class KeyValue:
             if latest.operation == "PUT":
                 raise _cas_lost(err, key, self._bucket) from None
         # Deleted or purged: a create is an update on the marker's revision.
-        return self.update(key, data, latest.revision, timeout=timeout)
+        return self._update(subject, key, data, latest.revision, timeout, ttl)
 
     def update(self, key: str, value: bytes, last: int, *, timeout: float | None = None
                ) -> int:
@@ -588,9 +621,13 @@ class KeyValue:
         subject = self._prefix + check_key(key, writing=True)
         if _bad_int(last, 0):
             raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
+        return self._update(subject, key, _value(value), last, timeout, None)
+
+    def _update(self, subject: str, key: str, data: bytes, last: int,
+                timeout: float | None, ttl: float | str | None) -> int:
         try:
-            return self._js.publish(subject, _value(value), timeout=timeout,
-                                    expected_last_subject_seq=last).seq
+            return self._js.publish(subject, data, timeout=timeout,
+                                    expected_last_subject_seq=last, ttl=ttl).seq
         except WrongLastSequenceError as err:
             raise _cas_lost(err, key, self._bucket) from None
 
@@ -604,12 +641,21 @@ class KeyValue:
         """
         self._marker(key, "DEL", last, timeout)
 
-    def purge(self, key: str, *, timeout: float | None = None) -> None:
-        """Marks ``key`` purged and drops every older entry it had."""
-        self._marker(key, "PURGE", None, timeout)
+    def purge(self, key: str, *, ttl: float | str | None = None,
+              timeout: float | None = None) -> None:
+        """Marks ``key`` purged and drops every older entry it had.
+
+        Args:
+            ttl: seconds (>= 1) the purge marker itself lives, so the key leaves the
+                bucket for good afterwards; the bucket needs ``limit_marker_ttl``.
+
+        Raises:
+            MsgTTLDisabledError: ``ttl`` on a bucket without limit markers.
+        """
+        self._marker(key, "PURGE", None, timeout, ttl)
 
     def _marker(self, key: str, operation: str, last: int | None,
-                timeout: float | None) -> None:
+                timeout: float | None, ttl: float | str | None = None) -> None:
         subject = self._prefix + check_key(key, writing=True)
         if last is not None and _bad_int(last, 0):
             raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
@@ -618,7 +664,7 @@ class KeyValue:
             headers["Nats-Rollup"] = "sub"
         try:
             self._js.publish(subject, b"", headers=headers, timeout=timeout,
-                             expected_last_subject_seq=last)
+                             expected_last_subject_seq=last, ttl=ttl)
         except WrongLastSequenceError as err:
             raise _cas_lost(err, key, self._bucket) from None
 

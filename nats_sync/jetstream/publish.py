@@ -73,13 +73,13 @@ class JsPublisher:
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25,
+        retry_wait: float = 0.25, ttl: float | str | None = None,
     ) -> PubAck:
         """See ``JetStream.publish``; ``timeout`` applies to each attempt."""
         timeout = self._timeout(timeout)
         check_retries(retry_attempts, retry_wait)
         merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
-                            expected_last_subject_seq, expected_last_msg_id)
+                            expected_last_subject_seq, expected_last_msg_id, ttl)
         attempt = 0
         while True:
             try:

@@ -36,11 +36,12 @@ for _layer, _modules in enumerate([
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
      "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
-     "jetstream._kv_watch", "jetstream._kv_many"],
+     "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter"],
     # 6 the public client
     ["client"],
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
+     "_cli_counter",
      "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
      "spark.jetstream", "spark._js_source", "spark._js_plan", "spark._js_read",
      "spark._js_sink", "spark._js_rows", "spark._js_fast", "spark._js_commits",
