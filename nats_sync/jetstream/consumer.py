@@ -131,7 +131,10 @@ class PullConsumer:
 
         The batch ends when they all came, when the server has nothing more within
         ``max_wait`` seconds (an empty batch is normal), when the heartbeats stop, or
-        ``max_wait`` + 1 s after the request at the latest.
+        ``max_wait`` + 1 s after the request at the latest. The server's refusals of
+        a priority group read end it with :attr:`MessageBatch.error`:
+        ``PriorityGroupRequiredError`` (no group), ``InvalidPriorityGroupError`` (not
+        one of the consumer's), ``PriorityPolicyError`` (criteria of another policy).
 
         Args:
             max_messages: the most messages to get.
@@ -152,10 +155,6 @@ class PullConsumer:
             InvalidArgumentError: a bad count, wait, heartbeat or criterion, or criteria
                 without ``group``.
             InvalidGroupNameError: a bad group name.
-
-        The server's refusals end the batch with :attr:`MessageBatch.error`:
-        ``PriorityGroupRequiredError`` (no group), ``InvalidPriorityGroupError`` (not
-        one of the consumer's), ``PriorityPolicyError`` (criteria of another policy).
         """
         check_int(max_messages, "max_messages", 1)
         return self._fetch(max_messages, None, max_wait, heartbeat,
