@@ -298,6 +298,24 @@ def test_server_refusals_have_their_classes(js: JetStream) -> None:
     assert prioritized.next(2.0, group="g").metadata.sequence.stream == 1
 
 
+def test_every_read_takes_the_group(js: JetStream) -> None:
+    consumer = grouped(js, "prioritized")
+    store(js, 4)
+    assert seqs(consumer.fetch_nowait(1, group="g", priority=1)) == [1]
+    assert seqs(consumer.fetch_bytes(60, max_wait=2.0, group="g", priority=9)) == [2]
+    assert consumer.next(2.0, group="g").metadata.sequence.stream == 3
+    got: list[int] = []
+    done = threading.Event()
+
+    def cb(msg: object) -> None:
+        got.append(msg.metadata.sequence.stream)  # type: ignore[attr-defined]
+        done.set()
+
+    with consumer.consume(cb, max_wait=1.0, group="g", priority=3):
+        assert done.wait(10)
+    assert got == [4]
+
+
 def test_a_consumer_without_groups_ignores_the_group(js: JetStream) -> None:
     consumer = js.create_consumer("S", durable_name="plain", ack_policy="explicit")
     store(js, 1)
