@@ -186,6 +186,35 @@ class JetStreamNotEnabledError(ServiceUnavailableError):
     """10076 / 10039: JetStream is not enabled (for the server, or for this account)."""
 
 
+# --- priority groups (ADR-42, 2.11): also the refusals of a pull (code 400, no err_code) ---
+
+
+class InvalidPriorityGroupError(BadRequestError):
+    """10160 (or a pull answered ``400 Invalid Priority Group``): the group is not one
+    of the consumer's ``priority_groups``."""
+
+
+class PriorityGroupRequiredError(BadRequestError):
+    """A pull without ``group`` to a consumer with priority groups (``400 Priority
+    Group missing``)."""
+
+
+class PriorityPolicyError(BadRequestError):
+    """The consumer's priority policy does not take what was asked: a pull's criteria
+    of another policy (``min_pending`` without ``overflow``, a pin id without
+    ``pinned_client``), or a config mixing them up (10159: a policy without groups;
+    10196/10197: groups or ``priority_timeout`` without a policy; 10178: a push
+    consumer)."""
+
+
+class InvalidGroupNameError(BadRequestError, InvalidArgumentError):
+    """10161/10162: a priority group name is empty, longer than 16 characters, or holds
+    something other than ``A-Z a-z 0-9 - _ / =`` (the client checks this before
+    sending; also a ``ValueError``)."""
+
+    label = "invalid priority group name"
+
+
 # --- batch publishing (ADR-50): atomic batches (2.12) and fast ingest (2.14) -------------
 
 
@@ -245,35 +274,6 @@ class FastBatchTooManyInflightError(APIError):
     """10211 (429): the stream or server has as many fast-ingest batches as it allows."""
 
 
-# --- priority groups (ADR-42, 2.11): also the refusals of a pull (code 400, no err_code) ---
-
-
-class InvalidPriorityGroupError(BadRequestError):
-    """10160 (or a pull answered ``400 Invalid Priority Group``): the group is not one
-    of the consumer's ``priority_groups``."""
-
-
-class PriorityGroupRequiredError(BadRequestError):
-    """A pull without ``group`` to a consumer with priority groups (``400 Priority
-    Group missing``)."""
-
-
-class PriorityPolicyError(BadRequestError):
-    """The consumer's priority policy does not take what was asked: a pull's criteria
-    of another policy (``min_pending`` without ``overflow``, a pin id without
-    ``pinned_client``), or a config mixing them up (10159: a policy without groups;
-    10196/10197: groups or ``priority_timeout`` without a policy; 10178: a push
-    consumer)."""
-
-
-class InvalidGroupNameError(BadRequestError, InvalidArgumentError):
-    """10161/10162: a priority group name is empty, longer than 16 characters, or holds
-    something other than ``A-Z a-z 0-9 - _ / =`` (the client checks this before
-    sending; also a ``ValueError``)."""
-
-    label = "invalid priority group name"
-
-
 _BY_ERR_CODE: dict[int, type[APIError]] = {
     10058: StreamNameAlreadyInUseError,
     10071: WrongLastSequenceError,
@@ -289,6 +289,13 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10037: MessageNotFoundError,
     10076: JetStreamNotEnabledError,
     10039: JetStreamNotEnabledError,
+    10160: InvalidPriorityGroupError,
+    10159: PriorityPolicyError,
+    10178: PriorityPolicyError,
+    10196: PriorityPolicyError,
+    10197: PriorityPolicyError,
+    10161: InvalidGroupNameError,
+    10162: InvalidGroupNameError,
     10174: AtomicBatchNotEnabledError,
     10175: BatchSequenceMissingError,
     10176: BatchIncompleteError,
@@ -303,13 +310,6 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10207: BatchIdInvalidError,
     10208: FastBatchUnknownError,
     10211: FastBatchTooManyInflightError,
-    10160: InvalidPriorityGroupError,
-    10159: PriorityPolicyError,
-    10178: PriorityPolicyError,
-    10196: PriorityPolicyError,
-    10197: PriorityPolicyError,
-    10161: InvalidGroupNameError,
-    10162: InvalidGroupNameError,
 }
 _BY_CODE: dict[int, type[APIError]] = {
     400: BadRequestError,
