@@ -89,6 +89,14 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     read.add_argument("name")
     read.add_argument("--count", type=int, default=1, help="messages to fetch (default 1)")
     read.add_argument("--no-ack", action="store_true", help="print without acknowledging")
+    read.add_argument("--group", default=None,
+                      help="the priority group to pull in (consumers with priority groups)")
+    read.add_argument("--min-pending", type=int, default=None,
+                      help="overflow: only while at least this many are pending")
+    read.add_argument("--min-ack-pending", type=int, default=None,
+                      help="overflow: only while at least this many are unacknowledged")
+    read.add_argument("--priority", type=int, default=None,
+                      help="prioritized: 0 (served first) to 9")
     for parser in (consumer, *actions.choices.values()):
         add_options(parser)
     _add_kv_parser(commands, add_options)
@@ -293,7 +301,9 @@ def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     if args.count < 1:
         raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
     reader = js.consumer(args.stream, args.name)
-    batch = reader.fetch(args.count, max_wait=args.timeout)
+    batch = reader.fetch(args.count, max_wait=args.timeout, group=args.group,
+                         min_pending=args.min_pending, min_ack_pending=args.min_ack_pending,
+                         priority=args.priority)
     shown = 0
     for msg in batch:
         meta = msg.metadata

@@ -93,3 +93,8 @@ STATUS_NO_RESPONDERS = 503
 STATUS_REQUEST_TIMEOUT = 408
 STATUS_NOT_FOUND = 404
 STATUS_CONTROL = 100
+#: A pull refused for a pin id that is no longer the pin (ADR-42 priority groups).
+STATUS_PIN_MISMATCH = 423
+#: Seconds of its ``max_wait`` a fetch answered 423 must have left to pull again
+#: without the pin id (else it ends with what it has).
+JS_PIN_RETRY_MIN_WAIT = 0.1

@@ -15,15 +15,20 @@ end the next one.
 lazily on the thread that iterates it: it ends on the count, the bytes, a ``done``
 status, a missed heartbeat or its deadline (``expires`` + 1 s, as nats.go), and then
 unsubscribes. Only ``terminal``, ``warning`` and ``no_responders`` set ``.error``.
+A ``pin_lost`` (423: a priority group's pin moved to another reader, ``_priority``)
+drops the pin id and pulls again without it, on the same inbox (the server removed the
+refused request, so no late status of it can come), for what is still wanted within
+the time left; with too little time left the batch ends with what it has.
 
 :class:`MessageStream` (``messages()``, under ``consume()``) keeps pulling ahead: it
 counts what it asked for and was not yet handed out (``pending``), asks again for the
 difference once half the buffer is handed out, subtracts ``Nats-Pending-*`` when a
 request ends, and re-pulls after a ``reset``, a missed heartbeat (two intervals without
 a message or status while a request is open: a warning, not an end) or a reconnect.
-After a ``no_responders`` it asks ``CONSUMER.INFO`` whether the consumer still exists:
-if not, it ends with ``ConsumerDeletedError``; if it cannot tell (a server restarting),
-it retries with a backoff (0.25 s, doubling, at most 5 s).
+After a ``pin_lost`` it drops the pin id and pulls again at once, without it (never an
+end, never a warning). After a ``no_responders`` it asks ``CONSUMER.INFO`` whether the
+consumer still exists: if not, it ends with ``ConsumerDeletedError``; if it cannot tell
+(a server restarting), it retries with a backoff (0.25 s, doubling, at most 5 s).
 
 Threads and state: a ``MessageStream`` starts no thread. Its reading runs on whatever
 thread calls ``next()`` (a user thread, or the thread of a ``consume``); the client's
@@ -32,9 +37,11 @@ writer, timer or reconnect thread) pauses it and, after a reconnect, sends the n
 itself, so a reader blocked in ``next()`` is woken by what the server sends. Everything
 the two share (the pending counts, the state, the connected flag, the deadlines, the
 queued warnings) is guarded by the stream's ``_lock``, which is held for bookkeeping
-only, never while publishing or waiting. Warnings are handed to ``error_cb`` (or the
-``nats_sync`` log) on the reading thread, never on the client's threads. ``stop()``
-and the client's close end the core subscription, which wakes every waiting reader.
+only, never while publishing or waiting. A priority group's pin lives in the
+consumer's ``_priority.PinTracker`` (its own lock, never taken with ``_lock`` held).
+Warnings are handed to ``error_cb`` (or the ``nats_sync`` log) on the reading thread,
+never on the client's threads. ``stop()`` and the client's close end the core
+subscription, which wakes every waiting reader.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from nats_sync import _defaults as d
 from nats_sync._validate import check_timeout
 from nats_sync.errors import BadSubscriptionError, ConnectionClosedError, Error, TimeoutError
 from nats_sync.jetstream._msg import JsMsg
+from nats_sync.jetstream._priority import PullGroup
 from nats_sync.jetstream._pull_wire import classify, message_size, pull_body
 from nats_sync.jetstream.errors import ConsumerDeletedError, NoHeartbeatError
 
@@ -73,6 +81,9 @@ _RETRY_MAX = 5.0
 _POLL = 1.0
 
 ErrorCallback = Callable[[BaseException], None]
+#: ``again(messages, bytes, seconds)``: the body of a fetch's pull for what it still
+#: wants (bytes 0: no byte limit) within the seconds left, or None not to pull again.
+PullAgain = Callable[[int, int, float], "bytes | None"]
 
 
 def _forget(sub: Subscription, remove_listener: Callable[[], None] | None = None) -> None:
@@ -103,8 +114,12 @@ class MessageBatch:
 
     def __init__(self, client: CoreClient, subject: str, body: bytes, *, batch: int,
                  max_bytes: int | None, wait: float, heartbeat: float | None,
-                 ack_timeout: float) -> None:
+                 ack_timeout: float, group: PullGroup | None = None,
+                 again: PullAgain | None = None) -> None:
         self._client = client
+        self._subject = subject
+        self._group = group
+        self._again = again
         self._limit = batch
         self._max_bytes = max_bytes or 0
         self._heartbeat = heartbeat or 0.0
@@ -114,7 +129,7 @@ class MessageBatch:
         self._error: BaseException | None = None
         self._done = False
         self._lock = threading.Lock()
-        inbox = client.new_inbox()
+        self._inbox = inbox = client.new_inbox()
         self._sub = client.subscribe(
             inbox, pending_msgs_limit=max(d.DEFAULT_SUB_PENDING_MSGS_LIMIT, batch + 16),
             pending_bytes_limit=max(d.DEFAULT_SUB_PENDING_BYTES_LIMIT, 2 * self._max_bytes),
@@ -202,6 +217,8 @@ class MessageBatch:
             if self._heartbeat:
                 self._heartbeat_due = time.monotonic() + 2 * self._heartbeat
             if msg.status is None:
+                if self._group is not None:
+                    self._group.seen(msg)
                 self._msgs.append(JsMsg(msg, self._client, self._ack_timeout))
                 if self._max_bytes:
                     self._bytes += message_size(msg)
@@ -210,13 +227,30 @@ class MessageBatch:
                     self._finish(None)
                 return True
             status = classify(msg)
-            if status.kind == "heartbeat":
+            if status.kind == "heartbeat" or (status.kind == "pin_lost" and self._pull_again()):
                 continue
-            # done and reset end a fetch quietly (the request is over, try again);
-            # a refusal, a missing or deleted consumer and the rest are its error.
-            self._finish(status.error)
+            # done and reset end a fetch quietly (the request is over, try again), and
+            # so does a lost pin with no time left; a refusal, a missing or deleted
+            # consumer and the rest are its error.
+            self._finish(None if status.kind == "pin_lost" else status.error)
             return False
         return False
+
+    def _pull_again(self) -> bool:
+        """Under ``_lock``, after a 423: drops the pin and pulls again without it for
+        what is still wanted; False (the batch ends) with too little time left."""
+        if self._group is not None:
+            self._group.lost()
+        left = self._deadline - time.monotonic()
+        body = None if self._again is None else self._again(
+            self._limit - len(self._msgs), max(self._max_bytes - self._bytes, 0), left)
+        if body is None:
+            return False
+        try:
+            self._client.publish(self._subject, body, reply=self._inbox)
+        except Error:
+            return False  # closed or not sendable now: end with what came
+        return True
 
     def _finish(self, error: BaseException | None) -> None:
         self._error = error
@@ -254,13 +288,16 @@ class MessageStream:
         exists: ``exists(timeout)``: False when the consumer is certainly gone;
             raises when it cannot tell.
         error_cb: gets the warnings (else the ``nats_sync`` log).
+        group: the priority group the pulls name, with its criteria and pin.
     """
 
     def __init__(self, client: CoreClient, subject: str, label: str, *, max_messages: int,
                  max_bytes: int | None, max_wait: float, heartbeat: float,
                  ack_timeout: float, exists: Callable[[float], bool],
-                 error_cb: ErrorCallback | None = None) -> None:
+                 error_cb: ErrorCallback | None = None,
+                 group: PullGroup | None = None) -> None:
         self._client = client
+        self._group = group
         self._subject = subject
         self._label = label
         self._max_msgs = max_messages
@@ -354,6 +391,8 @@ class MessageStream:
                 self._end(_ENDED, None)  # drained, stopped, or the client drained
                 continue
             if msg.status is None:
+                if self._group is not None:
+                    self._group.seen(msg)
                 now = time.monotonic()
                 with self._lock:
                     if self._pending_msgs > 0:
@@ -507,8 +546,10 @@ class MessageStream:
     def _send_pull(self, batch: int, size: int) -> bool:
         """Publishes a pull ``_take_pull`` counted; False (and it is uncounted) when
         it could not be sent."""
+        group = self._group
         body = pull_body(batch, expires=self._expires, max_bytes=size or None,
-                         heartbeat=self._heartbeat)
+                         heartbeat=self._heartbeat,
+                         group=None if group is None else group.fields())
         try:
             self._client.publish(self._subject, body, reply=self._inbox)
             self._unsent = None
@@ -529,11 +570,13 @@ class MessageStream:
         status = classify(msg)
         kind = status.kind
         now = time.monotonic()
+        if kind == "pin_lost" and self._group is not None:
+            self._group.lost()  # the next pull goes without the id: a standby
         with self._lock:
             self._heartbeat_due = now + 2 * self._heartbeat
             if kind == "heartbeat":
                 return
-            if kind == "done" and status.pending_msgs is not None:
+            if kind in ("done", "pin_lost") and status.pending_msgs is not None:
                 self._pending_msgs = max(0, self._pending_msgs - status.pending_msgs)
                 self._pending_bytes = max(0, self._pending_bytes - (status.pending_bytes or 0))
             elif kind != "terminal":
@@ -544,6 +587,8 @@ class MessageStream:
                 assert status.error is not None
                 self._warnings.append(status.error)
                 self._retry_at = now + self._heartbeat
+            elif kind == "pin_lost":
+                self._retry_at = 0.0
             elif kind == "no_responders":
                 self._check_due = True
                 self._retry_at = now + self._backoff

@@ -1,7 +1,8 @@
 """The pull request on the wire and what comes back on its inbox: pure functions.
 
 How it works: a pull is a core publish of ``{"batch", "expires", "max_bytes", "no_wait",
-"idle_heartbeat"}`` (durations in ns; :func:`pull_body` writes it) to
+"idle_heartbeat"}`` (durations in ns; :func:`pull_body` writes it, with a priority group's
+fields when the read names one: ``_priority``) to
 ``<prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>`` with an inbox as the reply subject.
 The server sends the messages there and, on the same inbox, the status messages
 :func:`classify` sorts out (notes §2.4):
@@ -18,8 +19,11 @@ status  description                            what it means here
 409     Consumer Deleted                       ``terminal``: ``ConsumerDeletedError``
 409     Consumer is push based                 ``terminal``: ``StatusError``
 409     Exceeded MaxWaiting / MaxRequest...    ``warning``: the request was refused
+423     Nats-Pin-Id mismatch / Wrong-Pin-Id    ``pin_lost``: pull again without the id
+400     Bad Request - Priority Group missing,  ``terminal``: the priority group errors
+        Invalid Priority Group, Not a ...      (``_priority.refusal``)
 503     (no responders)                        ``no_responders``: no such consumer
-other   (400 Bad Request, 412, 423...)         ``terminal``: ``StatusError``
+other   (400 Bad Request, 412...)              ``terminal``: ``StatusError``
 ======  =====================================  ====================================
 
 :func:`message_size` counts a delivered message as the server does against
@@ -31,16 +35,19 @@ or takes a lock: the reading threads call them, any number at once.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync.jetstream._api import header_int, to_ns
+from nats_sync.jetstream._priority import refusal
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
     ConsumerNotFoundError,
     JetStreamError,
+    PinIdMismatchError,
     StatusError,
 )
 
@@ -48,7 +55,7 @@ if TYPE_CHECKING:
     from nats_sync.msg import Msg
 
 Kind = Literal["message", "heartbeat", "done", "reset", "warning", "no_responders",
-               "terminal"]
+               "pin_lost", "terminal"]
 
 
 @dataclass(frozen=True)
@@ -57,10 +64,11 @@ class PullStatus:
 
     Attributes:
         kind: the meaning.
-        pending_msgs: for ``done``, the messages the ended request still owed
+        pending_msgs: for ``done`` and ``pin_lost``, the messages the ended request still owed
             (``Nats-Pending-Messages``); None when the status does not say.
         pending_bytes: the same for bytes (``Nats-Pending-Bytes``).
-        error: for ``terminal``, ``warning`` and ``no_responders``: the error.
+        error: for ``terminal``, ``warning``, ``no_responders`` and ``pin_lost``: the
+            error.
     """
 
     kind: Kind
@@ -104,6 +112,14 @@ def classify(msg: Msg) -> PullStatus:
         return PullStatus("warning", error=StatusError(
             f"the pull request was refused: {status} {description}",
             status=status, description=description))
+    if status == d.STATUS_PIN_MISMATCH:
+        return PullStatus("pin_lost", *_pending_headers(msg), error=PinIdMismatchError(
+            f"{status} {description}: the pin moved to another reader",
+            status=status, description=description))
+    if status == 400:
+        error = refusal(status, description)
+        if error is not None:
+            return PullStatus("terminal", error=error)
     if status == d.STATUS_NO_RESPONDERS:
         text = ("consumer not found: no responders for the pull request (the consumer "
                 "does not exist, or its server is not ready)")
@@ -120,8 +136,10 @@ def _pending_headers(msg: Msg) -> tuple[int | None, int | None]:
 
 
 def pull_body(batch: int, *, expires: float | None = None, max_bytes: int | None = None,
-              no_wait: bool = False, heartbeat: float | None = None) -> bytes:
-    """The JSON of a pull request (durations in seconds here, ns on the wire)."""
+              no_wait: bool = False, heartbeat: float | None = None,
+              group: Mapping[str, Any] | None = None) -> bytes:
+    """The JSON of a pull request (durations in seconds here, ns on the wire);
+    ``group``: a priority group's fields (``PullGroup.fields()``)."""
     body: dict[str, Any] = {"batch": batch}
     if expires:
         body["expires"] = to_ns(expires)
@@ -131,6 +149,8 @@ def pull_body(batch: int, *, expires: float | None = None, max_bytes: int | None
         body["no_wait"] = True
     if heartbeat:
         body["idle_heartbeat"] = to_ns(heartbeat)
+    if group:
+        body.update(group)
     return json.dumps(body, separators=(",", ":")).encode()
 
 

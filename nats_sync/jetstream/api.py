@@ -33,6 +33,10 @@ def _nested(cls: type[ApiObject]) -> dict[str, Any]:
     return {"wire": cls}
 
 
+def _nested_list(cls: type[ApiObject]) -> dict[str, Any]:
+    return {"wire": ("list", cls)}
+
+
 @dataclass
 class ApiObject:
     """Base of the JetStream dataclasses: lenient JSON in, only what is set out."""
@@ -92,6 +96,8 @@ def _decode(wire: Any, raw: Any) -> Any:
         return parse_time(raw)
     if isinstance(wire, type) and issubclass(wire, ApiObject):
         return wire.from_api(raw) if isinstance(raw, dict) else raw
+    if isinstance(wire, tuple) and isinstance(raw, list):  # ("list", an ApiObject class)
+        return [wire[1].from_api(item) if isinstance(item, dict) else item for item in raw]
     return raw
 
 
@@ -104,6 +110,8 @@ def _encode(wire: Any, value: Any) -> Any:
         return format_time(value) if isinstance(value, datetime) else value
     if isinstance(value, ApiObject):
         return value.to_api()
+    if isinstance(wire, tuple) and isinstance(value, list):
+        return [item.to_api() if isinstance(item, ApiObject) else item for item in value]
     return value
 
 
@@ -303,6 +311,16 @@ class SequenceInfo(ApiObject):
 
 
 @dataclass
+class PriorityGroupState(ApiObject):
+    """One priority group of a consumer as it stands (``ConsumerInfo.priority_groups``):
+    with the ``pinned_client`` policy, the current pin and when it was given."""
+
+    group: str = ""
+    pinned_client_id: str | None = None
+    pinned_ts: datetime | None = field(default=None, metadata=_TIME)
+
+
+@dataclass
 class ConsumerInfo(ApiObject):
     """A consumer's configuration and where it stands."""
 
@@ -323,6 +341,8 @@ class ConsumerInfo(ApiObject):
     paused: bool | None = None
     pause_remaining: float | None = field(default=None, metadata=_DURATION)
     ts: datetime | None = field(default=None, metadata=_TIME)
+    priority_groups: list[PriorityGroupState] | None = field(
+        default=None, metadata=_nested_list(PriorityGroupState))
 
 
 @dataclass

@@ -16,8 +16,15 @@ was bound with; every read is a pull request on the ``_pull`` machinery.
   stream; its only state of its own, the terminal error, is written by that thread
   before it ends and read after (``join``).
 
-A ``PullConsumer`` keeps no state of its own beyond ``cached_info`` (replaced whole), so
-any thread may use it at once.
+Priority groups (ADR-42): every read takes ``group`` and its criteria
+(``min_pending``, ``min_ack_pending``, ``priority``), checked here before anything is
+sent (``_priority``). With the ``pinned_client`` policy the pin the server gives is kept
+in the consumer's ``PinTracker`` and sent with every pull of every read of this object;
+a pull answered 423 (the pin moved) goes on without it. ``unpin(group)`` asks the server
+to pick another reader.
+
+A ``PullConsumer`` keeps no state of its own beyond ``cached_info`` (replaced whole) and
+its pin tracker (locked inside), so any thread may use it at once.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from nats_sync._defaults import CLOSE_CALLBACK_GRACE
+from nats_sync._defaults import CLOSE_CALLBACK_GRACE, JS_PIN_RETRY_MIN_WAIT
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
@@ -38,12 +45,14 @@ from nats_sync.errors import (
 )
 from nats_sync.jetstream._api import CoreClient
 from nats_sync.jetstream._msg import JsMsg, MsgMetadata, SequencePair
+from nats_sync.jetstream._priority import PinTracker, PullGroup, check_group_name, pull_group
 from nats_sync.jetstream._pull import (
     BYTES_ONLY_BATCH,
     FETCH_MARGIN,
     ErrorCallback,
     MessageBatch,
     MessageStream,
+    PullAgain,
     report,
 )
 from nats_sync.jetstream._pull_wire import pull_body
@@ -86,6 +95,7 @@ class PullConsumer:
         self._name = info.name
         self._info = info
         self._next_subject = js.api.subject(f"CONSUMER.MSG.NEXT.{stream}.{info.name}")
+        self._pins = PinTracker()
 
     def __repr__(self) -> str:
         return f"<nats_sync.jetstream.PullConsumer {self._stream!r}/{self._name!r}>"
@@ -113,38 +123,61 @@ class PullConsumer:
     # --- one pull ---------------------------------------------------------------------
 
     def fetch(self, max_messages: int = 1, *, max_wait: float = 30.0,
-              heartbeat: float | None = None) -> MessageBatch:
+              heartbeat: float | None = None, group: str | None = None,
+              min_pending: int | None = None, min_ack_pending: int | None = None,
+              priority: int | None = None) -> MessageBatch:
         """Asks for up to ``max_messages`` and returns at once; the batch yields them as
         they arrive.
 
         The batch ends when they all came, when the server has nothing more within
         ``max_wait`` seconds (an empty batch is normal), when the heartbeats stop, or
-        ``max_wait`` + 1 s after the request at the latest.
+        ``max_wait`` + 1 s after the request at the latest. The server's refusals of
+        a priority group read end it with :attr:`MessageBatch.error`:
+        ``PriorityGroupRequiredError`` (no group), ``InvalidPriorityGroupError`` (not
+        one of the consumer's), ``PriorityPolicyError`` (criteria of another policy).
 
         Args:
             max_messages: the most messages to get.
             max_wait: how long the server may wait for messages (the pull's expires).
             heartbeat: the idle heartbeat asked of the server, seconds (at most half of
                 ``max_wait``); None: 5 s for a ``max_wait`` of 10 s or more, else none.
+            group: the priority group the pull belongs to (required by a consumer with
+                ``priority_groups``; ADR-42, nats-server 2.11). With the
+                ``pinned_client`` policy the pin is kept and sent; a pull that lost it
+                pulls again without it for the rest of ``max_wait``.
+            min_pending: ``overflow`` policy: served only while the consumer has at
+                least this many messages pending.
+            min_ack_pending: ``overflow`` policy: served only while at least this
+                many are unacknowledged (either criterion suffices).
+            priority: ``prioritized`` policy: 0 (served first) to 9.
 
         Raises:
-            InvalidArgumentError: a bad count, wait or heartbeat.
+            InvalidArgumentError: a bad count, wait, heartbeat or criterion, or criteria
+                without ``group``.
+            InvalidGroupNameError: a bad group name.
         """
         check_int(max_messages, "max_messages", 1)
-        return self._fetch(max_messages, None, max_wait, heartbeat)
+        return self._fetch(max_messages, None, max_wait, heartbeat,
+                           self._group(group, min_pending, min_ack_pending, priority))
 
     def fetch_bytes(self, max_bytes: int, *, max_wait: float = 30.0,
-                    heartbeat: float | None = None) -> MessageBatch:
+                    heartbeat: float | None = None, group: str | None = None,
+                    min_pending: int | None = None, min_ack_pending: int | None = None,
+                    priority: int | None = None) -> MessageBatch:
         """Like :meth:`fetch`, limited by size: messages up to ``max_bytes`` in all (as
-        the server counts them: subject, reply, headers and payload).
+        the server counts them: subject, reply, headers and payload). The priority
+        group keywords are :meth:`fetch`'s.
 
         Raises:
-            InvalidArgumentError: a bad size, wait or heartbeat.
+            InvalidArgumentError: a bad size, wait, heartbeat or criterion.
         """
         check_int(max_bytes, "max_bytes", 1)
-        return self._fetch(BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat)
+        return self._fetch(BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat,
+                           self._group(group, min_pending, min_ack_pending, priority))
 
-    def fetch_nowait(self, max_messages: int = 1) -> MessageBatch:
+    def fetch_nowait(self, max_messages: int = 1, *, group: str | None = None,
+                     min_pending: int | None = None, min_ack_pending: int | None = None,
+                     priority: int | None = None) -> MessageBatch:
         """Asks for up to ``max_messages`` of what is there now, without waiting for
         more (an empty batch at once when there is nothing).
 
@@ -152,25 +185,36 @@ class PullConsumer:
         nothing while ``max_ack_pending`` holds messages back: the batch then ends 1 s
         after the request (nats.go's limit too).
 
+        The priority group keywords are :meth:`fetch`'s.
+
         Raises:
-            InvalidArgumentError: a bad count.
+            InvalidArgumentError: a bad count or criterion.
         """
         check_int(max_messages, "max_messages", 1)
-        body = pull_body(max_messages, no_wait=True)
+        pg = self._group(group, min_pending, min_ack_pending, priority)
+        body = pull_body(max_messages, no_wait=True, group=None if pg is None else pg.fields())
         return MessageBatch(self._js.client, self._next_subject, body, batch=max_messages,
                             max_bytes=None, wait=FETCH_MARGIN, heartbeat=None,
-                            ack_timeout=self._js.timeout)
+                            ack_timeout=self._js.timeout, group=pg,
+                            again=_again(pg, None, None))
 
-    def next(self, max_wait: float = 5.0) -> JsMsg:
-        """The next message, waiting up to ``max_wait`` seconds.
+    def next(self, max_wait: float = 5.0, *, group: str | None = None,
+             min_pending: int | None = None, min_ack_pending: int | None = None,
+             priority: int | None = None) -> JsMsg:
+        """The next message, waiting up to ``max_wait`` seconds (the priority group
+        keywords are :meth:`fetch`'s).
 
         Raises:
             TimeoutError: no message came in time.
             ConsumerNotFoundError: the consumer does not exist.
             ConsumerDeletedError: the consumer was deleted while waiting.
-            InvalidArgumentError: a bad wait.
+            InvalidArgumentError: a bad wait or criterion.
+            PriorityGroupRequiredError: the consumer has priority groups and no
+                ``group`` was given (also ``InvalidPriorityGroupError``,
+                ``PriorityPolicyError``: see :meth:`fetch`).
         """
-        with self.fetch(1, max_wait=max_wait) as batch:
+        with self.fetch(1, max_wait=max_wait, group=group, min_pending=min_pending,
+                        min_ack_pending=min_ack_pending, priority=priority) as batch:
             for msg in batch:
                 return msg
         if batch.error is not None:
@@ -181,21 +225,47 @@ class PullConsumer:
         )
 
     def _fetch(self, batch: int, max_bytes: int | None, max_wait: float,
-               heartbeat: float | None) -> MessageBatch:
+               heartbeat: float | None, pg: PullGroup | None) -> MessageBatch:
         check_timeout(max_wait, "max_wait")
         if heartbeat is None:
             heartbeat = _FETCH_HEARTBEAT if max_wait >= _FETCH_HEARTBEAT_FROM else None
         else:
             _check_heartbeat(heartbeat, max_wait)
-        body = pull_body(batch, expires=max_wait, max_bytes=max_bytes, heartbeat=heartbeat)
+        body = pull_body(batch, expires=max_wait, max_bytes=max_bytes, heartbeat=heartbeat,
+                         group=None if pg is None else pg.fields())
         return MessageBatch(self._js.client, self._next_subject, body, batch=batch,
                             max_bytes=max_bytes, wait=max_wait + FETCH_MARGIN,
-                            heartbeat=heartbeat, ack_timeout=self._js.timeout)
+                            heartbeat=heartbeat, ack_timeout=self._js.timeout, group=pg,
+                            again=_again(pg, max_wait, heartbeat))
+
+    def _group(self, group: str | None, min_pending: int | None,
+               min_ack_pending: int | None, priority: int | None) -> PullGroup | None:
+        return pull_group(self._pins, group, min_pending, min_ack_pending, priority)
+
+    def unpin(self, group: str, timeout: float | None = None) -> None:
+        """Unpins the reader the server pinned for ``group`` (``pinned_client``
+        policy): it picks another waiting pull, whose reader gets the messages from
+        then on. The old reader's next pull is answered 423 and goes on as a standby.
+
+        Args:
+            group: one of the consumer's ``priority_groups``.
+            timeout: seconds to wait for the answer (None: the context's).
+
+        Raises:
+            InvalidGroupNameError: a bad group name (checked before sending).
+            InvalidPriorityGroupError: not one of the consumer's groups (10160).
+            ConsumerNotFoundError: there is no such consumer.
+        """
+        call = f"CONSUMER.UNPIN.{self._stream}.{self._name}"
+        self._js.api.request(call, {"group": check_group_name(group)}, timeout)
 
     # --- continuous pulls ----------------------------------------------------------------
 
     def messages(self, *, max_messages: int = 500, max_bytes: int | None = None,
-                 max_wait: float = 30.0, heartbeat: float | None = None) -> MessageStream:
+                 max_wait: float = 30.0, heartbeat: float | None = None,
+                 group: str | None = None, min_pending: int | None = None,
+                 min_ack_pending: int | None = None,
+                 priority: int | None = None) -> MessageStream:
         """Messages pulled ahead continuously: ``for msg in consumer.messages(): ...``.
 
         Up to ``max_messages`` (and ``max_bytes``, when given) are asked for ahead, and
@@ -210,19 +280,27 @@ class PullConsumer:
             max_wait: each pull request's expiry, seconds (>= 1).
             heartbeat: the idle heartbeat asked of the server (None: ``max_wait / 2``
                 within 0.5-30 s; at most ``max_wait / 2``).
+            group, min_pending, min_ack_pending, priority: the priority group and its
+                criteria, as for :meth:`fetch`. A lost pin never ends the stream: it
+                pulls on without it. With ``pinned_client``, keep ``max_wait`` below
+                the consumer's ``priority_timeout``: each pull renews the pin.
 
         Raises:
-            InvalidArgumentError: a bad limit, wait or heartbeat.
+            InvalidArgumentError: a bad limit, wait, heartbeat or criterion.
         """
-        return self._stream_of(max_messages, max_bytes, max_wait, heartbeat, None)
+        return self._stream_of(max_messages, max_bytes, max_wait, heartbeat, None,
+                               self._group(group, min_pending, min_ack_pending, priority))
 
     def consume(self, cb: Callable[[JsMsg], None], *, max_messages: int = 500,
                 max_bytes: int | None = None, max_wait: float = 30.0,
                 heartbeat: float | None = None,
-                error_cb: ErrorCallback | None = None) -> ConsumeContext:
+                error_cb: ErrorCallback | None = None, group: str | None = None,
+                min_pending: int | None = None, min_ack_pending: int | None = None,
+                priority: int | None = None) -> ConsumeContext:
         """Runs ``cb(msg)`` for every message, in order, on a thread of its own.
 
-        The messages come as from :meth:`messages` (same arguments). An exception in
+        The messages come as from :meth:`messages` (same arguments, the priority
+        group keywords included). An exception in
         ``cb`` goes to ``error_cb`` (or the log) and the next message follows; warnings
         (missed heartbeats, refused pulls) go there too, and so does the error that
         ends it (the consumer was deleted).
@@ -241,11 +319,13 @@ class PullConsumer:
             raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
         if error_cb is not None and not callable(error_cb):
             raise InvalidArgumentError(f"error_cb must be callable or None, got {error_cb!r}")
-        stream = self._stream_of(max_messages, max_bytes, max_wait, heartbeat, error_cb)
+        stream = self._stream_of(max_messages, max_bytes, max_wait, heartbeat, error_cb,
+                                 self._group(group, min_pending, min_ack_pending, priority))
         return ConsumeContext(stream, cb, error_cb, self._name, self._js.client)
 
     def _stream_of(self, max_messages: int, max_bytes: int | None, max_wait: float,
-                   heartbeat: float | None, error_cb: ErrorCallback | None) -> MessageStream:
+                   heartbeat: float | None, error_cb: ErrorCallback | None,
+                   pg: PullGroup | None) -> MessageStream:
         check_int(max_messages, "max_messages", 1)
         if max_bytes is not None:
             check_int(max_bytes, "max_bytes", 1)
@@ -262,7 +342,7 @@ class PullConsumer:
         return MessageStream(
             self._js.client, self._next_subject, label, max_messages=max_messages,
             max_bytes=max_bytes, max_wait=max_wait, heartbeat=heartbeat,
-            ack_timeout=self._js.timeout, exists=self._exists, error_cb=error_cb,
+            ack_timeout=self._js.timeout, exists=self._exists, error_cb=error_cb, group=pg,
         )
 
     def _exists(self, timeout: float) -> bool:
@@ -272,6 +352,28 @@ class PullConsumer:
         except (ConsumerNotFoundError, StreamNotFoundError):
             return False
         return True
+
+
+def _again(pg: PullGroup | None, max_wait: float | None,
+           heartbeat: float | None) -> PullAgain | None:
+    """How a fetch pulls again after its pin was lost (423): the same pull, without the
+    id, for what it still wants within the time left (``max_wait`` None: ``no_wait``)."""
+    if pg is None:
+        return None
+
+    def again(count: int, size: int, left: float) -> bytes | None:
+        if max_wait is None:  # fetch_nowait: the deadline is the margin itself
+            if left < JS_PIN_RETRY_MIN_WAIT:
+                return None
+            return pull_body(count, no_wait=True, group=pg.fields())
+        expires = left - FETCH_MARGIN
+        if expires < JS_PIN_RETRY_MIN_WAIT:
+            return None
+        beat = heartbeat if heartbeat and 2 * heartbeat <= expires else None
+        return pull_body(count, expires=expires, max_bytes=size or None, heartbeat=beat,
+                         group=pg.fields())
+
+    return again
 
 
 def _check_heartbeat(heartbeat: float, max_wait: float) -> None:

@@ -53,8 +53,10 @@ __all__ = [
     "FastBatchUnknownError",
     "InvalidBucketNameError",
     "InvalidConsumerNameError",
+    "InvalidGroupNameError",
     "InvalidKeyError",
     "InvalidObjectNameError",
+    "InvalidPriorityGroupError",
     "InvalidStreamNameError",
     "JetStreamError",
     "JetStreamNotEnabledError",
@@ -79,6 +81,9 @@ __all__ = [
     "ObjectNotFoundError",
     "ObjectStoreError",
     "OrderedConsumerConcurrentRequestsError",
+    "PinIdMismatchError",
+    "PriorityGroupRequiredError",
+    "PriorityPolicyError",
     "PublishAckTimeoutError",
     "ServerError",
     "ServiceUnavailableError",
@@ -190,6 +195,35 @@ class MessageNotFoundError(NotFoundError):
 
 class JetStreamNotEnabledError(ServiceUnavailableError):
     """10076 / 10039: JetStream is not enabled (for the server, or for this account)."""
+
+
+# --- priority groups (ADR-42, 2.11): also the refusals of a pull (code 400, no err_code) ---
+
+
+class InvalidPriorityGroupError(BadRequestError):
+    """10160 (or a pull answered ``400 Invalid Priority Group``): the group is not one
+    of the consumer's ``priority_groups``."""
+
+
+class PriorityGroupRequiredError(BadRequestError):
+    """A pull without ``group`` to a consumer with priority groups (``400 Priority
+    Group missing``)."""
+
+
+class PriorityPolicyError(BadRequestError):
+    """The consumer's priority policy does not take what was asked: a pull's criteria
+    of another policy (``min_pending`` without ``overflow``, a pin id without
+    ``pinned_client``), or a config mixing them up (10159: a policy without groups;
+    10196/10197: groups or ``priority_timeout`` without a policy; 10178: a push
+    consumer)."""
+
+
+class InvalidGroupNameError(BadRequestError, InvalidArgumentError):
+    """10161/10162: a priority group name is empty, longer than 16 characters, or holds
+    something other than ``A-Z a-z 0-9 - _ / =`` (the client checks this before
+    sending; also a ``ValueError``)."""
+
+    label = "invalid priority group name"
 
 
 # --- batch publishing (ADR-50): atomic batches (2.12) and fast ingest (2.14) -------------
@@ -318,6 +352,13 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10037: MessageNotFoundError,
     10076: JetStreamNotEnabledError,
     10039: JetStreamNotEnabledError,
+    10160: InvalidPriorityGroupError,
+    10159: PriorityPolicyError,
+    10178: PriorityPolicyError,
+    10196: PriorityPolicyError,
+    10197: PriorityPolicyError,
+    10161: InvalidGroupNameError,
+    10162: InvalidGroupNameError,
     10174: AtomicBatchNotEnabledError,
     10175: BatchSequenceMissingError,
     10176: BatchIncompleteError,
@@ -476,6 +517,14 @@ class StatusError(JetStreamError):
         super().__init__(detail or f"{status} {description}".strip())
         self.status = status
         self.description = description
+
+
+class PinIdMismatchError(StatusError):
+    """A pull carried a ``Nats-Pin-Id`` that is no longer the pin (423): another reader
+    holds the group now. Handled inside the readers, which drop the id and pull on
+    as a standby; seen only by code reading pull statuses itself."""
+
+    label = "pin id mismatch"
 
 
 # --- key-value -------------------------------------------------------------------------

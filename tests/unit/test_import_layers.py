@@ -30,7 +30,7 @@ for _layer, _modules in enumerate([
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
     ["jetstream", "jetstream.errors", "jetstream._api", "jetstream.api", "jetstream.context",
-     "jetstream._context_api", "jetstream._pull_wire",
+     "jetstream._context_api", "jetstream._priority", "jetstream._pull_wire",
      "jetstream.stream", "jetstream._ranges", "jetstream._acks", "jetstream.publish",
      "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",

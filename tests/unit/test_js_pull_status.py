@@ -22,6 +22,7 @@ from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
     ConsumerNotFoundError,
     NoHeartbeatError,
+    PinIdMismatchError,
     StatusError,
 )
 from nats_sync.msg import Msg
@@ -70,7 +71,10 @@ def message(seq: int, data: bytes = b"x", headers: dict[str, Any] | None = None)
     (status(400, "Bad Request - heartbeat value too large"), "terminal", (None, None),
      StatusError),
     (status(412, "Required Api Level"), "terminal", (None, None), StatusError),
-    (status(423, "Nats-Pin-Id mismatch"), "terminal", (None, None), StatusError),
+    (status(423, "Nats-Pin-Id mismatch"), "pin_lost", (None, None), PinIdMismatchError),
+    (status(423, "Nats-Wrong-Pin-Id", **{"Nats-Pending-Messages": "3",
+                                         "Nats-Pending-Bytes": "0"}),
+     "pin_lost", (3, 0), PinIdMismatchError),
 ])
 def test_every_status_has_its_meaning(msg: Msg, kind: str, pending: tuple[Any, Any],
                                       error: type[Exception] | None) -> None:
