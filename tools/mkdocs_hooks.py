@@ -33,8 +33,8 @@ def missing_docstrings() -> list[str]:
     missing: list[str] = []
     for path in DOCUMENTED:
         module = package if path == "nats_sync" else package[path.removeprefix("nats_sync.")]
-        for name in module.exports or ():
-            name = name if isinstance(name, str) else name.name
+        for export in module.exports or ():
+            name = export if isinstance(export, str) else export.name
             full = f"{path}.{name}"
             if full in NO_DOCSTRING_NEEDED:
                 continue
