@@ -47,8 +47,8 @@ def run_quickstart(readme: Path) -> None:
     import nats_sync  # noqa: PLC0415
     from nats_sync.testing import NatsServer  # noqa: PLC0415
 
-    checkout = Path(__file__).resolve().parents[1]
-    if Path(nats_sync.__file__).resolve().is_relative_to(checkout):
+    source_tree = Path(__file__).resolve().parents[1] / "nats_sync"
+    if Path(nats_sync.__file__).resolve().is_relative_to(source_tree):
         raise SystemExit(f"nats_sync came from the checkout ({nats_sync.__file__}), not the wheel")
     code = quickstart_code(readme)
     with NatsServer(jetstream=True) as server:
