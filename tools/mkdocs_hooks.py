@@ -1,5 +1,9 @@
 """MkDocs hooks for the docs site (mkdocs.yml `hooks:`), run by `make docs`.
 
+Some docstrings name objects with Sphinx roles (``:meth:`Client.jetstream` ``), which
+Markdown renders as the role's text followed by the name in code; the role text is
+dropped from the pages (the name stays, in code), so the docstrings need no edit.
+
 Every name in the `__all__` of a documented module must have a docstring: a missing one
 is logged as a warning, which `mkdocs build --strict` turns into a failed build. Griffe
 (mkdocstrings' loader) reads the sources without importing them, so the check needs no
@@ -9,6 +13,7 @@ pyspark or nats-server in the docs venv.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import griffe
@@ -51,6 +56,14 @@ def missing_docstrings() -> list[str]:
         if obj.is_function and not obj.docstring:
             missing.append(f"nats_sync.pytest_plugin.{name}")
     return missing
+
+
+_SPHINX_ROLE = re.compile(r":(?:meth|func|class|mod|attr|exc|data|obj):(<code>)~?")
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    """Drops the Sphinx role text before a name in code (see the module docstring)."""
+    return _SPHINX_ROLE.sub(r"\1", html)
 
 
 def on_pre_build(config: Any, **kwargs: Any) -> None:
