@@ -16,6 +16,7 @@ from typing import Any
 
 from nats_sync import _defaults as d
 from nats_sync._auth import read_creds_file, read_seed_file, seed_from_string
+from nats_sync._contexts import NatsContext, apply_context, resolve
 from nats_sync._pool import Server, parse_server_url
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import BadCredentialsError, InvalidArgumentError
@@ -43,10 +44,12 @@ class Options:
     """Every connect option; see ``nats_sync.connect`` for what each one means.
 
     The fields are ``connect()``'s parameters: same names, order, types and defaults
-    (``servers`` held parsed, as a tuple). ``tests/unit/test_options.py`` checks it.
+    (``servers`` held parsed, as a tuple; ``context`` holds the name of the ``nats``
+    context read, given or selected). ``tests/unit/test_options.py`` checks it.
     """
 
     servers: tuple[str, ...] = (d.DEFAULT_URL,)
+    context: str | None = None
     name: str | None = None
     allow_reconnect: bool = d.DEFAULT_ALLOW_RECONNECT
     max_reconnect_attempts: int = d.DEFAULT_MAX_RECONNECT_ATTEMPTS
@@ -124,19 +127,38 @@ class Options:
 
 
 def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Options:
-    """Validates ``connect()``'s keywords into :class:`Options`.
+    """Validates ``connect()``'s keywords into :class:`Options` (see
+    :func:`build_options_and_context`)."""
+    return build_options_and_context(servers, **keywords)[0]
+
+
+def build_options_and_context(
+    servers: str | Sequence[str] | None, context: str | None = None, **keywords: Any
+) -> tuple[Options, NatsContext | None]:
+    """Validates ``connect()``'s keywords into :class:`Options`, with the ``nats``
+    context they came from (``_contexts``): with no ``servers``, or with ``context``
+    given, the servers and the options left at their defaults come from ``$NATS_URL``
+    or a context.
 
     Raises:
         InvalidArgumentError: an unknown keyword or a value of the wrong kind, named in
-            the message.
+            the message; a context that cannot be used (its file named).
         BadCredentialsError: a credential file or callback option that cannot be used.
+        NotSupportedError: the context needs ``nsc``.
     """
     known = {item.name for item in fields(Options)}
     unknown = sorted(set(keywords) - known)
     if unknown:
         raise InvalidArgumentError(f"unknown connect option(s): {', '.join(unknown)}")
-    server_list = server_urls((d.DEFAULT_URL,) if servers is None else servers)
-    options = Options(servers=server_list, **keywords)
+    if context is not None and not isinstance(context, str):
+        raise InvalidArgumentError(
+            f"context must be a context name (str), got {type(context).__name__}"
+        )
+    chosen, found = resolve(servers, context)
+    if found is not None:
+        apply_context(found, keywords, _DEFAULTS)
+    options = Options(servers=server_urls(chosen),
+                      context=found.name if found is not None else None, **keywords)
     for name in ("connect_timeout", "drain_timeout", "ping_interval"):
         check_timeout(getattr(options, name), name)
     check_timeout(options.reconnect_time_wait, "reconnect_time_wait", zero_ok=True)
@@ -169,7 +191,11 @@ def build_options(servers: str | Sequence[str] | None, **keywords: Any) -> Optio
         options = dataclasses.replace(
             options, ws_connection_headers=ws_headers(options.ws_connection_headers)
         )
-    return options
+    return options, found
+
+
+#: Each option's default, for telling which ones the caller set (``apply_context``).
+_DEFAULTS: dict[str, Any] = {item.name: item.default for item in fields(Options)}
 
 
 def server_urls(servers: object) -> tuple[str, ...]:

@@ -9,7 +9,9 @@ one notify, not one per message.
 
 Bounds: ``limit`` (``pending_size``) bytes. While connected a publisher finding the
 outbox full waits for the writer to make room, at most ``full_wait`` seconds, then gets
-``OutboundBufferLimitError``; while disconnected it gets the error at once. Control
+``OutboundBufferLimitError``; while disconnected it gets the error at once. It waits
+outside ``lock``, on a sleeper of its own (``_waiting``), so a Ctrl-C there can never
+leave the lock half-released under the writer. Control
 frames (PING, PONG, SUB, UNSUB) are never refused: they are small and the connection
 cannot work without them.
 
@@ -31,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from nats_sync._proto import PING
+from nats_sync._waiting import Sleepers, wait_until
 from nats_sync.errors import ConnectionClosedError, OutboundBufferLimitError
 
 
@@ -78,8 +81,8 @@ class Outbox:
 
     # Every publish reads and writes these under ``lock``.
     __slots__ = (
-        "_bell", "_room", "_sleepers", "connected", "frames", "full_wait", "limit", "lock",
-        "out_bytes", "out_msgs", "pong_waiters", "room_waiters", "sending", "size", "stopping",
+        "_bell", "_room_sleepers", "_sleepers", "connected", "frames", "full_wait", "limit",
+        "lock", "out_bytes", "out_msgs", "pong_waiters", "sending", "size", "stopping",
         "writer_waiting",
     )
 
@@ -91,7 +94,8 @@ class Outbox:
         # raise "release unlocked lock"), and a wake-up too many is harmless.
         self._bell: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._sleepers = 0
-        self._room = threading.Condition(self.lock)
+        #: Publishers waiting for room (not a threading.Condition: see ``_waiting``).
+        self._room_sleepers = Sleepers()
         self.frames: list[Frame] = []
         self.size = 0
         self.limit = limit
@@ -102,11 +106,16 @@ class Outbox:
         #: The ident of a caller's thread writing to the socket itself, 0 when none
         #: (see :meth:`claim_direct`; the ident lets an interrupted one tell it holds it).
         self.sending = 0
-        self.room_waiters = 0
         self.stopping = False
         self.out_msgs = 0
         self.out_bytes = 0
         self.pong_waiters: deque[PongWaiter | None] = deque()
+
+    @property
+    def room_waiters(self) -> int:
+        """Publishers waiting for room (an interrupted one may still count until the
+        next wake-up)."""
+        return len(self._room_sleepers)
 
     def put_messages(self, frames: Sequence[Frame], size: int, payload_size: int) -> None:
         """Queues PUB/HPUB frames of ``size`` bytes in all, carrying ``payload_size``.
@@ -117,16 +126,53 @@ class Outbox:
         Raises:
             OutboundBufferLimitError: no room (at once when disconnected, after
                 ``full_wait`` when connected).
+            ConnectionClosedError: the client closed while this waited for room.
         """
         with self.lock:
-            if self.size + size > self.limit and (self.size or not self.connected):
-                self.wait_for_room(size)
+            if self.size + size <= self.limit or (not self.size and self.connected):
+                self.frames.extend(frames)
+                self.size += size
+                self.out_msgs += len(frames)
+                self.out_bytes += payload_size
+                if self.writer_waiting:
+                    self.wake_writer()
+                return
+        self.put_when_room(frames, size, payload_size)
+
+    def put_when_room(self, frames: Sequence[Frame], size: int, payload_size: int) -> None:
+        """Without ``lock``: waits until ``size`` more bytes fit, then queues ``frames``.
+
+        Raises:
+            OutboundBufferLimitError: still no room after ``full_wait`` (at once when
+                disconnected).
+            ConnectionClosedError: the client closed while this waited.
+        """
+
+        def queued_if_room() -> bool | None:
+            fits = self.size + size <= self.limit or (not self.size and self.connected)
+            if not fits and not self.connected:
+                raise OutboundBufferLimitError(
+                    f"disconnected with {self.size} of {self.limit} bytes buffered; "
+                    f"a {size}-byte message does not fit (pending_size)"
+                )
+            if self.stopping:
+                raise ConnectionClosedError("the client was closed while this publish waited")
+            if not fits:
+                return None
             self.frames.extend(frames)
             self.size += size
             self.out_msgs += len(frames)
             self.out_bytes += payload_size
             if self.writer_waiting:
                 self.wake_writer()
+            return True
+
+        deadline = time.monotonic() + self.full_wait
+        if wait_until(self.lock, self._room_sleepers, queued_if_room, deadline) is None:
+            raise OutboundBufferLimitError(
+                f"{self.size} bytes have waited over {self.full_wait}s for the "
+                "server to read them (pending_size reached)"
+            )
 
     def wake_writer(self) -> None:
         """With ``lock`` held and the writer waiting: wakes it, once per wake-up (frames
@@ -167,47 +213,6 @@ class Outbox:
             # a thread switch on every request.
             if self.writer_waiting and (self.frames or self.stopping):
                 self.wake_writer()
-
-    def wait_for_room(self, size: int) -> None:
-        """With ``lock`` held: waits until ``size`` more bytes fit, or raises.
-
-        Raises:
-            OutboundBufferLimitError: still no room after ``full_wait`` (at once when
-                disconnected).
-        """
-        if not self.connected:
-            raise OutboundBufferLimitError(
-                f"disconnected with {self.size} of {self.limit} bytes buffered; "
-                f"a {size}-byte message does not fit (pending_size)"
-            )
-        deadline = time.monotonic() + self.full_wait
-        self.room_waiters += 1
-        try:
-            while (
-                self.size
-                and self.size + size > self.limit
-                and self._still_connected()
-                and not self.stopping
-            ):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise OutboundBufferLimitError(
-                        f"{self.size} bytes have waited over {self.full_wait}s for the "
-                        "server to read them (pending_size reached)"
-                    )
-                self._room.wait(remaining)
-        finally:
-            self.room_waiters -= 1
-        if not self._still_connected() and self.size + size > self.limit:
-            raise OutboundBufferLimitError(
-                f"disconnected with {self.size} of {self.limit} bytes buffered"
-            )
-        if self.stopping:
-            raise ConnectionClosedError("the client was closed while this publish waited")
-
-    def _still_connected(self) -> bool:
-        """Re-reads ``connected`` (another thread may clear it while we wait)."""
-        return self.connected
 
     def put_control(self, frame: bytes) -> None:
         """Queues a control frame (SUB, UNSUB, PONG, ...); never refused."""
@@ -268,8 +273,8 @@ class Outbox:
             frames = self.frames
             self.frames = []
             self.size = 0
-            if self.room_waiters:
-                self._room.notify_all()
+            if self._room_sleepers:
+                self._room_sleepers.wake_all()
             return frames
 
     def requeue(self, frames: list[Frame]) -> None:
@@ -312,8 +317,8 @@ class Outbox:
         with self.lock:
             self.connected = connected
             self.stopping = False
-            if not connected and self.room_waiters:
-                self._room.notify_all()
+            if not connected and self._room_sleepers:
+                self._room_sleepers.wake_all()
 
     def stop_writer(self, discard: bool) -> None:
         """Makes :meth:`take` return None once the outbox is empty.
@@ -328,4 +333,4 @@ class Outbox:
                 self.size = 0
             for _ in range(self._sleepers):
                 self._bell.put(None)
-            self._room.notify_all()
+            self._room_sleepers.wake_all()

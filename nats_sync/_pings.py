@@ -30,6 +30,7 @@ from nats_sync._options import Options
 from nats_sync._outbox import Outbox
 from nats_sync._pool import ServerAddress
 from nats_sync._timer import Timer
+from nats_sync._waiting import Signal
 from nats_sync.errors import Error, FlushTimeoutError, StaleConnectionError
 
 #: The live connection and its server, or None while not connected.
@@ -91,7 +92,7 @@ class Pings:
             FlushTimeoutError: no PONG within ``timeout`` seconds.
             ConnectionClosedError: the client closed first.
         """
-        done = threading.Event()
+        done = Signal()  # not threading.Event: its wait is not safe to interrupt
         outcome: list[BaseException | None] = []
 
         def on_pong(error: BaseException | None) -> None:

@@ -100,16 +100,18 @@ class Publisher:
                 # ``with``, not acquire() then try: Ctrl-C right after acquire() returns
                 # would leave the lock held for ever (the one place ``with`` is immune).
                 with outbox.lock:
-                    if outbox.size + length > outbox.limit and (
-                        outbox.size or not outbox.connected
+                    if outbox.size + length <= outbox.limit or (
+                        not outbox.size and outbox.connected
                     ):
-                        outbox.wait_for_room(length)
-                    outbox.frames.append(frame)
-                    outbox.size += length
-                    outbox.out_msgs += 1
-                    outbox.out_bytes += size
-                    if outbox.writer_waiting:
-                        outbox.wake_writer()
+                        outbox.frames.append(frame)
+                        outbox.size += length
+                        outbox.out_msgs += 1
+                        outbox.out_bytes += size
+                        if outbox.writer_waiting:
+                            outbox.wake_writer()
+                        return
+                # Full: waits for room outside the lock (safe to interrupt there).
+                outbox.put_when_room((frame,), length, size)
                 return
         if type(reply) is not str:
             raise TypeError(f"reply must be a str subject, got {type(reply).__name__}")
@@ -167,14 +169,15 @@ class Publisher:
         outbox = self.outbox
         length = len(frame)
         with outbox.lock:  # not acquire() then try: see publish()
-            if outbox.size + length > outbox.limit and (outbox.size or not outbox.connected):
-                outbox.wait_for_room(length)
-            outbox.frames.append(frame)
-            outbox.size += length
-            outbox.out_msgs += 1
-            outbox.out_bytes += size
-            if outbox.writer_waiting:
-                outbox.wake_writer()
+            if outbox.size + length <= outbox.limit or (not outbox.size and outbox.connected):
+                outbox.frames.append(frame)
+                outbox.size += length
+                outbox.out_msgs += 1
+                outbox.out_bytes += size
+                if outbox.writer_waiting:
+                    outbox.wake_writer()
+                return
+        outbox.put_when_room((frame,), length, size)  # full: see publish()
 
     def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
         """Queues encoded PUB frames as they are (``request_batch``)."""

@@ -11,6 +11,7 @@ waiter is completed exactly once even when a reply and a timeout race.
 
 from __future__ import annotations
 
+import _thread
 import itertools
 import threading
 import time
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, NamedTuple, Protocol
 
+from nats_sync._waiting import sleep
 from nats_sync.errors import NoRespondersError
 from nats_sync.msg import Msg
 
@@ -64,41 +66,47 @@ class BatchWait:
     """The one place ``request_batch``'s thread sleeps, for whichever request it awaits.
 
     A batch's requests share it instead of a lock each: the reader only signals when the
-    request being awaited completes, and the rest complete without any wake-up.
+    request being awaited completes, and the rest complete without any wake-up. The
+    thread sleeps on a lock of its own (see ``_waiting``: never inside ``_lock``, so a
+    Ctrl-C cannot leave ``_lock`` half-released).
     """
 
-    __slots__ = ("_cond", "waiting")
+    __slots__ = ("_lock", "_sleeper", "waiting")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        #: The slot the batch's thread sleeps on, if any.
+        self._lock = threading.Lock()
+        #: The slot the batch's thread sleeps on, if any, and the lock it sleeps on.
         self.waiting: BatchSlot | None = None
+        self._sleeper: _thread.LockType | None = None
 
     def wake(self, slot: BatchSlot) -> None:
         """Reader thread: ``slot`` completed; wakes the batch's thread if it awaits it."""
         # Read without the lock: the slot was completed first, and the waiter sets
         # ``waiting`` before it looks at the slot, so one of the two sees the other.
         if self.waiting is slot:
-            with self._cond:
-                self._cond.notify()
+            with self._lock:
+                sleeper = self._sleeper
+                if self.waiting is slot and sleeper is not None:
+                    self._sleeper = None  # released once: the waiter may be gone
+                    sleeper.release()
 
     def wait(self, slot: BatchSlot, timeout: float | None) -> bool:
         """Waits until ``slot`` completes; False on timeout."""
-        with self._cond:
+        sleeper = _thread.allocate_lock()
+        sleeper.acquire()
+        with self._lock:
+            self._sleeper = sleeper
             self.waiting = slot
-            try:
-                deadline = None if timeout is None else time.monotonic() + timeout
-                while slot.msg is None and slot.error is None:
-                    if deadline is None:
-                        self._cond.wait()
-                        continue
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return False
-                    self._cond.wait(remaining)
+        try:
+            # Looked at after announcing: a completion before it is seen here.
+            if slot.msg is not None or slot.error is not None:
                 return True
-            finally:
+            return sleep(sleeper, timeout) or slot.msg is not None or slot.error is not None
+        finally:
+            # Interrupted before this: a stale announcement, released for nothing later.
+            with self._lock:
                 self.waiting = None
+                self._sleeper = None
 
 
 class BatchSlot:

@@ -9,7 +9,6 @@ exits with 0 (``sub``/``reply``/``server`` are meant to be stopped that way).
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import ssl
 import statistics
@@ -56,14 +55,19 @@ def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool)
             default there would undo ``--timeout 5 req ...``. Given on both sides, the
             value after the command wins, as with any repeated option.
     """
-    url_default = os.environ.get("NATS_URL", DEFAULT_URL) if with_defaults else argparse.SUPPRESS
+    # None: connect() picks $NATS_URL, the nats context, or the default URL.
+    url_default = None if with_defaults else argparse.SUPPRESS
     timeout_default: Any = DEFAULT_TIMEOUT if with_defaults else argparse.SUPPRESS
     other_default: Any = None if with_defaults else argparse.SUPPRESS
     group = parser.add_argument_group("connection options (before or after the command)")
     # The help texts spell the defaults out: %(default)s would print ==SUPPRESS== in a
     # command's --help.
     group.add_argument("-s", "--server", default=url_default,
-                       help=f"server URL(s), commas between (default: $NATS_URL or {DEFAULT_URL})")
+                       help="server URL(s), commas between (default: $NATS_URL, else the "
+                            f"nats context's url, else {DEFAULT_URL})")
+    group.add_argument("--context", default=other_default,
+                       help="nats CLI context to use (default: $NATS_CONTEXT or the "
+                            "selected one, unless --server or $NATS_URL is given)")
     group.add_argument("--creds", default=other_default, help=".creds file (JWT and nkey seed)")
     group.add_argument("--user", default=other_default, help="user name")
     group.add_argument("--password", default=other_default, help="password")
@@ -157,7 +161,7 @@ def _connect(args: argparse.Namespace) -> nats_sync.Client:
         options["token"] = args.token
     if args.tls_ca:
         options["tls"] = ssl.create_default_context(cafile=args.tls_ca)
-    return nats_sync.connect(args.server, **options)
+    return nats_sync.connect(args.server, context=args.context, **options)
 
 
 def _show(msg: Msg, out: TextIO) -> None:

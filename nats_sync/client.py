@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from nats_sync import _defaults as d
+from nats_sync._contexts import NatsContext
 from nats_sync._handler import Handler
 from nats_sync._options import (
     DelayCallback,
@@ -24,7 +25,7 @@ from nats_sync._options import (
     EventCallback,
     ReconnectToServerHandler,
     WsHeaders,
-    build_options,
+    build_options_and_context,
     server_urls,
 )
 from nats_sync._pool import Server, parse_server_url
@@ -39,8 +40,9 @@ from nats_sync.subscription import MessageCallback, Subscription
 
 
 def connect(
-    servers: str | Sequence[str] = d.DEFAULT_URL,
+    servers: str | Sequence[str] | None = None,
     *,
+    context: str | None = None,
     name: str | None = None,
     allow_reconnect: bool = d.DEFAULT_ALLOW_RECONNECT,
     max_reconnect_attempts: int = d.DEFAULT_MAX_RECONNECT_ATTEMPTS,
@@ -86,7 +88,16 @@ def connect(
 
     Args:
         servers: one URL, a comma-separated list, or a list of URLs (``nats://``,
-            ``tls://``, ``ws://``, ``wss://`` or bare ``host:port``).
+            ``tls://``, ``ws://``, ``wss://`` or bare ``host:port``). None (not given):
+            ``$NATS_URL`` if set, else the ``nats`` CLI context named by
+            ``$NATS_CONTEXT`` or selected (``~/.config/nats/context.txt``), else
+            ``nats://127.0.0.1:4222``.
+        context: the name of a ``nats`` CLI context (ADR-21,
+            ``$XDG_CONFIG_HOME/nats/context/<name>.json``, ``~/.config`` by default)
+            to take the servers (unless given), credentials, TLS files, inbox prefix,
+            ``tls_first`` and JetStream domain or API prefix from. Options given here
+            win over the context's; any credential given here leaves all of the
+            context's aside, and ``tls`` its ``ca``/``cert``/``key``.
         name: the client name the server shows in its monitoring.
         allow_reconnect: reconnect when the connection is lost.
         max_reconnect_attempts: attempts per server before giving up (-1: forever).
@@ -163,15 +174,17 @@ def connect(
         AuthorizationError: the server refused the credentials.
         BadCredentialsError: a seed or .creds file cannot be used, the credential
             options do not fit together, or ``user_jwt_cb``/``signature_cb`` failed.
-        InvalidArgumentError: an option was invalid (the message names it).
+        InvalidArgumentError: an option was invalid (the message names it), or the
+            context is unknown or malformed (the message names its file).
+        NotSupportedError: the context needs ``nsc``.
     """
     # The first statement, so locals() holds exactly the parameters: the option list is
     # written once, in the signature (tests/unit/test_options.py holds it equal to Options).
-    options = build_options(**locals())
+    options, found = build_options_and_context(**locals())
     _check_websocket_support(options.servers)
     handler = Handler(options)
     handler.connect()
-    return Client(handler)
+    return Client(handler, found)
 
 
 def _check_websocket_support(urls: Sequence[str]) -> None:
@@ -198,8 +211,11 @@ class Client:
     DRAINING_PUBS = State.DRAINING_PUBS
     CLOSED = State.CLOSED
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, context: NatsContext | None = None) -> None:
         self._handler = handler
+        #: The ``nats`` context connect() read: its JetStream domain / API prefix are
+        #: ``jetstream()``'s defaults.
+        self._context = context
         # The hot path without this method's own frame: same signature, same behaviour.
         self.publish = handler.publisher.publish  # type: ignore[method-assign]
         self._publish_inbox = handler.publisher.publish_inbox  # type: ignore[method-assign]
@@ -381,7 +397,15 @@ class Client:
             timeout: seconds for API calls and publish acks, unless a call says otherwise.
             max_pending_acks: ``publish_async`` acks in flight at most.
             stall_wait: how long ``publish_async`` waits for room before it raises.
+
+        With neither ``domain`` nor ``api_prefix`` given, a ``nats`` context read by
+        ``connect()`` supplies them (its ``jetstream_domain``, else its
+        ``jetstream_api_prefix``).
         """
+        context = self._context
+        if context is not None and domain is None and api_prefix == d.DEFAULT_JS_API_PREFIX:
+            domain = context.jetstream_domain
+            api_prefix = context.jetstream_api_prefix or api_prefix
         return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
                          max_pending_acks=max_pending_acks, stall_wait=stall_wait)
 

@@ -33,6 +33,7 @@ from typing import Protocol
 
 from nats_sync._defaults import DEFAULT_NEXT_MSG_TIMEOUT
 from nats_sync._validate import check_int
+from nats_sync._waiting import Sleepers, wait_until
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -66,23 +67,24 @@ class _MessageQueue:
 
     The producer (the reader thread, in ``Subscription._deliver``, which holds the
     producer side to save a call per message) appends to a deque without the lock, and
-    takes it only to wake a consumer that is actually waiting; consumers take the lock.
+    takes it only to wake consumers that are actually waiting; consumers take the lock.
     ``_bytes_in`` is written by the producer only and ``_bytes_out`` under the lock
-    only, so the byte count needs no lock on the hot path. A consumer announces itself
-    in ``_waiting`` before its last look at the deque, so a message appended meanwhile
+    only, so the byte count needs no lock on the hot path. A consumer enlists in
+    ``_sleepers`` before its last look at the deque, so a message appended meanwhile
     is either seen by that look or followed by a wake-up.
     """
 
     __slots__ = (
-        "_bytes_in", "_bytes_out", "_items", "_lock", "_not_empty", "_waiting",
+        "_bytes_in", "_bytes_out", "_items", "_lock", "_sleepers",
         "max_bytes", "max_msgs",
     )
 
     def __init__(self, max_msgs: int, max_bytes: int) -> None:
         self._items: deque[Msg | _End] = deque()
         self._lock = threading.Lock()
-        self._not_empty = threading.Condition(self._lock)
-        self._waiting = 0
+        #: Consumers asleep until something is queued (not a threading.Condition: its
+        #: wait is not safe to interrupt, see ``_waiting``).
+        self._sleepers = Sleepers()
         self._bytes_in = 0
         self._bytes_out = 0
         #: 0 = no limit on the number of messages.
@@ -108,37 +110,23 @@ class _MessageQueue:
         """
         with self._lock:
             item = self._take()
-            if item is not None:
-                return item
-            deadline = None if timeout is None else time.monotonic() + timeout
-            self._waiting += 1
-            try:
-                while (item := self._take()) is None:
-                    if deadline is None:
-                        self._not_empty.wait()
-                        continue
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise queue.Empty
-                    self._not_empty.wait(remaining)
-            finally:
-                self._waiting -= 1
+        if item is not None:
             return item
+        deadline = None if timeout is None else time.monotonic() + timeout
+        item = wait_until(self._lock, self._sleepers, self._take, deadline)
+        if item is None:
+            raise queue.Empty
+        return item
 
     def take_batch(self, limit: int) -> list[Msg | _End]:
         """Delivery thread: waits for at least one item and takes up to ``limit``.
 
         The end marker ends a batch and stays queued; it is returned alone.
         """
+        items = self._items
+        if not items:
+            wait_until(self._lock, self._sleepers, self._any_item, None)
         with self._lock:
-            items = self._items
-            if not items:
-                self._waiting += 1
-                try:
-                    while not items:
-                        self._not_empty.wait()
-                finally:
-                    self._waiting -= 1
             batch: list[Msg | _End] = []
             taken_bytes = 0
             while items and len(batch) < limit:
@@ -152,6 +140,10 @@ class _MessageQueue:
                 taken_bytes += len(item.data)  # type: ignore[union-attr]  # not _End
             self._bytes_out += taken_bytes
             return batch
+
+    def _any_item(self) -> bool | None:
+        """Under the lock: True when something is queued (None: keep waiting)."""
+        return True if self._items else None
 
     def take_ready(self, limit: int) -> list[Msg]:
         """Up to ``limit`` messages already queued, without waiting (the end marker
@@ -187,7 +179,7 @@ class _MessageQueue:
         with self._lock:
             if not self._items or self._items[-1] is not _END:
                 self._items.append(_END)
-            self._not_empty.notify_all()
+            self._sleepers.wake_all()
 
     def discard(self) -> int:
         """Drops every queued message (the end marker stays); returns how many."""
@@ -338,9 +330,9 @@ class Subscription:
         else:
             messages._bytes_in += size
             items.append(msg)
-            if messages._waiting:
+            if messages._sleepers:
                 with messages._lock:
-                    messages._not_empty.notify()
+                    messages._sleepers.wake_all()
             if self._slow:
                 self._slow = False
         return not (self.max_msgs and self._received >= self.max_msgs)

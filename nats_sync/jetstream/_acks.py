@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._validate import check_int, check_timeout
+from nats_sync._waiting import Sleepers, wait_until
 from nats_sync.errors import ConnectionClosedError, Error, TimeoutError
 from nats_sync.jetstream._api import Headers, decode_reply, js_headers, msg_id_block
 from nats_sync.jetstream.api import PubAck
@@ -176,6 +177,8 @@ class AckFuture(Future[PubAck]):
         # two threads make it at once.
         if name == "_condition":
             return self.__dict__.setdefault(name, threading.Condition())
+        if name == "_sleepers":
+            return self.__dict__.setdefault(name, Sleepers())
         if name in ("_waiters", "_done_callbacks"):
             return self.__dict__.setdefault(name, [])
         raise AttributeError(name)
@@ -212,15 +215,18 @@ class AckFuture(Future[PubAck]):
         """Until settled (then decoded), or raises ``concurrent.futures.TimeoutError``.
 
         Not ``Future.result``'s own wait: that returns ``_result`` as it finds it, and
-        a kept ack is decoded only here.
+        a kept ack is decoded only here; and it sleeps inside the condition's lock,
+        which a Ctrl-C can leave half-released (see ``nats_sync._waiting``).
         """
         if self._state != _FINISHED_STATE:
-            with self._condition:
-                if self._state != _FINISHED_STATE:
-                    self._condition.wait(timeout)
-                if self._state != _FINISHED_STATE:
-                    raise FuturesTimeoutError()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if wait_until(self._condition, self._sleepers, self._finished, deadline) is None:
+                raise FuturesTimeoutError()
         self._decode()
+
+    def _finished(self) -> bool | None:
+        """True once settled, None before (``wait_until``'s look)."""
+        return True if self._state == _FINISHED_STATE else None
 
     def add_done_callback(self, fn: Callable[[Future[PubAck]], object]) -> None:
         """Runs ``fn(future)`` on the client's callback thread once the future is done."""
@@ -273,6 +279,9 @@ class AckFuture(Future[PubAck]):
         condition = lazy.get("_condition")
         if condition is not None:  # someone waits or listens
             with condition:
+                sleepers = lazy.get("_sleepers")
+                if sleepers:
+                    sleepers.wake_all()
                 for waiter in lazy.get("_waiters", ()):
                     if self._exception is None:
                         waiter.add_result(self)
@@ -284,7 +293,7 @@ class AckFuture(Future[PubAck]):
         owner = self._owner  # AsyncPublisher._settled, inlined: this runs per message
         in_flight = owner._in_flight
         in_flight.discard(self)
-        if owner._room_waiters or not in_flight:
+        if owner._room_sleepers or not in_flight:
             owner._settled()
 
 
@@ -316,8 +325,10 @@ class AsyncPublisher:
         self._max_pending_acks = max_pending_acks
         self._stall_wait = float(stall_wait)
         self._lock = threading.Lock()
-        self._room = threading.Condition(self._lock)
-        self._done = threading.Condition(self._lock)
+        # Callers' threads sleep on these (see ``nats_sync._waiting``); the timer thread,
+        # which nothing interrupts, on the condition.
+        self._room_sleepers = Sleepers()
+        self._done_sleepers = Sleepers()
         self._wake = threading.Condition(self._lock)
         self._session_lock = threading.Lock()  # one session opened at a time
         self._session: _Session | None = None
@@ -325,8 +336,6 @@ class AsyncPublisher:
         #: included): a set, whose add, discard and len need no lock, so the caller and
         #: the reader thread never contend for one per message.
         self._in_flight: set[AckFuture] = set()
-        self._room_waiters = 0
-        self._done_waiters = 0
         #: Per ack timeout: ``(deadline, reply, waiter)`` in publish order, so each
         #: deque's deadlines only grow and the timer reads only its head.
         self._deadlines: dict[float, deque[tuple[float, str, AckFuture]]] = {}
@@ -367,10 +376,9 @@ class AsyncPublisher:
         waiter = AckFuture(self, subject, payload, merged, timeout, retry_attempts,
                            retry_wait, route.run_callback)
         if len(self._in_flight) >= self._max_pending_acks or session.closed:
-            with self._lock:
-                self._wait_for_room(session)
-                if session.closed:
-                    raise ConnectionClosedError("the client closed")
+            self._wait_for_room(session)
+            if session.closed:
+                raise ConnectionClosedError("the client closed")
         try:
             # In the try: Ctrl-C right after the add must not leave in the set a waiter
             # that nothing settles (publish_async_completed would wait for it for ever).
@@ -409,37 +417,29 @@ class AsyncPublisher:
         if timeout is not None:
             check_timeout(timeout, zero_ok=True)
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            # Counted before the first look at the set: a settler that empties it
-            # afterwards sees the waiter and wakes it (see _settled).
-            self._done_waiters += 1
-            try:
-                while self._in_flight:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise TimeoutError(f"{len(self._in_flight)} publish acks still "
-                                           f"awaited after {timeout}s")
-                    self._done.wait(remaining)
-            finally:
-                self._done_waiters -= 1
+        if wait_until(self._lock, self._done_sleepers, self._none_in_flight, deadline) is None:
+            raise TimeoutError(f"{len(self._in_flight)} publish acks still "
+                               f"awaited after {timeout}s")
+
+    def _none_in_flight(self) -> bool | None:
+        return None if self._in_flight else True
 
     def _wait_for_room(self, session: _Session) -> None:
-        """Under the lock: waits until fewer than the maximum are in flight."""
+        """Without the lock: waits until fewer than the maximum are in flight."""
         deadline = time.monotonic() + self._stall_wait
-        # Counted before the first look at the set: a settler that frees room afterwards
-        # sees the waiter and wakes it (see _settled).
-        self._room_waiters += 1
-        try:
-            while len(self._in_flight) >= self._max_pending_acks and not session.closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TooManyStalledMsgsError(
-                        f"max_pending_acks ({self._max_pending_acks}) publish acks were "
-                        f"awaited for longer than stall_wait ({self._stall_wait}s)"
-                    )
-                self._room.wait(remaining)
-        finally:
-            self._room_waiters -= 1
+
+        def room() -> bool | None:
+            if len(self._in_flight) < self._max_pending_acks or session.closed:
+                return True
+            return None
+
+        # Enlisted before its look at the set (wait_until): a settler that frees room
+        # afterwards sees the sleeper and wakes it (see _settled).
+        if wait_until(self._lock, self._room_sleepers, room, deadline) is None:
+            raise TooManyStalledMsgsError(
+                f"max_pending_acks ({self._max_pending_acks}) publish acks were "
+                f"awaited for longer than stall_wait ({self._stall_wait}s)"
+            )
 
     # --- where acks are settled: the reader thread, the timer, a closing thread ----------
 
@@ -447,23 +447,21 @@ class AsyncPublisher:
         """``waiter``'s future has its outcome (None: it left ``_in_flight`` already):
         frees its room.
 
-        The waiter counters are read without the lock: a waiter counts itself (under
-        the lock) before its first look at the set, and a settler discards before it
-        reads the counters, so either the waiter sees the room or the settler sees the
-        waiter (and takes the lock to wake it, which it can only get once the waiter
-        waits).
+        The sleepers are looked at without the lock: a waiter enlists (under the lock)
+        before its look at the set, and a settler discards before it looks at the
+        sleepers, so either the waiter sees the room or the settler sees the sleeper.
         """
         in_flight = self._in_flight
         if waiter is not None:
             in_flight.discard(waiter)
-        if self._room_waiters:
+        if self._room_sleepers:
             with self._lock:
-                self._room.notify()
+                self._room_sleepers.wake_all()
         if not in_flight:
             self._idle_since = time.monotonic()
-            if self._done_waiters:
+            if self._done_sleepers:
                 with self._lock:
-                    self._done.notify_all()
+                    self._done_sleepers.wake_all()
 
     def _retry_later(self, waiter: AckFuture) -> None:
         """Reader thread: a 503 came and an attempt is left; the timer publishes it
@@ -508,7 +506,7 @@ class AsyncPublisher:
             with self._lock:
                 session.closed = True
                 self._wake.notify()
-                self._room.notify_all()
+                self._room_sleepers.wake_all()
             timer = session.timer
             if timer is not None and timer is not threading.current_thread():
                 timer.join(CLOSE_CALLBACK_GRACE)

@@ -180,7 +180,7 @@ def test_ctrl_c_at_each_moment_after_start_stops_cleanly(
 
 #: Every option that is accepted before and after the command.
 GLOBAL_OPTIONS = ("--server", "-s", "--timeout", "--creds", "--user", "--password", "--token",
-                  "--tls-ca")
+                  "--tls-ca", "--context")
 #: Nothing listens here: connecting fails at once.
 UNREACHABLE = "nats://127.0.0.1:1"
 
@@ -288,7 +288,8 @@ def test_each_commands_help_lists_the_connection_options(
     words = " ".join(out.split())  # argparse wraps to the terminal's width
     for option in GLOBAL_OPTIONS:
         assert f"{option} " in words, option
-    assert "default: $NATS_URL or nats://" in words and "(default 2.0)" in words
+    assert "default: $NATS_URL, else the nats context's url, else nats://" in words
+    assert "(default 2.0)" in words
     assert "SUPPRESS" not in out
 
 

@@ -21,9 +21,9 @@ for _layer, _modules in enumerate([
     ["errors", "_validate", "_defaults", "_state", "_version", "_nuid", "msg", "_proto",
      "_proto.ops", "_proto.headers", "_proto.encoder", "_proto.parser"],
     # 1 transport: addresses, credentials, options, streams and the handshake
-    ["_pool", "_auth", "_options", "_transport", "_websocket", "_handshake"],
+    ["_pool", "_auth", "_contexts", "_options", "_transport", "_websocket", "_handshake"],
     # 2 connection threads and the small threaded parts
-    ["_outbox", "_connection", "_callbacks", "_timer", "_threads"],
+    ["_outbox", "_connection", "_callbacks", "_timer", "_threads", "_waiting"],
     # 3 components the handler composes
     ["_requests", "subscription", "_publishing", "_requesting", "_reconnect", "_pings"],
     # 4 the handler

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,14 @@ from nats_sync._options import Options, build_options
 
 PARAMETERS = inspect.signature(nats_sync.connect).parameters
 FIELDS = {item.name: item for item in dataclasses.fields(Options)}
+
+
+@pytest.fixture(autouse=True)
+def no_nats_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """build_options(None) reads $NATS_URL and the nats contexts: none here."""
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.delenv("NATS_CONTEXT", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
 
 
 def test_same_names_in_the_same_order() -> None:
