@@ -1,3 +1,3 @@
 """The package version, kept in one place for setup.cfg and the CONNECT op."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -435,8 +435,10 @@ class Subscription:
         Raises:
             InvalidArgumentError: ``max_msgs`` is not an int >= 1, or the subscription
                 has a callback.
-            TimeoutError, ConnectionClosedError, BadSubscriptionError,
-                PermissionsViolationError: as `next_msg`, when no message is there.
+            TimeoutError: as `next_msg`, when no message is there.
+            ConnectionClosedError: as `next_msg`, when no message is there.
+            BadSubscriptionError: as `next_msg`, when no message is there.
+            PermissionsViolationError: as `next_msg`, when no message is there.
         """
         check_int(max_msgs, "max_msgs", 1)
         first = self.next_msg(timeout)

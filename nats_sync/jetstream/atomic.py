@@ -244,8 +244,10 @@ class AtomicBatch:
             InvalidArgumentError: nothing to commit (no message added and none given),
                 ``data``/keywords without ``subject``, or a bad argument.
             BatchTooLargeError: the last message would exceed ``max_messages``.
-            WrongLastSequenceError, BatchDuplicateMsgIdError, BatchIncompleteError,
-                APIError: the server refused the batch; nothing is stored.
+            WrongLastSequenceError: the server refused the batch; nothing is stored.
+            BatchDuplicateMsgIdError: the server refused the batch; nothing is stored.
+            BatchIncompleteError: the server refused the batch; nothing is stored.
+            APIError: the server refused the batch otherwise; nothing is stored.
             NoStreamResponseError: no stream stores a message's subject; nothing stored.
             PublishAckTimeoutError: no acknowledgement within ``timeout``: the batch may
                 or may not be stored.

@@ -5,8 +5,8 @@ forwards to) is a parameter of ``nats_sync.connect``; every public name of nats-
 ``Client``, ``Msg``, ``JetStreamContext`` and ``JetStreamManager`` is a name of
 ``nats_sync.Client``, ``nats_sync.Msg`` and the JetStream context (what both
 ``nc.jetstream()`` and ``nc.jsm()`` return), except the deliberate differences listed
-below, each with its reason. The README's "Coming from nats-py" section promises exactly
-this and names each difference; the last tests hold the lists and the README to that.
+below, each with its reason. The guide docs/guides/from-nats-py.md promises exactly this
+and names each difference; the last tests hold the lists and the guide to that.
 
 A name nats-py adds in a later version fails here until it is built or listed.
 """
@@ -29,7 +29,7 @@ from nats_sync.client import Server
 from nats_sync.jetstream import JetStream
 from nats_sync.jetstream._msg import JsMsg
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "from-nats-py.md"
 
 #: Parameters of nats-py's connect that nats_sync.connect does not take: none.
 CONNECT_DIFFERENCES: dict[str, str] = {}
@@ -149,15 +149,12 @@ def test_every_difference_is_still_one(
     assert all(reason.strip() for reason in differences.values())
 
 
-def readme_section() -> str:
-    text = README.read_text()
-    start = text.index("## Coming from nats-py")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+def guide_text() -> str:
+    return GUIDE.read_text(encoding="utf-8")
 
 
-def test_the_readme_promises_this_and_names_each_difference() -> None:
-    section = readme_section()
+def test_the_guide_promises_this_and_names_each_difference() -> None:
+    section = guide_text()
     assert "tests/unit/test_nats_py_parity.py" in section
     named = set(re.findall(r"`([A-Za-z_]+)`", section))
     every = {*CONNECT_DIFFERENCES, *CLIENT_DIFFERENCES, *JETSTREAM_DIFFERENCES,
