@@ -280,10 +280,13 @@ class PullConsumer:
             max_wait: each pull request's expiry, seconds (>= 1).
             heartbeat: the idle heartbeat asked of the server (None: ``max_wait / 2``
                 within 0.5-30 s; at most ``max_wait / 2``).
-            group, min_pending, min_ack_pending, priority: the priority group and its
-                criteria, as for :meth:`fetch`. A lost pin never ends the stream: it
-                pulls on without it. With ``pinned_client``, keep ``max_wait`` below
-                the consumer's ``priority_timeout``: each pull renews the pin.
+            group: the priority group to pull from, as for :meth:`fetch`. A lost pin
+                never ends the stream: it pulls on without it. With
+                ``pinned_client``, keep ``max_wait`` below the consumer's
+                ``priority_timeout``: each pull renews the pin.
+            min_pending: with ``group`` (overflow): as for :meth:`fetch`.
+            min_ack_pending: with ``group`` (overflow): as for :meth:`fetch`.
+            priority: with ``group`` (prioritized): as for :meth:`fetch`.
 
         Raises:
             InvalidArgumentError: a bad limit, wait, heartbeat or criterion.
