@@ -24,10 +24,12 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from nats_sync._waiting import Signal
 from nats_sync.errors import ConnectionClosedError
+
+T = TypeVar("T")
 
 
 def start_thread(target: Callable[[], None], role: str) -> threading.Thread:
@@ -87,23 +89,23 @@ def join_threads(
             thread.join(max(deadline - time.monotonic(), 0.0) if shared else timeout)
 
 
-def run_to_completion(work: Callable[[], None], role: str) -> None:
+def run_to_completion(work: Callable[[], T], role: str) -> T:
     """Runs ``work`` to its end even when Ctrl-C interrupts the caller.
 
     On the main thread (the only one Python runs signal handlers on) ``work`` runs on
     a thread of its own, ``nats_sync-<role>``, while the caller waits: a
     KeyboardInterrupt then ends the wait, never the work half-done. Anywhere else it
-    runs right here. What ``work`` raises is raised to the caller either way.
+    runs right here. What ``work`` returns or raises is the caller's either way.
     """
     if threading.current_thread() is not threading.main_thread():
-        work()
-        return
+        return work()
     done = Signal()
     failure: list[BaseException] = []
+    result: list[T] = []
 
     def run() -> None:
         try:
-            work()
+            result.append(work())
         except BaseException as err:  # handed to the waiting caller
             failure.append(err)
         finally:
@@ -112,12 +114,12 @@ def run_to_completion(work: Callable[[], None], role: str) -> None:
     try:
         thread = start_thread(run, role)
     except RuntimeError:  # no new threads at interpreter exit: here, then
-        work()
-        return
+        return work()
     done.wait(None)
     thread.join()  # it has only to return: callers may count the threads left
     if failure:
         raise failure[0]
+    return result[0]
 
 
 # --- fork ----------------------------------------------------------------------------------

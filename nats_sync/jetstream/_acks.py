@@ -54,6 +54,7 @@ from concurrent.futures._base import RUNNING as _RUNNING_STATE
 from typing import TYPE_CHECKING, Any
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
+from nats_sync._threads import run_to_completion
 from nats_sync._validate import check_int, check_timeout
 from nats_sync._waiting import Sleepers, wait_until
 from nats_sync.errors import ConnectionClosedError, Error, TimeoutError
@@ -492,7 +493,14 @@ class AsyncPublisher:
     # --- sessions and the ack timer thread ----------------------------------------------
 
     def _open_session(self) -> _Session:
-        """Caller: the live session, made (route, listener, timer) if none."""
+        """Caller: the live session, made (route, listener, timer) if none.
+
+        Made to its end even if Ctrl-C interrupts the caller: a session published
+        without its timer thread would leave every ack of it awaited for ever.
+        """
+        return run_to_completion(self._open_session_now, "js-acks-open")
+
+    def _open_session_now(self) -> _Session:
         with self._session_lock:
             session = self._session
             if session is not None:
@@ -571,7 +579,10 @@ class AsyncPublisher:
                     if now - self._idle_since >= _IDLE_EXIT:
                         self._session = None  # callers open a new one from now on
                         return
-                    next_wake = min(next_wake, self._idle_since + _IDLE_EXIT)
+                    # Not past the next look for orphans either: one added to the
+                    # window without a deadline (Ctrl-C) must not wait for the idle exit.
+                    next_wake = min(next_wake, self._idle_since + _IDLE_EXIT,
+                                    now + _ORPHAN_SCAN)
                 else:
                     # Settled entries leave the deques only here: sweep them at least
                     # this often, so that a long ack timeout does not keep them all.

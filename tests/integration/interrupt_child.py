@@ -245,7 +245,7 @@ responder.close()
 # Clients this script lost right after connect() returned: closed here, counted.
 lost_by_script = 0
 for handler in handed_out:
-    if not handler.state.name == "CLOSED":
+    if handler.state.name != "CLOSED":
         lost_by_script += 1
         handler.close()
 

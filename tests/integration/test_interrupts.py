@@ -76,15 +76,7 @@ def server() -> object:
 ON_TOP = ["js_publish", "js_publish_async", "js_fetch", "js_messages", "kv", "obj", "micro"]
 
 
-#: Not fixed yet (issue 24.1, left).
-KNOWN: dict[str, str] = {
-    "drain_close": "an interrupted close() leaves its threads",
-}
-FAMILIES = [
-    pytest.param(family, marks=pytest.mark.xfail(reason=KNOWN[family], strict=False))
-    if family in KNOWN else family
-    for family in CORE + ON_TOP
-]
+FAMILIES = CORE + ON_TOP
 
 
 @pytest.mark.parametrize("family", FAMILIES)
