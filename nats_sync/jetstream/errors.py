@@ -85,6 +85,8 @@ __all__ = [
     "PriorityGroupRequiredError",
     "PriorityPolicyError",
     "PublishAckTimeoutError",
+    "ScheduleInvalidError",
+    "SchedulesNotEnabledError",
     "ServerError",
     "ServiceUnavailableError",
     "StatusError",
@@ -285,7 +287,7 @@ class FastBatchTooManyInflightError(APIError):
     """10211 (429): the stream or server has as many fast-ingest batches as it allows."""
 
 
-# --- per-message TTL (ADR-43, 2.11) and counters (ADR-49, 2.12) -------------------------
+# --- per-message TTL (ADR-43, 2.11), schedules (ADR-51) and counters (ADR-49, 2.12) -------
 
 
 class MsgTTLInvalidError(BadRequestError):
@@ -295,6 +297,18 @@ class MsgTTLInvalidError(BadRequestError):
 
 class MsgTTLDisabledError(BadRequestError):
     """10166: a message with a TTL went to a stream without ``allow_msg_ttl``."""
+
+
+class SchedulesNotEnabledError(BadRequestError):
+    """10188: a message with a schedule (``Nats-Schedule``, ADR-51) went to a stream
+    without ``allow_msg_schedules``."""
+
+
+class ScheduleInvalidError(BadRequestError):
+    """The server refused a schedule's headers (ADR-51): its pattern (10189), target
+    (10190), TTL (10191), rollup (10192), source (10203), ``Nats-Scheduler`` (10212) or
+    time zone (10223). ``js.publish_scheduled`` checks what it can before sending, so
+    this comes from headers given by hand, or a zone the server's tzdata lacks."""
 
 
 class CounterError(JetStreamError):
@@ -381,6 +395,14 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
     10171: CounterIncrementInvalidError,
     10172: CounterBrokenError,
     10173: MirrorWithCountersError,
+    10188: SchedulesNotEnabledError,
+    10189: ScheduleInvalidError,
+    10190: ScheduleInvalidError,
+    10191: ScheduleInvalidError,
+    10192: ScheduleInvalidError,
+    10203: ScheduleInvalidError,
+    10212: ScheduleInvalidError,
+    10223: ScheduleInvalidError,
 }
 _BY_CODE: dict[int, type[APIError]] = {
     400: BadRequestError,
