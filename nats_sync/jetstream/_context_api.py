@@ -79,6 +79,11 @@ class JsContext(Protocol):
         """The names of the streams (those storing ``subject`` when given)."""
         ...
 
+    def list_streams(self, subject: str | None = None, timeout: float | None = None
+                     ) -> Iterator[StreamInfo]:
+        """Every stream's info (those storing ``subject`` when given)."""
+        ...
+
     def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
         """The stream that stores ``subject``."""
         ...

@@ -11,14 +11,13 @@ caller's thread; nothing here starts a thread. Any thread may use one context at
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from nats_sync import _defaults as d
-from nats_sync._validate import check_int, check_timeout
+from nats_sync._validate import check_timeout
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import _compat
 from nats_sync.jetstream._api import (
@@ -28,18 +27,14 @@ from nats_sync.jetstream._api import (
     check_consumer_name,
     check_domain,
     check_stream_name,
-    format_time,
 )
-from nats_sync.jetstream._compat import JsSubscription
+from nats_sync.jetstream._context_compat import NatsPyNames
 from nats_sync.jetstream.api import (
     AccountInfo,
     BatchAck,
     ConsumerConfig,
     ConsumerInfo,
-    ConsumerPause,
-    ConsumerReset,
     PubAck,
-    StoredMsg,
     StreamConfig,
     StreamInfo,
     config_with,
@@ -66,13 +61,11 @@ from nats_sync.jetstream.object_store import (
 )
 from nats_sync.jetstream.ordered import OrderedConsumer
 from nats_sync.jetstream.publish import JsPublisher
+from nats_sync.jetstream.schedule import publish_scheduled
 from nats_sync.jetstream.stream import Stream
 
-if TYPE_CHECKING:
-    from nats_sync.jetstream._msg import JsMsg
 
-
-class JetStream:
+class JetStream(NatsPyNames):
     """JetStream over one connection; made by :meth:`nats_sync.Client.jetstream`.
 
     Every method blocks and is safe from any thread. Admin calls take ``timeout``
@@ -421,6 +414,48 @@ class JetStream:
             retry_wait=retry_wait, ttl=ttl,
         )
 
+    def publish_scheduled(
+        self, subject: str, data: bytes = b"", *, schedule: datetime | str, target: str,
+        ttl: float | str | None = None, source: str | None = None,
+        time_zone: str | None = None, headers: Headers = None, timeout: float | None = None,
+    ) -> PubAck:
+        """Stores a schedule (ADR-51): the server publishes ``data`` to ``target`` then.
+
+        ``subject`` holds the schedule (one per subject: publishing there again replaces
+        it); ``target`` is another subject of the same stream, which needs
+        ``allow_msg_schedules`` (nats-server 2.12+). The produced messages carry
+        ``data`` and ``headers``. To stop a schedule, remove its message:
+        ``js.stream(name).purge(subject=subject)``. ``nats_sync.jetstream.schedule``
+        says how it works.
+
+        Args:
+            subject: the schedule's own subject.
+            data: the body of the produced messages.
+            schedule: an aware ``datetime`` (once, then the schedule is gone),
+                ``"@at <RFC 3339>"``, ``"@every 5m"`` (a Go duration, >= 1s),
+                ``"@hourly"`` (or ``@daily``, ``@weekly``...) or a 6-field cron
+                (seconds first), all in UTC.
+            target: where the server publishes (not ``subject``, no wildcards).
+            ttl: the produced messages' TTL, as ``publish``'s (``Nats-Schedule-TTL``;
+                the stream needs ``allow_msg_ttl``).
+            source: publish the last message stored on this subject instead of
+                ``data`` (``data`` when there is none).
+            time_zone: an IANA zone (``Europe/Amsterdam``) for a cron schedule
+                (nats-server 2.14+).
+            headers: headers of the produced messages.
+            timeout: seconds to wait for the ack (the context's when None).
+
+        Raises:
+            InvalidArgumentError: a naive datetime, a malformed schedule, a bad target,
+                source, ttl or time_zone (nothing sent).
+            SchedulesNotEnabledError: the stream has no ``allow_msg_schedules``.
+            ScheduleInvalidError: the server refused the schedule.
+            NoStreamResponseError: no stream stores ``subject``.
+        """
+        return publish_scheduled(self, subject, data, schedule=schedule, target=target,
+                                 ttl=ttl, source=source, time_zone=time_zone,
+                                 headers=headers, timeout=timeout)
+
     def publish_async(
         self, subject: str, payload: bytes = b"", *, headers: Headers = None,
         timeout: float | None = None, msg_id: str | None = None,
@@ -576,137 +611,3 @@ class JetStream:
             CounterNotEnabledError: the stream has no ``allow_msg_counter``.
         """
         return Counter(self, self.stream(stream, timeout))
-
-    # --- legacy nats-py names ---------------------------------------------------------
-
-    def add_stream(self, config: StreamConfig | None = None, **fields: Any) -> StreamInfo:
-        """nats-py's ``add_stream``: ``create_stream``, returning the info."""
-        return self.create_stream(config, **fields).cached_info
-
-    def find_stream_name_by_subject(self, subject: str) -> str:
-        """nats-py's name for :meth:`stream_name_by_subject`."""
-        return self.stream_name_by_subject(subject)
-
-    def purge_stream(self, name: str, seq: int | None = None, subject: str | None = None,
-                     keep: int | None = None) -> int:
-        """nats-py's ``purge_stream``: ``Stream.purge`` by name."""
-        return self._named_stream(name).purge(subject=subject, keep=keep, sequence=seq)
-
-    def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None
-                ) -> StoredMsg:
-        """nats-py's ``get_msg``: by sequence, or the last message on ``subject``."""
-        stream = self._named_stream(stream_name)
-        if seq is not None:
-            return stream.get_msg(seq)
-        if subject is None:
-            raise InvalidArgumentError("get_msg needs seq or subject")
-        return stream.get_last_msg(subject)
-
-    def get_last_msg(self, stream_name: str, subject: str) -> StoredMsg:
-        """nats-py's ``get_last_msg``: the last message stored on ``subject``."""
-        return self._named_stream(stream_name).get_last_msg(subject)
-
-    def delete_msg(self, stream_name: str, seq: int) -> None:
-        """nats-py's ``delete_msg``: removes one message (erasing it)."""
-        self._named_stream(stream_name).delete_msg(seq, erase=True)
-
-    def _named_stream(self, name: str) -> Stream:
-        """A ``Stream`` bound by name alone (its ``cached_info`` holds only the name) for
-        the one-request calls above: no STREAM.INFO first, as nats-py sends one request;
-        a missing stream is the server's ``StreamNotFoundError`` all the same."""
-        return Stream(self, StreamInfo(config=StreamConfig(name=check_stream_name(name))))
-
-    def add_consumer(self, stream: str, config: ConsumerConfig | None = None,
-                     **fields: Any) -> ConsumerInfo:
-        """nats-py's ``add_consumer``: ``create_or_update_consumer``, returning the info."""
-        return self.create_or_update_consumer(stream, config, **fields).cached_info
-
-    def pull_subscribe(self, subject: str, durable: str | None = None,
-                       stream: str | None = None, config: ConsumerConfig | None = None
-                       ) -> PullSubscription:
-        """nats-py's ``pull_subscribe``: binds the durable consumer (or creates one,
-        ephemeral without ``durable``) filtered on ``subject``; read with
-        ``fetch(batch, timeout)``."""
-        return _compat.pull_subscribe(self, subject, durable, stream, config)
-
-    def pull_subscribe_bind(self, consumer: str | None = None, stream: str | None = None,
-                            *, durable: str | None = None, name: str | None = None
-                            ) -> PullSubscription:
-        """nats-py's ``pull_subscribe_bind``: binds an existing pull consumer (by
-        ``consumer``, ``durable`` or ``name``) of ``stream``; read with ``fetch``.
-
-        Raises:
-            InvalidArgumentError: no stream or no consumer name given.
-            ConsumerNotFoundError: there is no such consumer.
-        """
-        consumer_name = consumer or durable or name
-        if not stream or not consumer_name:
-            raise InvalidArgumentError("pull_subscribe_bind needs the stream and the consumer")
-        return _compat.PullSubscription(self, self.consumer(stream, consumer_name),
-                                        ephemeral=False)
-
-    # --- nats-py's JetStream manager names (nc.jsm()) ---------------------------------
-
-    def streams_info(self, offset: int = 0, timeout: float | None = None
-                     ) -> list[StreamInfo]:
-        """nats-py's ``streams_info``: every stream's info from ``offset`` on."""
-        return list(self.streams_info_iterator(offset, timeout))
-
-    def streams_info_iterator(self, offset: int = 0, timeout: float | None = None
-                              ) -> Iterator[StreamInfo]:
-        """nats-py's ``streams_info_iterator``: :meth:`list_streams` from ``offset`` on."""
-        check_int(offset, "offset", 0)
-        return itertools.islice(self.list_streams(timeout=timeout), offset, None)
-
-    def consumers_info(self, stream: str, offset: int | None = None,
-                       timeout: float | None = None) -> list[ConsumerInfo]:
-        """nats-py's ``consumers_info``: every consumer's info of ``stream`` from
-        ``offset`` on."""
-        check_int(offset or 0, "offset", 0)
-        return list(itertools.islice(self.list_consumers(stream, timeout), offset or 0, None))
-
-    def pause_consumer(self, stream: str, consumer: str, pause_until: str | datetime,
-                       timeout: float | None = None) -> ConsumerPause:
-        """Pauses a consumer until ``pause_until`` (an aware datetime, or RFC 3339 text as
-        nats-py takes it); it delivers nothing meanwhile. nats-server 2.11 and later.
-
-        Raises:
-            ConsumerNotFoundError: there is no such consumer.
-        """
-        until = format_time(pause_until) if isinstance(pause_until, datetime) else pause_until
-        call = f"CONSUMER.PAUSE.{check_stream_name(stream)}.{check_consumer_name(consumer)}"
-        return ConsumerPause.from_api(self.api.request(call, {"pause_until": until}, timeout))
-
-    def resume_consumer(self, stream: str, consumer: str, timeout: float | None = None
-                        ) -> ConsumerPause:
-        """Resumes a paused consumer now (a pause until a time long past, as nats-py
-        does). nats-server 2.11 and later."""
-        return self.pause_consumer(stream, consumer, "1970-01-01T00:00:00Z", timeout)
-
-    def reset_consumer(self, stream: str, consumer: str, seq: int | None = None,
-                       timeout: float | None = None) -> ConsumerReset:
-        """Resets a consumer's delivery state (ADR-60, nats-server 2.14 and later):
-        pending and redelivered counts cleared; with ``seq``, the next message delivered
-        is at that stream sequence or after it, else one above the ack floor.
-
-        Raises:
-            ConsumerNotFoundError: there is no such consumer.
-            APIError: the reset does not fit the consumer's deliver policy (10204).
-        """
-        call = f"CONSUMER.RESET.{check_stream_name(stream)}.{check_consumer_name(consumer)}"
-        body = {"seq": seq} if seq else None
-        return ConsumerReset.from_api(self.api.request(call, body, timeout))
-
-    def subscribe(self, subject: str, queue: str | None = None,
-                  cb: Callable[[JsMsg], None] | None = None, durable: str | None = None,
-                  stream: str | None = None, manual_ack: bool = False,
-                  ordered_consumer: bool = False, deliver_policy: str | None = None,
-                  config: ConsumerConfig | None = None) -> JsSubscription:
-        """nats-py's ``js.subscribe``, built on a pull consumer (or an ordered one).
-
-        Without ``cb``, read with ``next_msg`` or iteration; with it, ``cb(msg)`` runs on
-        a thread of its own and the message is acknowledged after it returns, unless
-        ``manual_ack``. A ``queue`` names the shared durable consumer.
-        """
-        return _compat.subscribe(self, subject, queue, cb, durable, stream, manual_ack,
-                                 ordered_consumer, deliver_policy, config)
