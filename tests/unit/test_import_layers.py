@@ -36,7 +36,8 @@ for _layer, _modules in enumerate([
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
      "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
-     "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter"],
+     "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
+     "jetstream.schedule", "jetstream._context_compat"],
     # 6 the public client
     ["client"],
     # 7 built on the public client
