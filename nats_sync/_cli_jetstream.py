@@ -1,8 +1,8 @@
 """The command line's JetStream commands: ``stream ls|info|add|rm``,
 ``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch`` (``object``
 and ``counter`` come from ``_cli_object`` and ``_cli_counter``); and
-``pub --js --atomic`` and ``pub --js --fast`` (``publish_atomic``, ``publish_fast``), which
-``cli``'s ``pub`` hands over.
+``pub --js --atomic``, ``pub --js --fast`` and ``pub --js --schedule`` (``publish_atomic``,
+``publish_fast``, ``publish_scheduled``), which ``cli``'s ``pub`` hands over.
 
 How it works: ``cli`` adds these parsers (with its connection options on each) and
 their handlers; each handler connects one client on the main thread, makes one
@@ -322,7 +322,7 @@ def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
 
 
 def add_pub_options(pub: argparse.ArgumentParser) -> None:
-    """Adds ``--atomic`` and ``--ttl`` to ``cli``'s ``pub`` command."""
+    """Adds ``--atomic``, ``--ttl`` and the schedule options to ``cli``'s ``pub``."""
     pub.add_argument("--atomic", action="store_true",
                      help="with --js: publish the --count messages as one atomic batch "
                           "(all stored or none; at most 1000; the stream needs "
@@ -331,6 +331,38 @@ def add_pub_options(pub: argparse.ArgumentParser) -> None:
                      metavar="SECONDS",
                      help='with --js: each message lives SECONDS (>= 1) or "never" '
                           "(Nats-TTL; the stream needs allow_msg_ttl, server 2.11+)")
+    pub.add_argument("--schedule", default=None, metavar="SPEC",
+                     help='with --js and --target: store a schedule (ADR-51) on the subject: '
+                          '"@at 2030-01-02T15:04:05Z", "@every 5m", "@hourly" or a 6-field '
+                          "cron; the server publishes the data to --target then (the "
+                          "stream needs allow_msg_schedules, server 2.12+; --ttl is then the "
+                          "produced messages'). Stop it by purging the subject")
+    pub.add_argument("--target", default=None, metavar="SUBJ",
+                     help="with --schedule: where the server publishes (same stream)")
+    pub.add_argument("--time-zone", default=None, metavar="ZONE",
+                     help="with a cron --schedule: its IANA time zone (server 2.14+)")
+
+
+def check_schedule_options(args: argparse.Namespace) -> None:
+    """Refuses ``--schedule``, ``--target`` and ``--time-zone`` where they do not go."""
+    if args.schedule is None:
+        if args.target is not None or args.time_zone is not None:
+            raise InvalidArgumentError("--target and --time-zone need --schedule")
+        return
+    if not args.js or args.target is None:
+        raise InvalidArgumentError("--schedule needs --js and --target")
+    if args.atomic or args.fast or args.count != 1 or args.msg_id is not None:
+        raise InvalidArgumentError(
+            "--schedule stores one schedule: not with --atomic, --fast, --count or --msg-id")
+
+
+def publish_scheduled(nc: nats_sync.Client, args: argparse.Namespace,
+                      headers: dict[str, list[str]] | None, out: TextIO) -> None:
+    """``pub --js --schedule SPEC --target SUBJ``: stores the schedule, prints its ack."""
+    ack = nc.jetstream(timeout=args.timeout).publish_scheduled(
+        args.subject, str(args.data).encode(), schedule=args.schedule, target=args.target,
+        ttl=args.ttl, time_zone=args.time_zone, headers=headers)
+    out.write(f"{ack.stream}\tseq {ack.seq}\tschedule {args.schedule!r} -> {args.target}\n")
 
 
 def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,

@@ -189,8 +189,11 @@ def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
         raise InvalidArgumentError("--fast needs --js")
     if args.fast and args.atomic:
         raise InvalidArgumentError("--fast and --atomic are two kinds of batch: pick one")
+    _cli_jetstream.check_schedule_options(args)
     with _connect(args) as nc:
-        if args.atomic:
+        if args.schedule is not None:
+            _cli_jetstream.publish_scheduled(nc, args, headers, out)
+        elif args.atomic:
             _cli_jetstream.publish_atomic(nc, args, headers, out)
         elif args.fast:
             _cli_jetstream.publish_fast(nc, args, headers, out)
