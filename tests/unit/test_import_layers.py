@@ -37,7 +37,7 @@ for _layer, _modules in enumerate([
      "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
      "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
-     "jetstream.schedule", "jetstream._context_compat"],
+     "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config"],
     # 6 the public client
     ["client"],
     # 7 built on the public client
