@@ -29,46 +29,37 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-class Sleepers:
+class Sleepers(list[_thread.LockType]):
     """The threads waiting on one owner's condition, each on its own lock.
 
-    Every method but the truth value must be called with the owner's lock held.
+    A list of the sleepers' locks, so that its truth value (read on hot paths, without
+    the owner's lock) costs no Python call. Every method must be called with the
+    owner's lock held.
     """
 
-    __slots__ = ("_locks",)
-
-    def __init__(self) -> None:
-        self._locks: list[_thread.LockType] = []
-
-    def __bool__(self) -> bool:
-        return bool(self._locks)
-
-    def __len__(self) -> int:
-        return len(self._locks)
+    __slots__ = ()
 
     def enlist(self) -> _thread.LockType:
         """A new sleeper (a held lock) that :meth:`wake_all` will release."""
         sleeper = _thread.allocate_lock()
         sleeper.acquire()
-        self._locks.append(sleeper)
+        self.append(sleeper)
         return sleeper
 
     def leave(self, sleeper: _thread.LockType) -> None:
         """Takes back a sleeper that timed out (nothing if it was woken meanwhile)."""
-        locks = self._locks
-        if locks and locks[-1] is sleeper:
-            locks.pop()
+        if self and self[-1] is sleeper:
+            self.pop()
             return
         try:
-            locks.remove(sleeper)
+            self.remove(sleeper)
         except ValueError:
             pass
 
     def wake_all(self) -> None:
         """Releases every sleeper enlisted."""
-        locks = self._locks
-        while locks:
-            locks.pop().release()
+        while self:
+            self.pop().release()
 
 
 def sleep(sleeper: _thread.LockType, timeout: float | None) -> bool:
