@@ -46,5 +46,9 @@ class Instrumentation(Protocol):
     def inject(self, headers: Any) -> Any:
         """``headers`` (a mapping or None) with the current trace context added."""
 
+    def js_acked(self, subject: str, error: BaseException | None) -> None:
+        """A JetStream publish to ``subject`` was acknowledged (``error`` None) or
+        failed."""
+
     def failed(self, error: BaseException | str) -> None:
         """Marks the current span failed (a micro handler's error answer)."""

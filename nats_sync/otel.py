@@ -108,6 +108,12 @@ class _Instrumentation:
         # each (by sid), so that an ended subscription's drops stay counted.
         self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self._dropped: dict[int, int] = {}
+        self._js_acks = meter.create_counter(
+            "nats.jetstream.publish.acks", unit="{message}",
+            description="JetStream publishes the stream acknowledged")
+        self._js_failures = meter.create_counter(
+            "nats.jetstream.publish.failures", unit="{message}",
+            description="JetStream publishes that failed (no ack, or an error)")
         self._request_duration = meter.create_histogram(
             "messaging.client.operation.duration", unit="s",
             description="Duration of requests, from sending to the reply (or failure)",
@@ -116,10 +122,9 @@ class _Instrumentation:
 
     # --- attributes --------------------------------------------------------------------
 
-    def _attributes(self, destination: str, operation_type: str,
-                    operation_name: str) -> dict[str, Any]:
-        """The attributes of a span on ``destination`` (the server's, refreshed when
-        the connected URL changes)."""
+    def _refresh_base(self) -> dict[str, Any]:
+        """The attributes every span and metric of this client has (the server's are
+        made again when the connected URL changes)."""
         nc = self._client()
         if nc is not None:
             url = nc.connected_url
@@ -135,7 +140,12 @@ class _Instrumentation:
                 if client_id is not None:
                     base[_CLIENT_ID] = str(client_id)
                 self._base, self._server_url = base, url
-        attributes = dict(self._base)
+        return self._base
+
+    def _attributes(self, destination: str, operation_type: str,
+                    operation_name: str) -> dict[str, Any]:
+        """The attributes of a span on ``destination``."""
+        attributes = dict(self._refresh_base())
         attributes[_DESTINATION] = destination
         attributes[_OPERATION_TYPE] = operation_type
         attributes[_OPERATION_NAME] = operation_name
@@ -347,6 +357,17 @@ class _Instrumentation:
         process._nats_sync_server_span = True  # type: ignore[attr-defined]
         return process
 
+    # --- JetStream ----------------------------------------------------------------------
+
+    def js_acked(self, subject: str, error: BaseException | None) -> None:
+        """Counts a JetStream publish's ack, or its failure (by error type)."""
+        attributes = dict(self._refresh_base())
+        if error is None:
+            self._js_acks.add(1, attributes)
+        else:
+            attributes[_ERROR_TYPE] = _error_type(error)
+            self._js_failures.add(1, attributes)
+
     def failed(self, error: BaseException | str) -> None:
         """Marks the current span failed (a micro handler's error answer)."""
         span = trace.get_current_span()
@@ -365,7 +386,7 @@ class _Instrumentation:
         nc = self._client()
         if nc is None or nc.is_closed:
             return None
-        self._attributes("", "", "")  # refreshes the server's part, kept in _base
+        base = dict(self._refresh_base())
         if what == "pending":
             value = nc.pending_data_size
         elif what == "dropped":
@@ -375,7 +396,7 @@ class _Instrumentation:
                 value = sum(self._dropped.values())
         else:
             value = nc.stats[what]
-        return metrics.Observation(value, dict(self._base))
+        return metrics.Observation(value, base)
 
 
 class _Observers:

@@ -333,3 +333,42 @@ def test_import_nats_sync_does_not_import_opentelemetry() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=20, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_jetstream_publish_and_fetch_carry_the_trace_and_count_acks(
+    connect: ClientFactory, telemetry: Telemetry, jetstream_server: NatsServer
+) -> None:
+    nc = telemetry.instrument(connect(servers=jetstream_server.url))
+    js = nc.jetstream()
+    js.create_stream(name="S", subjects=["s.>"])
+    tracer = telemetry.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("ingest") as root:
+        js.publish("s.one", b"1")
+        futures = [js.publish_async("s.async", b"%d" % i) for i in range(3)]
+        for future in futures:
+            future.result(5)
+        js.publish_batch("s.batch", [b"a", b"b"])
+    with pytest.raises(nats_sync.jetstream.NoStreamResponseError):
+        js.publish("nowhere", b"x", retry_attempts=0)
+    trace_id = root.get_span_context().trace_id
+
+    consumer = js.create_consumer("S", durable_name="C", ack_policy="explicit")
+    batch = consumer.fetch(6, max_wait=5)
+    assert len(batch) == 6
+    for msg in batch:  # each stored message carries the trace of its publish
+        assert (msg.headers or {})["traceparent"].split("-")[1] == format(trace_id, "032x")
+        msg.ack()
+    senders = {span.context.span_id for span in telemetry.spans()
+               if span.name.endswith((" publish", " request"))}
+    receives = [span for span in telemetry.spans() if span.name.endswith(" receive")]
+    assert len(receives) == 6
+    assert all(span.links and span.links[0].context.span_id in senders for span in receives)
+    assert len(telemetry.spans("s.async publish")) == 3  # PRODUCER spans of publish_async
+
+    def total(name: str) -> int:
+        return sum(int(point.value) for point in telemetry.metric(name))
+
+    assert total("nats.jetstream.publish.acks") == 6
+    failures = telemetry.metric("nats.jetstream.publish.failures")
+    assert [(point.value, point.attributes["error.type"]) for point in failures] == [
+        (1, "NoStreamResponseError")]
