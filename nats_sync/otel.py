@@ -466,4 +466,4 @@ def _end_failed(span: Span, err: BaseException) -> None:
     span.end()
 
 
-__all__ = ["SCOPE", "instrument"]
+__all__ = ["instrument"]
