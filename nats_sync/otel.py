@@ -78,6 +78,18 @@ def instrument(
     nc._instrument(_Instrumentation(nc, tracer_provider, meter_provider))
 
 
+def trace_headers() -> dict[str, str]:
+    """The current trace context as message headers (``traceparent``, ...), through the
+    configured propagator; empty when no span is current.
+
+    For code that sends on another thread or process than where the trace is current:
+    the Spark UDFs take the driver's context to the executors' requests this way.
+    """
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
 def _size(payload: Any) -> int:
     try:
         return len(payload)
@@ -466,4 +478,4 @@ def _end_failed(span: Span, err: BaseException) -> None:
     span.end()
 
 
-__all__ = ["instrument"]
+__all__ = ["instrument", "trace_headers"]

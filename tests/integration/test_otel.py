@@ -372,3 +372,4 @@ def test_jetstream_publish_and_fetch_carry_the_trace_and_count_acks(
     failures = telemetry.metric("nats.jetstream.publish.failures")
     assert [(point.value, point.attributes["error.type"]) for point in failures] == [
         (1, "NoStreamResponseError")]
+
