@@ -373,3 +373,20 @@ def test_jetstream_publish_and_fetch_carry_the_trace_and_count_acks(
     assert [(point.value, point.attributes["error.type"]) for point in failures] == [
         (1, "NoStreamResponseError")]
 
+
+
+def test_a_micro_endpoint_with_workers_is_traced_too(
+    connect: ClientFactory, telemetry: Telemetry
+) -> None:
+    server = telemetry.instrument(connect())
+    caller = telemetry.instrument(connect())
+    svc = micro.add_service(server, "pool", "1.0.0")
+    svc.add_endpoint("work", lambda req: req.respond(req.data), max_workers=2)
+    server.flush()
+    assert [reply.data for reply in caller.request_batch("work", [b"1", b"2", b"3"],
+                                                          timeout=5)] == [b"1", b"2", b"3"]
+    request = telemetry.wait_span("work request")[0]
+    handled = telemetry.wait_span("work process", 3)
+    assert all(span.kind is SpanKind.SERVER for span in handled)
+    assert {span.parent.span_id for span in handled if span.parent} == {
+        request.context.span_id}
