@@ -35,8 +35,12 @@ class Instrumentation(Protocol):
     def subscribed(self, sub: Subscription) -> None:
         """A subscription was made (its slow-consumer drops are counted)."""
 
-    def received(self, subject: str, msg: Msg) -> None:
-        """A message was taken with ``next_msg`` from a subscription on ``subject``."""
+    def received(self, sub: Subscription, msg: Msg) -> None:
+        """A message was taken with ``next_msg`` from ``sub``."""
+
+    def serving(self, sub: Subscription) -> None:
+        """``sub``'s messages are handled under the spans of ``wrap_service_handler``
+        (a micro endpoint's worker pool): its ``next_msg`` makes no span of its own."""
 
     def wrap_service_handler(
         self, endpoint: str, subject: str, handler: Callable[[Msg], None]

@@ -120,6 +120,7 @@ class _Instrumentation:
         # each (by sid), so that an ended subscription's drops stay counted.
         self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self._dropped: dict[int, int] = {}
+        self._serving: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self._js_acks = meter.create_counter(
             "nats.jetstream.publish.acks", unit="{message}",
             description="JetStream publishes the stream acknowledged")
@@ -327,14 +328,15 @@ class _Instrumentation:
 
         return process
 
-    def received(self, subject: str, msg: Msg) -> None:
+    def received(self, sub: Subscription, msg: Msg) -> None:
         """A CONSUMER "receive" span for a message ``next_msg`` returned, in the current
-        context and linked to the sender's (status messages are left out)."""
-        if msg.status is not None:
+        context and linked to the sender's (status messages, and those of a micro
+        endpoint's worker pool, which has its SERVER spans, are left out)."""
+        if msg.status is not None or sub in self._serving:
             return
         span_attributes = self._attributes(msg.subject, "receive", "receive")
         span_attributes[_BODY_SIZE] = len(msg.data)
-        span_attributes[_SUBSCRIPTION] = subject
+        span_attributes[_SUBSCRIPTION] = sub.subject
         links: list[Link] = []
         context = self._extract(msg)
         if context is not None:
@@ -343,6 +345,11 @@ class _Instrumentation:
                 links.append(Link(sender))
         self._tracer.start_span(f"{msg.subject} receive", kind=SpanKind.CONSUMER,
                                 attributes=span_attributes, links=links).end()
+
+    def serving(self, sub: Subscription) -> None:
+        """Leaves ``sub``'s messages to the SERVER spans of a micro worker pool."""
+        with self._lock:
+            self._serving.add(sub)
 
     def subscribed(self, sub: Subscription) -> None:
         """Counts the slow-consumer drops of ``sub`` from now on."""

@@ -421,7 +421,7 @@ class Subscription:
                 messages._bytes_out += len(msg.data)  # type: ignore[union-attr]
         if msg is not None:  # told outside the lock
             if self._otel is not None:
-                self._otel.received(self._subject, msg)
+                self._otel.received(self, msg)
             return msg
         try:
             item = messages.get(timeout)
@@ -433,7 +433,7 @@ class Subscription:
             self._messages.append_end()
             raise self._ended_error()
         if self._otel is not None:
-            self._otel.received(self._subject, item)  # type: ignore[arg-type]  # not _END
+            self._otel.received(self, item)  # type: ignore[arg-type]  # not _END
         return item  # type: ignore[return-value]
 
     def next_msgs(self, max_msgs: int,
@@ -459,7 +459,7 @@ class Subscription:
         rest = self._messages.take_ready(max_msgs - 1)
         if self._otel is not None:
             for msg in rest:
-                self._otel.received(self._subject, msg)
+                self._otel.received(self, msg)
         return [first, *rest]
 
     def _ended_error(self) -> Error:

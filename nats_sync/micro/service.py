@@ -102,6 +102,8 @@ class _Endpoint:
             self.sub = nc.subscribe(self.subject, queue=self.queue_group, cb=handle)
             return
         self.sub = nc.subscribe(self.subject, queue=self.queue_group)
+        if otel is not None:
+            otel.serving(self.sub)
         for index in range(self.max_workers):
             worker = threading.Thread(
                 target=self._work, args=(self.sub, handle), daemon=True,

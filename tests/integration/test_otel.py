@@ -390,3 +390,4 @@ def test_a_micro_endpoint_with_workers_is_traced_too(
     assert all(span.kind is SpanKind.SERVER for span in handled)
     assert {span.parent.span_id for span in handled if span.parent} == {
         request.context.span_id}
+    assert not telemetry.spans("work receive")  # the workers' reads make no span
