@@ -28,9 +28,11 @@ class Instrumentation(Protocol):
         it traces; the client binds the results."""
 
     def wrap_callback(
-        self, subject: str, cb: Callable[[Msg], None]
-    ) -> Callable[[Msg], None]:
-        """The callback a subscription on ``subject`` runs instead of ``cb``."""
+        self, subject: str, cb: Callable[[Any], None]
+    ) -> Callable[[Any], None]:
+        """The callback run instead of ``cb`` for messages of a subscription on
+        ``subject`` (a ``Msg``) or of a JetStream ``consume`` named ``subject`` (a
+        ``JsMsg``: ``subject``, ``data`` and ``headers`` as a ``Msg``)."""
 
     def subscribed(self, sub: Subscription) -> None:
         """A subscription was made (its slow-consumer drops are counted)."""

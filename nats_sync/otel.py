@@ -182,7 +182,7 @@ class _Instrumentation:
         return merged
 
     @staticmethod
-    def _extract(msg: Msg) -> Any:
+    def _extract(msg: Any) -> Any:
         headers = msg.headers
         return propagate.extract(headers) if headers else None
 
@@ -310,14 +310,14 @@ class _Instrumentation:
 
     # --- receiving ------------------------------------------------------------------
 
-    def wrap_callback(self, subject: str, cb: Callable[[Msg], None]) -> Callable[[Msg], None]:
+    def wrap_callback(self, subject: str, cb: Callable[[Any], None]) -> Callable[[Any], None]:
         """A callback that runs ``cb`` in a CONSUMER "process" span, child of the
-        sender's context."""
+        sender's context (for a ``Msg`` or a JetStream ``JsMsg``)."""
         if getattr(cb, "_nats_sync_server_span", False):
             return cb  # a micro handler: its SERVER span is the one
         tracer, attributes, extract = self._tracer, self._attributes, self._extract
 
-        def process(msg: Msg) -> None:
+        def process(msg: Any) -> None:
             span_attributes = attributes(msg.subject, "process", "process")
             span_attributes[_BODY_SIZE] = len(msg.data)
             span_attributes[_SUBSCRIPTION] = subject

@@ -391,3 +391,28 @@ def test_a_micro_endpoint_with_workers_is_traced_too(
     assert {span.parent.span_id for span in handled if span.parent} == {
         request.context.span_id}
     assert not telemetry.spans("work receive")  # the workers' reads make no span
+
+
+def test_jetstream_consume_runs_the_callback_in_a_child_of_the_publish(
+    connect: ClientFactory, telemetry: Telemetry, jetstream_server: NatsServer
+) -> None:
+    nc = telemetry.instrument(connect(servers=jetstream_server.url))
+    js = nc.jetstream()
+    js.create_stream(name="C", subjects=["c.>"])
+    tracer = telemetry.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("ingest"):
+        js.publish("c.one", b"1")
+    consumer = js.create_consumer("C", durable_name="worker", ack_policy="explicit")
+    seen = threading.Event()
+
+    def cb(msg: Any) -> None:
+        msg.ack()
+        seen.set()
+
+    with consumer.consume(cb, max_wait=1):
+        assert seen.wait(5)
+        process = telemetry.wait_span("c.one process")[0]
+    publish = telemetry.wait_span("c.one request")[0]
+    assert process.kind is SpanKind.CONSUMER
+    assert process.parent is not None and process.parent.span_id == publish.context.span_id
+    assert (process.attributes or {})["messaging.destination.subscription.name"] == "worker"
