@@ -90,6 +90,7 @@ class Options:
     ignore_auth_error_abort: bool = False
     user_jwt_cb: Callable[[], str] | None = None
     signature_cb: Callable[[bytes], bytes] | None = None
+    tracing: bool = False
 
     def __repr__(self) -> str:
         shown = [f"{name}={value!r}" for name, value in self.shown().items()]
@@ -185,6 +186,8 @@ def build_options_and_context(
         raise InvalidArgumentError(
             f"skip_subject_validation must be a bool, got {options.skip_subject_validation!r}"
         )
+    if not isinstance(options.tracing, bool):
+        raise InvalidArgumentError(f"tracing must be a bool, got {options.tracing!r}")
     check_int(options.flusher_queue_size, "flusher_queue_size (ignored here)", 0)
     _check_credentials(options)
     if options.ws_connection_headers is not None:

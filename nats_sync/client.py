@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from nats_sync import _defaults as d
 from nats_sync._contexts import NatsContext
 from nats_sync._handler import Handler
+from nats_sync._instrumentation import Instrumentation
 from nats_sync._options import (
     DelayCallback,
     ErrorCallback,
@@ -33,7 +34,7 @@ from nats_sync._publishing import HeadersArg, HeadersOrBlock
 from nats_sync._requests import InboxRoute
 from nats_sync._state import State
 from nats_sync._validate import check_int
-from nats_sync.errors import ConnectionClosedError, NotSupportedError
+from nats_sync.errors import ConnectionClosedError, InvalidArgumentError, NotSupportedError
 from nats_sync.jetstream import JetStream
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
@@ -83,6 +84,7 @@ def connect(
     ignore_auth_error_abort: bool = False,
     user_jwt_cb: Callable[[], str] | None = None,
     signature_cb: Callable[[bytes], bytes] | None = None,
+    tracing: bool = False,
 ) -> Client:
     """Connects to a NATS server and returns a connected :class:`Client`.
 
@@ -163,6 +165,9 @@ def connect(
         signature_cb: signs the server's nonce (bytes) with the user's nkey; returns the
             raw 64-byte ed25519 signature (not base64). Exceptions from either callback
             fail that attempt with ``BadCredentialsError``.
+        tracing: instrument the client with OpenTelemetry's global tracer and meter
+            providers, as ``nats_sync.otel.instrument(client)`` does (needs the ``otel``
+            extra; the check is made before connecting).
 
     Callbacks run on one callback thread, in order; never on the reader thread.
 
@@ -182,16 +187,34 @@ def connect(
     # written once, in the signature (tests/unit/test_options.py holds it equal to Options).
     options, found = build_options_and_context(**locals())
     _check_websocket_support(options.servers)
+    instrument = _otel_instrument() if options.tracing else None
     handler = Handler(options)
     try:
         handler.connect()
         client = Client(handler, found)
+        if instrument is not None:
+            instrument(client)
     except BaseException:
         # A failure, or Ctrl-C half-way: no thread or socket may outlive a client that
         # the caller never got.
         _close_despite_interrupts(handler)
         raise
     return client
+
+
+def _otel_instrument() -> Callable[[Client], object]:
+    """``nats_sync.otel.instrument``, imported only now (``tracing=True``).
+
+    Raises:
+        NotSupportedError: OpenTelemetry's API is not installed.
+    """
+    if importlib.util.find_spec("opentelemetry") is None:
+        raise NotSupportedError(
+            "tracing=True needs OpenTelemetry: pip install 'nats-sync[otel]'"
+        )
+    from nats_sync import otel  # noqa: PLC0415 - the optional extra, only when asked for
+
+    return otel.instrument
 
 
 def _close_despite_interrupts(handler: Handler) -> None:
@@ -237,6 +260,8 @@ class Client:
         # The hot path without this method's own frame: same signature, same behaviour.
         self.publish = handler.publisher.publish  # type: ignore[method-assign]
         self._publish_inbox = handler.publisher.publish_inbox  # type: ignore[method-assign]
+        #: None until ``_instrument``: the uninstrumented paths are exactly as before.
+        self._otel: Instrumentation | None = None
 
     # --- publishing and subscribing -------------------------------------------------
 
@@ -293,10 +318,16 @@ class Client:
         check_int(pending_msgs_limit, "pending_msgs_limit", 0)
         check_int(pending_bytes_limit, "pending_bytes_limit", 0)
         handler = self._handler
+        otel = self._otel
+        if otel is not None and cb is not None:
+            cb = otel.wrap_callback(subject, cb)
         sub = Subscription(
             handler, handler.next_sid(), subject, queue, cb, max_msgs,
             pending_msgs_limit, pending_bytes_limit or d.DEFAULT_SUB_PENDING_BYTES_LIMIT,
         )
+        if otel is not None:
+            sub._otel = otel
+            otel.subscribed(sub)
         handler.add_subscription(sub)
         return sub
 
@@ -453,6 +484,33 @@ class Client:
         header block already encoded by JetStream (a ``Nats-Msg-Id``). Raises as
         ``publish``."""
         self._handler.publisher.publish_inbox(subject, payload, inbox, headers)
+
+    def _instrument(self, otel: Instrumentation) -> None:
+        """Internal hook for ``nats_sync.otel.instrument``: binds the traced publish and
+        request methods ``otel`` makes and keeps it for subscriptions made from now on
+        (their callbacks and ``next_msg``) and for micro services. Once per client.
+
+        Raises:
+            InvalidArgumentError: the client is instrumented already.
+        """
+        if self._otel is not None:
+            raise InvalidArgumentError("this client is instrumented already")
+        methods: dict[str, Callable[..., Any]] = {
+            "publish": self.publish,
+            "_publish_inbox": self._publish_inbox,
+            "request": self.request,
+            "request_future": self.request_future,
+            "request_batch": self.request_batch,
+        }
+        otel.wrap_client_methods(methods)
+        for name, method in methods.items():
+            setattr(self, name, method)
+        self._otel = otel
+
+    @property
+    def _instrumentation(self) -> Instrumentation | None:
+        """Internal hook for micro services: the client's instrumentation, or None."""
+        return self._otel
 
     def _inbox_route(self) -> InboxRoute:
         """Internal hook for JetStream's ``publish_async``: the client's shared request

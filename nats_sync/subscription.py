@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from nats_sync._defaults import DEFAULT_NEXT_MSG_TIMEOUT
 from nats_sync._validate import check_int
@@ -43,6 +43,9 @@ from nats_sync.errors import (
     TimeoutError,
 )
 from nats_sync.msg import Msg
+
+if TYPE_CHECKING:
+    from nats_sync._instrumentation import Instrumentation
 
 log = logging.getLogger("nats_sync")
 
@@ -219,8 +222,8 @@ class Subscription:
     # The reader thread touches these for every message.
     __slots__ = (
         "__weakref__", "_cb", "_discarded", "_dropped", "_end_error", "_ended", "_handed",
-        "_handout_limit", "_messages", "_owner", "_queue_group", "_received", "_sid",
-        "_slow", "_subject", "max_msgs",
+        "_handout_limit", "_messages", "_otel", "_owner", "_queue_group", "_received",
+        "_sid", "_slow", "_subject", "max_msgs",
     )
 
     def __init__(
@@ -254,6 +257,9 @@ class Subscription:
         self._handed = 0
         self._handout_limit = max_msgs if max_msgs > 0 else _NO_LIMIT
         self._discarded = 0
+        #: The client's instrumentation (``_instrumentation.Instrumentation``), told of
+        #: each message ``next_msg`` returns; None (the default) when tracing is off.
+        self._otel: Instrumentation | None = None
 
     # --- properties --------------------------------------------------------------
 
@@ -407,12 +413,16 @@ class Subscription:
             )
         self._owner.check_process()
         messages = self._messages
+        msg: Msg | None = None
         with messages._lock:  # the common case, a message waiting, without more calls
             items = messages._items
             if items and type(items[0]) is not _End:
-                msg: Msg = items.popleft()  # type: ignore[assignment]  # not _End: checked
-                messages._bytes_out += len(msg.data)
-                return msg
+                msg = items.popleft()  # type: ignore[assignment]  # not _End: checked
+                messages._bytes_out += len(msg.data)  # type: ignore[union-attr]
+        if msg is not None:  # told outside the lock
+            if self._otel is not None:
+                self._otel.received(self, msg)
+            return msg
         try:
             item = messages.get(timeout)
         except queue.Empty:
@@ -422,6 +432,8 @@ class Subscription:
         if item is _END:
             self._messages.append_end()
             raise self._ended_error()
+        if self._otel is not None:
+            self._otel.received(self, item)  # type: ignore[arg-type]  # not _END
         return item  # type: ignore[return-value]
 
     def next_msgs(self, max_msgs: int,
@@ -444,7 +456,11 @@ class Subscription:
         first = self.next_msg(timeout)
         if max_msgs == 1:
             return [first]
-        return [first, *self._messages.take_ready(max_msgs - 1)]
+        rest = self._messages.take_ready(max_msgs - 1)
+        if self._otel is not None:
+            for msg in rest:
+                self._otel.received(self, msg)
+        return [first, *rest]
 
     def _ended_error(self) -> Error:
         if self._end_error is not None:

@@ -304,6 +304,8 @@ class AckFuture(Future[PubAck]):
             for fn in lazy.get("_done_callbacks", ()):
                 self._run_callback(fn, self)
         owner = self._owner  # AsyncPublisher._settled, inlined: this runs per message
+        if owner._otel is not None:  # a kept ack is an ack: decoded only when asked
+            owner._otel.js_acked(self.subject, self._exception)
         in_flight = owner._in_flight
         in_flight.discard(self)
         if owner._room_sleepers or not in_flight:
@@ -335,6 +337,8 @@ class AsyncPublisher:
         check_timeout(stall_wait, "stall_wait", zero_ok=True)
         self._js = js
         self._client = js.client
+        #: The client's instrumentation (its ack and failure counts), or None.
+        self._otel = js.client._instrumentation
         self._max_pending_acks = max_pending_acks
         self._stall_wait = float(stall_wait)
         self._lock = threading.Lock()

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
+from nats_sync._instrumentation import Instrumentation
 from nats_sync._requests import InboxRoute
 from nats_sync._validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError, NoRespondersError
@@ -86,6 +87,11 @@ class CoreClient(Protocol):
 
     def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """The internal disconnected/reconnected/closed hook."""
+        ...
+
+    @property
+    def _instrumentation(self) -> Instrumentation | None:
+        """The internal tracing hook: the client's instrumentation, or None."""
         ...
 
     def _inbox_route(self) -> InboxRoute:

@@ -411,7 +411,9 @@ class ConsumeContext:
     def __init__(self, stream: MessageSource, cb: Callable[[JsMsg], None],
                  error_cb: ErrorCallback | None, name: str, client: CoreClient) -> None:
         self._stream = stream
-        self._cb = cb
+        otel = client._instrumentation
+        # Traced: each cb runs in a CONSUMER process span, child of the publisher's.
+        self._cb = cb if otel is None else otel.wrap_callback(name, cb)
         self._error_cb = error_cb
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"nats_sync-js-consume-{name}",

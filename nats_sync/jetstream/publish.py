@@ -80,6 +80,20 @@ class JsPublisher:
         check_retries(retry_attempts, retry_wait)
         merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
                             expected_last_subject_seq, expected_last_msg_id, ttl)
+        otel = self._client._instrumentation
+        if otel is None:
+            return self._publish(subject, payload, merged, timeout, retry_attempts,
+                                 retry_wait)
+        try:
+            ack = self._publish(subject, payload, merged, timeout, retry_attempts, retry_wait)
+        except Exception as err:
+            otel.js_acked(subject, err)
+            raise
+        otel.js_acked(subject, None)
+        return ack
+
+    def _publish(self, subject: str, payload: bytes, merged: Headers, timeout: float,
+                 retry_attempts: int, retry_wait: float) -> PubAck:
         attempt = 0
         while True:
             try:
@@ -124,6 +138,10 @@ class JsPublisher:
                 results.append(reply)
             else:
                 raise reply  # KeyboardInterrupt and the like are not an item's result
+        otel = self._client._instrumentation
+        if otel is not None:
+            for result in results:
+                otel.js_acked(subject, result if isinstance(result, Exception) else None)
         return results
 
     # --- helpers -----------------------------------------------------------------------

@@ -11,10 +11,14 @@ function of a reply. No threads of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.micro._api import ERROR_CODE_HEADER, ERROR_HEADER
 from nats_sync.msg import Msg
+
+if TYPE_CHECKING:
+    from nats_sync._instrumentation import Instrumentation
 
 HeadersArg = Mapping[str, str | Sequence[str]] | None
 
@@ -101,12 +105,15 @@ class Request:
         msg: the received message.
     """
 
-    __slots__ = ("_error", "_responded", "msg")
+    __slots__ = ("_error", "_otel", "_responded", "msg")
 
     def __init__(self, msg: Msg) -> None:
         self.msg = msg
         self._error: str | None = None
         self._responded = False
+        #: The service's instrumentation (set by the endpoint): the answer then carries
+        #: the handler's trace context.
+        self._otel: Instrumentation | None = None
 
     @property
     def subject(self) -> str:
@@ -141,6 +148,8 @@ class Request:
             ConnectionClosedError: the client is closed.
         """
         self._responded = True
+        if self._otel is not None:
+            headers = self._otel.inject(headers)
         self.msg.respond(data, headers)
 
     def respond_error(self, code: int | str, description: str, data: bytes = b"",

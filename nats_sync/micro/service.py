@@ -56,6 +56,7 @@ from nats_sync.micro.request import Request, ServiceError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
+    from nats_sync._instrumentation import Instrumentation
     from nats_sync.client import Client
     from nats_sync.subscription import Subscription
 
@@ -89,25 +90,33 @@ class _Endpoint:
         self.num_errors = 0
         self.last_error = ""
         self.processing_time = 0
+        #: The client's instrumentation (tracing), or None.
+        self.otel: Instrumentation | None = None
 
     def start(self, nc: Client) -> None:
+        self.otel = otel = nc._instrumentation
+        handle: Callable[[Msg], None] = self.handle
+        if otel is not None:
+            handle = otel.wrap_service_handler(self.name, self.subject, handle)
         if self.max_workers == 1:
-            self.sub = nc.subscribe(self.subject, queue=self.queue_group, cb=self.handle)
+            self.sub = nc.subscribe(self.subject, queue=self.queue_group, cb=handle)
             return
         self.sub = nc.subscribe(self.subject, queue=self.queue_group)
+        if otel is not None:
+            otel.serving(self.sub)
         for index in range(self.max_workers):
             worker = threading.Thread(
-                target=self._work, args=(self.sub,), daemon=True,
+                target=self._work, args=(self.sub, handle), daemon=True,
                 name=f"nats_sync-micro-{self.service.name}-{self.name}-{index}",
             )
             self.workers.append(worker)
             worker.start()
 
-    def _work(self, sub: Subscription) -> None:
+    def _work(self, sub: Subscription, handle: Callable[[Msg], None]) -> None:
         """Worker thread: handles requests until the subscription ends."""
         try:
             for msg in sub:
-                self.handle(msg)
+                handle(msg)
         except Error as err:  # e.g. the server refused the subscription
             log.error("nats_sync: endpoint %r of service %r stopped: %s",
                       self.name, self.service.name, err)
@@ -115,11 +124,17 @@ class _Endpoint:
     def handle(self, msg: Msg) -> None:
         """Runs the handler for one request and counts it (a handler thread)."""
         request = Request(msg)
+        otel = request._otel = self.otel
         start = time.perf_counter_ns()
         try:
             self.handler(request)
         except Exception as err:  # a handler's failure is the caller's answer, not ours
+            if otel is not None:
+                otel.failed(err)
             self._answer_failure(request, err)
+        else:
+            if otel is not None and request._error is not None:
+                otel.failed(request._error)
         elapsed = time.perf_counter_ns() - start
         with self.service._lock:
             self.num_requests += 1

@@ -4,12 +4,15 @@ How it works: Spark hands each Python worker Arrow batches (10,000 rows by defau
 For each batch the worker's shared client (see ``_worker``) sends every row's request
 with ``request_batch``, so up to ``max_in_flight`` requests are on the wire at once
 instead of one round trip per row. Only plain data (subject, servers, options) is
-captured in the functions Spark pickles; the client is made in the worker, after the
-fork. These functions run on Spark's task threads; they touch only the worker cache.
+captured in the functions Spark pickles (with the driver's trace context, when
+OpenTelemetry is loaded and a span is current as the UDF is made); the client is made
+in the worker, after the fork. These functions run on Spark's task threads; they touch
+only the worker cache.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +52,21 @@ def _describe(error: BaseException) -> str:
     return str(error) if isinstance(error, Error) else f"{type(error).__name__}: {error}"
 
 
+def driver_trace_headers() -> dict[str, str] | None:
+    """The driver's current OpenTelemetry trace context as request headers, or None.
+
+    Taken when the UDF is made, on the driver, and pickled with it: every executor's
+    request then carries it, so the services that answer (when instrumented) continue
+    the driver's trace. OpenTelemetry is never imported for this: None unless the
+    program loaded it, or when no span is current.
+    """
+    if "opentelemetry" not in sys.modules:
+        return None
+    from nats_sync.otel import trace_headers  # noqa: PLC0415 - only when loaded already
+
+    return trace_headers() or None
+
+
 def request_values(
     payloads: Sequence[Any],
     subject: str,
@@ -56,11 +74,13 @@ def request_values(
     timeout: float,
     max_in_flight: int,
     connect_options: dict[str, Any],
+    headers: dict[str, str] | None = None,
 ) -> tuple[list[bytes | None], list[str | None]]:
     """Sends one request per payload and returns (replies, errors), both in input order.
 
     A null payload, a timeout or "no responders" gives a null reply and an error text;
-    a successful row has a null error.
+    a successful row has a null error. ``headers`` go with every request (the driver's
+    trace context).
     """
     client = worker_client(servers, connect_options)
     # Comprehensions rather than a loop of calls: this runs once per row.
@@ -68,7 +88,7 @@ def request_values(
     positions = [index for index, value in enumerate(values) if value is not None]
     sent = [value for value in values if value is not None]
     results = client.request_batch(
-        subject, sent, timeout=timeout, max_in_flight=max_in_flight
+        subject, sent, timeout=timeout, headers=headers, max_in_flight=max_in_flight
     ) if sent else []
     replies: list[bytes | None] = [None] * len(values)
     errors: list[str | None] = [None if value is not None else _NULL_PAYLOAD for value in values]
@@ -96,6 +116,9 @@ def request_udf(
         lookup = request_udf("geo.lookup", "nats://10.0.0.5:4222")
         df.withColumn("geo", lookup("ip"))
 
+    Made while an OpenTelemetry span is current on the driver, every request carries
+    that trace context (``traceparent``), so instrumented services continue the trace.
+
     Args:
         subject: the subject every request goes to.
         servers: NATS server URL(s), as `nats_sync.connect` takes them.
@@ -116,10 +139,11 @@ def request_udf(
     publish_subject(subject)
     _check_limits(timeout, max_in_flight)
     options = dict(connect_options)
+    headers = driver_trace_headers()
 
     def nats_request(payloads: pa.Array) -> pa.Array:
         replies, errors = request_values(
-            payloads.to_pylist(), subject, servers, timeout, max_in_flight, options
+            payloads.to_pylist(), subject, servers, timeout, max_in_flight, options, headers
         )
         reply_array = pa.array(replies, type=pa.binary())
         if not with_errors:
@@ -144,6 +168,9 @@ def request_df(
     **connect_options: Any,
 ) -> DataFrame:
     """Adds the reply of one request per row to a DataFrame.
+
+    Called while an OpenTelemetry span is current, every request carries that trace
+    context, as with `request_udf`.
 
     Args:
         df: the input; every column is kept.
@@ -179,12 +206,13 @@ def request_df(
         ]
     )
     options = dict(connect_options)
+    headers = driver_trace_headers()
 
     def enrich(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             replies, errors = request_values(
                 batch.column(payload_col).to_pylist(),
-                subject, servers, timeout, max_in_flight, options,
+                subject, servers, timeout, max_in_flight, options, headers,
             )
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, pa.array(replies, pa.binary()), pa.array(errors, pa.string())],

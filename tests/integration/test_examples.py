@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -129,3 +130,13 @@ def test_fast_ingest() -> None:
     assert "a second batch stored the other 5: 10 entries in all" in out
     assert "order 17 stored atomically: 3 messages, last at seq 3" in out
     assert "order 18 failed its check: nothing of it stored (3 messages in all)" in out
+
+
+def test_otel_tracing() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    out = run_example("otel_tracing.py")
+    assert 'HTTP answer: {"sku": "sku-7", "cents": 1999}' in out
+    names = re.findall(r'^    "name": "([^"]+)"', out, re.MULTILINE)
+    assert sorted(names) == ["GET /price", "db.prices process", "db.prices request",
+                             "lookup process", "prices.lookup request"]
+    assert len(set(re.findall(r'"trace_id": "(0x[0-9a-f]+)"', out))) == 1  # one trace

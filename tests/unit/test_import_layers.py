@@ -25,7 +25,8 @@ for _layer, _modules in enumerate([
     # 2 connection threads and the small threaded parts
     ["_outbox", "_connection", "_callbacks", "_timer", "_threads", "_waiting"],
     # 3 components the handler composes
-    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect", "_pings"],
+    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect", "_pings",
+     "_instrumentation"],
     # 4 the handler
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
@@ -38,8 +39,9 @@ for _layer, _modules in enumerate([
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
      "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
      "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config"],
-    # 6 the public client
-    ["client"],
+    # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
+    # imports it; it needs the client for types only)
+    ["client", "otel"],
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
      "_cli_counter",

@@ -127,6 +127,7 @@ class FakeClient:
         self.is_closed = False
         self.publish_error: BaseException | None = None
         self._inboxes = 0
+        self._instrumentation = None  # not instrumented (nats_sync.otel)
 
     def new_inbox(self) -> str:
         self._inboxes += 1

@@ -155,6 +155,7 @@ class FakeClient:
         self.pulls: list[dict[str, Any]] = []
         self.listeners: list[Callable[[str], None]] = []
         self._count = 0
+        self._instrumentation = None  # not instrumented (nats_sync.otel)
 
     def new_inbox(self) -> str:
         self._count += 1
