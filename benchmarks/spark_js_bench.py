@@ -279,7 +279,9 @@ def run_read(spark: Any, meter: CpuMeter, url: str, count: int, size: int, reps:
     stream, subject = f"BENCH_SPARK_READ_{os.getpid()}", f"benchjs.{os.getpid()}.spark.read"
     spark.dataSource.register(NatsPySource)
     with nats_sync.connect(url) as nc:
-        js = nc.jetstream(timeout=JS_TIMEOUT)
+        # The fill is not timed: a stall_wait that a busy machine (Spark's JVM beside the
+        # server) cannot break, as the 0.2 s default once did (TooManyStalledMsgsError).
+        js = nc.jetstream(timeout=JS_TIMEOUT, stall_wait=30)
         js.create_stream(name=stream, subjects=[subject], storage="file", allow_direct=True)
         try:
             started = time.perf_counter()
