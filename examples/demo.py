@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from spark_jetstream_pipeline import run_pipeline
-from spark_lookup import build_session, run_lookup
+from spark_lookup import run_lookup
+from spark_session import build_session
 
 from nats_sync.spark.testing import SparkStandaloneCluster
 from nats_sync.testing import server_url
@@ -66,7 +67,7 @@ def main() -> int:
             print(f"embedded nats-server {url} with JetStream")
         print(f"starting Spark ({master}) ...", flush=True)
         started = time.perf_counter()
-        spark = build_session(master)
+        spark = build_session(master, "nats-sync-demo")
         print(f"Spark ready in {time.perf_counter() - started:.1f}s")
         try:
             print("\n== 1. enrich a DataFrame through request-reply (examples/spark_lookup.py)")

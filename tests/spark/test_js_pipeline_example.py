@@ -20,6 +20,8 @@ EXAMPLE = EXAMPLES / "spark_jetstream_pipeline.py"
 
 
 def _example() -> ModuleType:
+    if str(EXAMPLES) not in sys.path:  # as when run as a script: it imports spark_session
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location("spark_jetstream_pipeline", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
