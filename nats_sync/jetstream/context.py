@@ -548,12 +548,14 @@ class JetStream(NatsPyNames):
 
         Nothing is sent until the first ``add``, which checks that the stream takes
         atomic batches. Use it as a context manager: leaving the block without
-        ``commit()`` discards the batch::
+        ``commit()`` discards the batch:
 
-            with js.atomic_batch() as batch:
-                batch.add("orders.1", b"one")
-                batch.add("orders.2", b"two", expected_last_subject_seq=0)
-                ack = batch.commit()          # BatchAck(stream, seq, batch_id, count)
+        ```python
+        with js.atomic_batch() as batch:
+            batch.add("orders.1", b"one")
+            batch.add("orders.2", b"two", expected_last_subject_seq=0)
+            ack = batch.commit()          # BatchAck(stream, seq, batch_id, count)
+        ```
 
         Args:
             timeout: seconds to wait for the first message's reply and the commit's
