@@ -11,6 +11,12 @@ constant's value as written in its module (``2.0``, ``'$JS.API'``, ``2 * 1024 * 
 A constant whose value names something else (an expression of other constants) is left
 as it is; tests/docs/api_names.py fails the build if a ``DEFAULT_`` name still shows.
 
+`SourceOrder`: the members of each class in the order of their definitions. The pages
+document classes through their public names (``nats_sync.jetstream.JetStream``, an
+alias of ``nats_sync.jetstream.context.JetStream``), whose members mkdocstrings shows in
+the order of the class's member table, where an ``__init__`` assigning
+``self.publish_async`` puts that method before all the others.
+
 `NoMaintainerNotes`: a module docstring's "How it works:" paragraphs map the code for
 its maintainers (threads, private modules, hooks); the reference page of a module shows
 the rest of its docstring, the part written for the library's users.
@@ -68,6 +74,26 @@ class DefaultValues(griffe.Extension):
                 or not target.parent.is_module or target.value is None:
             return None
         return None if _names_something(target.value) else target.value
+
+
+class SourceOrder(griffe.Extension):
+    """Reorders each class's member table by the line each member is defined on."""
+
+    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader,
+                   **kwargs: Any) -> None:
+        """Runs once the package's tree is complete."""
+        for obj in _walk(pkg):
+            if obj.is_class:
+                ordered = sorted(obj.members.items(), key=_definition_line)
+                obj.members.clear()
+                obj.members.update(ordered)
+
+
+def _definition_line(item: tuple[str, griffe.Object | griffe.Alias]) -> float:
+    """Where a member is defined (members of unknown place last)."""
+    member = item[1]
+    line = member.alias_lineno if member.is_alias else member.lineno
+    return float("inf") if line is None else float(line)
 
 
 # A paragraph of a docstring that starts "How it works:", up to a blank line or the end.

@@ -397,7 +397,8 @@ class JetStream(NatsPyNames):
         ``timeout`` applies to each attempt; only "no responders" (no stream, or its
         leader changing) is retried, a timeout is not (without ``msg_id`` a retry could
         store the message twice). ``ttl``: seconds the message lives (>= 1, kept whole)
-        or ``"never"``, sent as ``Nats-TTL`` (ADR-43; the stream needs ``allow_msg_ttl``).
+        or ``"never"``, sent as ``Nats-TTL`` (per-message TTL, ADR-43; the stream needs
+        ``allow_msg_ttl``).
 
         Raises:
             NoStreamResponseError: no stream stores the subject (after the retries).

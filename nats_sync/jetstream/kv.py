@@ -391,7 +391,7 @@ class KeyValue:
 
         Args:
             ttl: seconds (>= 1) the value lives, or ``"never"``; the bucket needs
-                ``limit_marker_ttl`` (ADR-48). When it ends the key reads as purged.
+                ``limit_marker_ttl`` (key TTLs, ADR-48). When it ends the key reads as purged.
 
         Raises:
             KeyWrongLastSequenceError: the key has a value.
