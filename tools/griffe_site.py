@@ -24,10 +24,9 @@ the rest of its docstring, the part written for the library's users.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
-
-import re
 
 import griffe
 

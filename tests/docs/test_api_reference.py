@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from api_names import ROOT, names_in_site, names_in_sources, public_names
+from api_names import (
+    ROOT,
+    names_in_site,
+    names_in_sources,
+    public_names,
+    reading_faults,
+    rest_literal_blocks,
+)
 
 
 def test_every_public_name_has_a_reference_directive() -> None:
@@ -19,3 +26,17 @@ def test_the_built_site_shows_every_public_name() -> None:
         pytest.skip("no site/ here: make docs builds it (and runs this check itself)")
     missing = sorted(set(public_names()) - names_in_site(site))
     assert not missing
+
+
+def test_docstrings_have_no_rest_literal_blocks() -> None:
+    # The site renders docstrings as Markdown: an example after "Example::" would show
+    # the "::" and the code as plain text. Markdown code blocks (```python) instead.
+    found = rest_literal_blocks()
+    assert not found, f"reST '::' blocks (use a ```python block): {found}"
+
+
+def test_the_built_reference_reads_right() -> None:
+    site = ROOT / "site"
+    if not (site / "reference").is_dir():
+        pytest.skip("no site/ here: make docs builds it (and runs this check itself)")
+    assert not reading_faults(site)
