@@ -1,4 +1,4 @@
-"""JetStream: streams, acknowledged publishing, consumers, key-value and object stores.
+"""Streams, acknowledged publishing, consumers, key-value buckets and object stores.
 
 ``js = nc.jetstream()`` is the door. The names follow nats.go's ``jetstream`` package in
 snake_case; nats-py's names are there too, for code ported from it (listed apart, after
