@@ -14,13 +14,10 @@ if [ -z "$browser" ]; then
     echo "docs-shots: no Chromium found (Debian: apt-get install -y chromium)" >&2
     exit 1
 fi
-# PAGE[#ANCHOR]: an anchor scrolls the shot to that entry.
-for page in index guides/getting-started guides/spark reference/client#nats_sync.connect \
-        reference/jetstream; do
-    name=$(echo "${page%%#*}" | tr / -)
+for page in index guides/getting-started guides/spark reference/client reference/jetstream; do
+    name=$(echo "$page" | tr / -)
     "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars \
         --window-size=1400,2000 --virtual-time-budget=3000 \
-        --screenshot="$out/$name.png" "file://$site/${page%%#*}.html${page#"${page%%#*}"}" \
-        2>/dev/null
+        --screenshot="$out/$name.png" "file://$site/$page.html" 2>/dev/null
     echo "$out/$name.png"
 done

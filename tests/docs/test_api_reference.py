@@ -40,3 +40,25 @@ def test_the_built_reference_reads_right() -> None:
     if not (site / "reference").is_dir():
         pytest.skip("no site/ here: make docs builds it (and runs this check itself)")
     assert not reading_faults(site)
+
+
+def test_the_site_shows_defaults_as_values_and_members_in_source_order() -> None:
+    griffe = pytest.importorskip("griffe", reason="griffe comes with the docs extra")
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from griffe_site import DefaultValues, SourceOrder
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    package = griffe.load(
+        "nats_sync", search_paths=[str(ROOT)],
+        extensions=griffe.load_extensions(DefaultValues, SourceOrder),
+    )
+    connect = package["client.connect"]
+    assert str(connect.parameters["reconnect_time_wait"].default) == "2.0"
+    assert str(connect.parameters["pending_size"].default) == "2 * 1024 * 1024"
+    assert str(connect.parameters["inbox_prefix"].default) == "'_INBOX'"
+    members = list(package["jetstream.context.JetStream"].members)
+    # publish_async is also assigned in __init__: still shown where it is defined
+    assert members.index("publish_async") > members.index("publish")
