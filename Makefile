@@ -65,9 +65,11 @@ lint: $(DEV_STAMP)
 # docs/guides/, the API reference from the docstrings, docs/ARCHITECTURE.md and friends.
 # --strict: a broken link or anchor, a docstring griffe cannot parse or a public name
 # without a docstring (tools/mkdocs_hooks.py) fails the build; then every public name must
-# have its entry in the built reference (tests/docs/api_names.py). Needs only the docs
-# extra; ~10 s (~50 s with the first set-up). No --quiet: it hides the warnings from
-# --strict, which then passes. The guides' code runs in the test suite (tests/docs/).
+# have its entry in the built reference, which must show no reST '::', no default as a
+# constant's name and no private base (tests/docs/api_names.py; tools/griffe_site.py
+# shows defaults as values). Needs only the docs extra; ~10 s (~50 s with the first
+# set-up). No --quiet: it hides the warnings from --strict, which then passes. The
+# guides' code runs in the test suite (tests/docs/).
 $(DOCS_STAMP): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[docs]'
 	touch $@

@@ -1,15 +1,18 @@
-"""nats_sync: a synchronous, threaded NATS client.
+"""A synchronous, threaded NATS client: connecting, publishing, subscribing, requesting.
 
 Made for code that blocks: scripts, PySpark UDFs, WSGI apps. A reader thread parses
 server ops into per-subscription queues, a writer thread sends what publishers queue,
-and every call is safe from any thread::
+and every call is safe from any thread. Every error the library raises is a subclass
+of `Error`, listed at the end of this page.
 
-    import nats_sync
+```python
+import nats_sync
 
-    with nats_sync.connect("nats://127.0.0.1:4222") as nc:
-        sub = nc.subscribe("greet.*")
-        nc.publish("greet.joe", b"hello")
-        print(sub.next_msg(timeout=1.0).data)
+with nats_sync.connect("nats://127.0.0.1:4222") as nc:
+    sub = nc.subscribe("greet.*")
+    nc.publish("greet.joe", b"hello")
+    print(sub.next_msg(timeout=1.0).data)
+```
 """
 
 from nats_sync._process import process_client

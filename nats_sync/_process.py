@@ -48,11 +48,14 @@ def _cache_key(servers: str | list[str], options: Mapping[str, Any]) -> tuple[An
 def process_client(servers: str | list[str], **options: Any) -> Client:
     """The connected client of this process for ``servers`` and ``options``.
 
-    Example (a WSGI app; the module is imported before the server forks)::
+    Example:
+        A WSGI app (the module is imported before the server forks):
 
+        ```python
         def app(environ, start_response):
             nc = nats_sync.process_client("nats://nats:4222", name="web")
             reply = nc.request("prices.lookup", b"sku-1", timeout=1.0)
+        ```
 
     Args:
         servers: what `nats_sync.connect` takes as ``servers``.

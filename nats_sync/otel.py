@@ -1,21 +1,22 @@
 """OpenTelemetry traces and metrics for a client (the optional ``otel`` extra).
 
+The trace context travels in the message headers through the configured propagator
+(W3C ``traceparent``/``tracestate`` by default). Spans follow OpenTelemetry's messaging
+semantic conventions: ``"<subject> publish"`` (PRODUCER), ``"<subject> request"``
+(CLIENT), ``"<subject> process"`` (CONSUMER, a callback's, child of the sender's
+context), ``"<subject> receive"`` (CONSUMER, ``next_msg``'s, linked to the sender's
+context) and ``"<endpoint> process"`` (SERVER, a micro handler's). Metrics are read
+from the client's counters when the meter collects (observable instruments: nothing on
+the hot path), but for the request duration histogram. This is the only module of the
+library that imports OpenTelemetry; it is imported only by the caller or by
+``connect(tracing=True)``; an uninstrumented client runs exactly its plain code.
+
 How it works: :func:`instrument` makes an :class:`_Instrumentation` for one client and
 hands it to the client's ``_instrument`` hook (``nats_sync._instrumentation``). The
 client then binds this module's traced ``publish``, ``request``, ``request_future``,
 ``request_batch`` and ``_publish_inbox`` (JetStream's ``publish_async`` and fast
 ingest) instead of its plain ones, wraps the callbacks of the subscriptions made from
-then on, and tells it of each message ``next_msg`` returns; an uninstrumented client
-runs exactly its plain code. The trace context travels in the message headers through
-the configured propagator (W3C ``traceparent``/``tracestate`` by default). Spans follow
-OpenTelemetry's messaging semantic conventions: ``"<subject> publish"`` (PRODUCER),
-``"<subject> request"`` (CLIENT), ``"<subject> process"`` (CONSUMER, a callback's,
-child of the sender's context), ``"<subject> receive"`` (CONSUMER, ``next_msg``'s,
-linked to the sender's context) and ``"<endpoint> process"`` (SERVER, a micro
-handler's). Metrics are read from the client's counters when the meter collects
-(observable instruments: nothing on the hot path), but for the request duration
-histogram. This is the only module of the library that imports OpenTelemetry; it is
-imported only by the caller or by ``connect(tracing=True)``.
+then on, and tells it of each message ``next_msg`` returns.
 """
 
 from __future__ import annotations

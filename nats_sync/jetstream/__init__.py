@@ -1,8 +1,8 @@
-"""JetStream for nats_sync: streams, publish acknowledgements, pull and ordered consumers.
+"""Streams, acknowledged publishing, consumers, key-value buckets and object stores.
 
 ``js = nc.jetstream()`` is the door. The names follow nats.go's ``jetstream`` package in
-snake_case, with nats-py's legacy names beside them. Everything blocks like the core
-client and is safe from any thread.
+snake_case; nats-py's names are there too, for code ported from it (listed apart, after
+`JetStream`'s own). Everything blocks like the core client and is safe from any thread.
 """
 
 from __future__ import annotations

@@ -39,7 +39,13 @@ if TYPE_CHECKING:
 
 
 class NatsPyNames:
-    """nats-py's JetStream context and manager names (see the module docstring)."""
+    """Names from nats-py that `JetStream` answers to as well, so ported code runs unchanged.
+
+    Those of nats-py's JetStream context (``add_stream``, ``pull_subscribe``,
+    ``subscribe``...) and of its JetStream manager (``nc.jsm()``: ``streams_info``,
+    ``pause_consumer``...). New code is better off with `JetStream`'s own names;
+    ``pause_consumer``, ``resume_consumer`` and ``reset_consumer`` have no other.
+    """
 
     def add_stream(self: JsContext, config: StreamConfig | None = None, **fields: Any
                    ) -> StreamInfo:

@@ -109,7 +109,7 @@ class KeyValueConfig:
         placement, republish, metadata: passed to the stream as they are.
         limit_marker_ttl: seconds (>= 1) the server keeps a marker when age removes a
             key's last value, so watchers see it; also lets ``create`` and ``purge``
-            take a ``ttl`` (ADR-48; nats-server 2.11+). None: no markers.
+            take a ``ttl`` (key TTLs, ADR-48; nats-server 2.11+). None: no markers.
     """
 
     bucket: str

@@ -3,11 +3,13 @@
 How it works: a pull consumer hands out each delivered core :class:`~nats_sync.msg.Msg`
 wrapped in a :class:`JsMsg`, which adds the connection and the default timeout the acks
 need. Everything about the delivery is in the message's reply subject, the *ack subject*
-(notes §2.5)::
+(notes §2.5):
 
-    v1 (9 tokens):  $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>
-    v2 (11 or 12):  $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>
-                    .<cseq>.<ns>.<pending>[.<random>]
+```text
+v1 (9 tokens):  $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>
+v2 (11 or 12):  $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>
+                .<cseq>.<ns>.<pending>[.<random>]
+```
 
 :func:`parse_metadata` reads it (``_`` as the domain means none); the acks are core
 publishes to it (``+ACK``, ``-NAK``, ``+WPI``, ``+TERM``), except ``double_ack``, a

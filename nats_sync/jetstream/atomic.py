@@ -104,12 +104,14 @@ class AtomicBatch:
     """An atomic batch: every message is stored by the stream at the commit, or none is.
 
     Made by :meth:`JetStream.atomic_batch`. Use it as a context manager: leaving the
-    block without :meth:`commit` discards the batch (nothing stored)::
+    block without :meth:`commit` discards the batch (nothing stored):
 
-        with js.atomic_batch() as batch:
-            batch.add("orders.1", b"...")
-            batch.add("orders.2", b"...", expected_last_subject_seq=0)
-            ack = batch.commit()          # -> BatchAck(stream, seq, batch_id, count)
+    ```python
+    with js.atomic_batch() as batch:
+        batch.add("orders.1", b"...")
+        batch.add("orders.2", b"...", expected_last_subject_seq=0)
+        ack = batch.commit()          # -> BatchAck(stream, seq, batch_id, count)
+    ```
 
     The stream needs ``allow_atomic``. A batch holds at most ``max_messages`` (the
     server's limit, 1,000 by default) and is dropped by the server when no message came

@@ -397,7 +397,8 @@ class JetStream(NatsPyNames):
         ``timeout`` applies to each attempt; only "no responders" (no stream, or its
         leader changing) is retried, a timeout is not (without ``msg_id`` a retry could
         store the message twice). ``ttl``: seconds the message lives (>= 1, kept whole)
-        or ``"never"``, sent as ``Nats-TTL`` (ADR-43; the stream needs ``allow_msg_ttl``).
+        or ``"never"``, sent as ``Nats-TTL`` (per-message TTL, ADR-43; the stream needs
+        ``allow_msg_ttl``).
 
         Raises:
             NoStreamResponseError: no stream stores the subject (after the retries).
@@ -548,12 +549,14 @@ class JetStream(NatsPyNames):
 
         Nothing is sent until the first ``add``, which checks that the stream takes
         atomic batches. Use it as a context manager: leaving the block without
-        ``commit()`` discards the batch::
+        ``commit()`` discards the batch:
 
-            with js.atomic_batch() as batch:
-                batch.add("orders.1", b"one")
-                batch.add("orders.2", b"two", expected_last_subject_seq=0)
-                ack = batch.commit()          # BatchAck(stream, seq, batch_id, count)
+        ```python
+        with js.atomic_batch() as batch:
+            batch.add("orders.1", b"one")
+            batch.add("orders.2", b"two", expected_last_subject_seq=0)
+            ack = batch.commit()          # BatchAck(stream, seq, batch_id, count)
+        ```
 
         Args:
             timeout: seconds to wait for the first message's reply and the commit's

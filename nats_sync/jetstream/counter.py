@@ -78,13 +78,15 @@ def _check_subject(subject: object) -> str:
 class Counter:
     """The counters of one stream (``allow_msg_counter``); made by ``js.counter(name)``.
 
-    Every subject of the stream is a counter; values are Python ints of any size::
+    Every subject of the stream is a counter; values are Python ints of any size:
 
-        hits = js.counter("HITS")
-        hits.add("hits.page1", 5)        # -> 5
-        hits.add("hits.page1", -2)       # -> 3
-        hits.get("hits.page1")           # -> 3
-        hits.get_many(["hits.*"])        # -> {"hits.page1": 3, ...}
+    ```python
+    hits = js.counter("HITS")
+    hits.add("hits.page1", 5)        # -> 5
+    hits.add("hits.page1", -2)       # -> 3
+    hits.get("hits.page1")           # -> 3
+    hits.get_many(["hits.*"])        # -> {"hits.page1": 3, ...}
+    ```
     """
 
     def __init__(self, js: JsContext, stream: Stream) -> None:

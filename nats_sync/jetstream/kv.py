@@ -234,10 +234,11 @@ class KeyValue:
         request, four requests in flight, each answered from one snapshot of the stream;
         otherwise they are read with one ``get`` each.
 
-        Example::
-
+        Example:
+            ```python
             prices = kv.get_many(["sku-1", "sku-2", "sku-3"])
             price = prices.get("sku-2")  # None: no value
+            ```
 
         Args:
             keys: the keys to look up (an iterable of str, not a single str).
@@ -390,7 +391,7 @@ class KeyValue:
 
         Args:
             ttl: seconds (>= 1) the value lives, or ``"never"``; the bucket needs
-                ``limit_marker_ttl`` (ADR-48). When it ends the key reads as purged.
+                ``limit_marker_ttl`` (key TTLs, ADR-48). When it ends the key reads as purged.
 
         Raises:
             KeyWrongLastSequenceError: the key has a value.

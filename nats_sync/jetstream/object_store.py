@@ -125,7 +125,7 @@ def _new_nuid() -> str:
 
 @dataclass
 class ObjectInfo(ApiObject):
-    """An object's info, as stored on its meta subject (ADR-20 / nats.go field names).
+    """An object's info, as stored on its meta subject (object stores, ADR-20; nats.go's names).
 
     ``mtime`` is not stored: it is the time the info was published. ``headers`` map a
     name to its values. ``options`` holds ``link`` and ``max_chunk_size`` when set.

@@ -1,7 +1,7 @@
 """NATS services (the service API of ADR-32, as nats.go's ``micro``), on the public client.
 
-Example::
-
+Example:
+    ```python
     import nats_sync
     from nats_sync import micro
 
@@ -13,6 +13,7 @@ Example::
         ...
     # a caller:
     reply = micro.check(nc.request("get", b"key"))   # ServiceError on an error reply
+    ```
 
 How it works: :mod:`~nats_sync.micro.service` holds the service (its threads and
 locks are described there), :mod:`~nats_sync.micro.request` the request a handler

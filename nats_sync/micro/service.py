@@ -417,10 +417,11 @@ def add_service(nc: Client, name: str, version: str, description: str = "",
                 queue_group: str = DEFAULT_QUEUE_GROUP) -> Service:
     """Starts a service on ``nc``: it answers discovery at once; add endpoints to serve.
 
-    Example::
-
+    Example:
+        ```python
         svc = nats_sync.micro.add_service(nc, "lookup", "1.0.0")
         svc.add_endpoint("get", lambda req: req.respond(table[req.data]))
+        ```
 
     Args:
         nc: a connected client.

@@ -82,10 +82,11 @@ def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = _DEFAU
     Arrow batch are looked up together over the worker's one connection (batched direct
     gets, 1,024 keys a request, a few requests in flight), not one round trip per row.
 
-    Example::
-
+    Example:
+        ```python
         price = kv_lookup_udf("prices", "nats://10.0.0.5:4222")
         orders.withColumn("price", price("sku"))
+        ```
 
     Args:
         bucket: the key-value bucket's name.

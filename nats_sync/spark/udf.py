@@ -111,10 +111,11 @@ def request_udf(
 ) -> Any:
     """A vectorised UDF that sends one NATS request per row and returns the reply.
 
-    Example::
-
+    Example:
+        ```python
         lookup = request_udf("geo.lookup", "nats://10.0.0.5:4222")
         df.withColumn("geo", lookup("ip"))
+        ```
 
     Made while an OpenTelemetry span is current on the driver, every request carries
     that trace context (``traceparent``), so instrumented services continue the trace.

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from api_names import ROOT, names_in_site, names_in_sources, public_names
+from api_names import (
+    ROOT,
+    names_in_site,
+    names_in_sources,
+    public_names,
+    reading_faults,
+    rest_literal_blocks,
+)
 
 
 def test_every_public_name_has_a_reference_directive() -> None:
@@ -19,3 +26,39 @@ def test_the_built_site_shows_every_public_name() -> None:
         pytest.skip("no site/ here: make docs builds it (and runs this check itself)")
     missing = sorted(set(public_names()) - names_in_site(site))
     assert not missing
+
+
+def test_docstrings_have_no_rest_literal_blocks() -> None:
+    # The site renders docstrings as Markdown: an example after "Example::" would show
+    # the "::" and the code as plain text. Markdown code blocks (```python) instead.
+    found = rest_literal_blocks()
+    assert not found, f"reST '::' blocks (use a ```python block): {found}"
+
+
+def test_the_built_reference_reads_right() -> None:
+    site = ROOT / "site"
+    if not (site / "reference").is_dir():
+        pytest.skip("no site/ here: make docs builds it (and runs this check itself)")
+    assert not reading_faults(site)
+
+
+def test_the_site_shows_defaults_as_values_and_members_in_source_order() -> None:
+    griffe = pytest.importorskip("griffe", reason="griffe comes with the docs extra")
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from griffe_site import DefaultValues, SourceOrder
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    package = griffe.load(
+        "nats_sync", search_paths=[str(ROOT)],
+        extensions=griffe.load_extensions(DefaultValues, SourceOrder),
+    )
+    connect = package["client.connect"]
+    assert str(connect.parameters["reconnect_time_wait"].default) == "2.0"
+    assert str(connect.parameters["pending_size"].default) == "2 * 1024 * 1024"
+    assert str(connect.parameters["inbox_prefix"].default) == "'_INBOX'"
+    members = list(package["jetstream.context.JetStream"].members)
+    # publish_async is also assigned in __init__: still shown where it is defined
+    assert members.index("publish_async") > members.index("publish")
