@@ -43,6 +43,7 @@ from nats_sync.errors import (
     ServerSecureConnRequiredError,
     ServerStaleConnectionError,
     SlowConsumerError,
+    SparkWorkerPythonError,
     StaleConnectionError,
     TimeoutError,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "ServerSecureConnRequiredError",
     "ServerStaleConnectionError",
     "SlowConsumerError",
+    "SparkWorkerPythonError",
     "StaleConnectionError",
     "Subscription",
     "TimeoutError",

@@ -69,6 +69,7 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
     ) from missing
 
 from nats_sync.spark._kv_udf import kv_lookup_udf
+from nats_sync.spark._worker_python import check_session_workers
 from nats_sync.spark.datasource import NatsDataSource
 from nats_sync.spark.jetstream import JetStreamDataSource
 from nats_sync.spark.udf import request_df, request_udf
@@ -82,8 +83,18 @@ __all__ = [
 def register(spark: Any) -> None:
     """Registers the ``"nats"`` and ``"jetstream"`` data sources with a SparkSession.
 
+    On a local master it first checks that Spark's Python workers can import
+    nats_sync: they run ``PYSPARK_PYTHON`` (``python3`` when unset), not the driver's
+    interpreter.
+
     Args:
-        spark: the `pyspark.sql.SparkSession`.
+        spark: the `pyspark.sql.SparkSession` (classic or Spark Connect).
+
+    Raises:
+        nats_sync.SparkWorkerPythonError: the session runs on a local master and its workers'
+            interpreter is missing or cannot import nats_sync (the message names it and
+            the fix: set ``PYSPARK_PYTHON`` before the session is made).
     """
+    check_session_workers(spark)
     spark.dataSource.register(NatsDataSource)
     spark.dataSource.register(JetStreamDataSource)
