@@ -1,12 +1,16 @@
 """PySpark integration: the "jetstream" and "nats" data sources and lookup UDFs.
 
 Needs the ``spark`` extra (``pip install 'nats-sync[spark]'``: pyspark >= 4.1, pandas,
-pyarrow). Nothing in the core imports this package, and importing it starts no thread:
-Spark forks its Python workers, and each worker makes its one client on first use.
+pyarrow) wherever Spark runs Python: the driver and every worker (``PYSPARK_PYTHON``;
+on a local master `register` and the UDF factories check it), or, under Spark Connect,
+the server's. Nothing in the core imports this package, and importing it starts no
+thread: Spark forks its Python workers, and each worker makes its one client on first
+use.
 
 - `register`: makes ``format("jetstream")`` and ``format("nats")`` available.
 - `kv_lookup_udf`: a vectorised UDF giving each key's current value in a key-value
-  bucket (null where absent), the keys of a batch looked up together.
+  bucket (null where absent), the keys of a batch looked up together; bytes, or text
+  with ``decode="utf-8"``.
 - `request_udf`: a vectorised UDF sending one request per row, pipelined per batch.
 - `request_df`: adds ``reply`` and ``error`` columns to a DataFrame.
 - `nats_sync.spark.testing.SparkStandaloneCluster`: a standalone master and worker from

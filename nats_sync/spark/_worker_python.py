@@ -115,7 +115,7 @@ def _import_problem(python: str, includes: tuple[str, ...],
 
 def _message(python: str, problem: str, environment: Mapping[str, str]) -> str:
     found = shutil.which(python, path=environment.get("PATH")) or python
-    which = python if found == python else f"{python} ({found})"
+    which = python if found == python else f"{python}, found at {found}"
     wanted = environment.get("PYSPARK_PYTHON")
     if wanted is None:
         source = "PYSPARK_PYTHON is unset"
