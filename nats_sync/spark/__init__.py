@@ -1,12 +1,16 @@
 """PySpark integration: the "jetstream" and "nats" data sources and lookup UDFs.
 
 Needs the ``spark`` extra (``pip install 'nats-sync[spark]'``: pyspark >= 4.1, pandas,
-pyarrow). Nothing in the core imports this package, and importing it starts no thread:
-Spark forks its Python workers, and each worker makes its one client on first use.
+pyarrow) wherever Spark runs Python: the driver and every worker (``PYSPARK_PYTHON``;
+on a local master `register` and the UDF factories check it), or, under Spark Connect,
+the server's. Nothing in the core imports this package, and importing it starts no
+thread: Spark forks its Python workers, and each worker makes its one client on first
+use.
 
 - `register`: makes ``format("jetstream")`` and ``format("nats")`` available.
 - `kv_lookup_udf`: a vectorised UDF giving each key's current value in a key-value
-  bucket (null where absent), the keys of a batch looked up together.
+  bucket (null where absent), the keys of a batch looked up together; bytes, or text
+  with ``decode="utf-8"``.
 - `request_udf`: a vectorised UDF sending one request per row, pipelined per batch.
 - `request_df`: adds ``reply`` and ``error`` columns to a DataFrame.
 - `nats_sync.spark.testing.SparkStandaloneCluster`: a standalone master and worker from
@@ -69,6 +73,7 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
     ) from missing
 
 from nats_sync.spark._kv_udf import kv_lookup_udf
+from nats_sync.spark._worker_python import check_session_workers
 from nats_sync.spark.datasource import NatsDataSource
 from nats_sync.spark.jetstream import JetStreamDataSource
 from nats_sync.spark.udf import request_df, request_udf
@@ -82,8 +87,18 @@ __all__ = [
 def register(spark: Any) -> None:
     """Registers the ``"nats"`` and ``"jetstream"`` data sources with a SparkSession.
 
+    On a local master it first checks that Spark's Python workers can import
+    nats_sync: they run ``PYSPARK_PYTHON`` (``python3`` when unset), not the driver's
+    interpreter.
+
     Args:
-        spark: the `pyspark.sql.SparkSession`.
+        spark: the `pyspark.sql.SparkSession` (classic or Spark Connect).
+
+    Raises:
+        nats_sync.SparkWorkerPythonError: the session runs on a local master and its workers'
+            interpreter is missing or cannot import nats_sync (the message names it and
+            the fix: set ``PYSPARK_PYTHON`` before the session is made).
     """
+    check_session_workers(spark)
     spark.dataSource.register(NatsDataSource)
     spark.dataSource.register(JetStreamDataSource)

@@ -18,6 +18,7 @@ Only plain data (bucket, servers, options) is captured in the function Spark pic
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import KeyValue, KeyValueConfig
 from nats_sync.jetstream._api import check_domain
 from nats_sync.spark._worker import PerClient, worker_client
+from nats_sync.spark._worker_python import check_session_workers
 
 _DEFAULT_TIMEOUT = 5.0
 
@@ -75,17 +77,21 @@ def _key_text(key: object) -> str:
 
 
 def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = _DEFAULT_TIMEOUT,
-                  *, domain: str | None = None, **connect_options: Any) -> Any:
+                  *, domain: str | None = None, decode: str | None = None,
+                  **connect_options: Any) -> Any:
     """A vectorised UDF giving each key's current value in a key-value bucket.
 
     It serves "enrich from a reference table" with no service process: the keys of each
     Arrow batch are looked up together over the worker's one connection (batched direct
     gets, 1,024 keys a request, a few requests in flight), not one round trip per row.
 
+    Values are bytes, as the bucket stores them: the column is binary, and Spark shows
+    ``b"1.5"`` as ``[31 2E 35]``. ``decode="utf-8"`` gives a string column instead.
+
     Example:
         ```python
-        price = kv_lookup_udf("prices", "nats://10.0.0.5:4222")
-        orders.withColumn("price", price("sku"))
+        price = kv_lookup_udf("prices", "nats://10.0.0.5:4222", decode="utf-8")
+        orders.withColumn("price", price("sku").cast("double"))
         ```
 
     Args:
@@ -93,22 +99,28 @@ def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = _DEFAU
         servers: NATS server URL(s), as `nats_sync.connect` takes them.
         timeout: seconds to wait for the server's answers (and to bind the bucket).
         domain: the JetStream domain of the bucket, if any.
+        decode: a text encoding (``"utf-8"``, ``"latin-1"``...) to decode each value
+            with, giving a string column; None (the default) keeps the bytes.
         **connect_options: further `nats_sync.connect` keywords (plain values).
 
     Returns:
-        A UDF taking one string column of keys and returning a binary column: the
-        key's latest value, or null where the key has none (never set, deleted or
-        purged) or the key is null. It reads what the server holds when the batch is
-        looked up (a stream replica may lag its leader by a moment).
+        A UDF taking one string column of keys and returning a binary column (a string
+        column with ``decode``): the key's latest value, or null where the key has none
+        (never set, deleted or purged) or the key is null. It reads what the server
+        holds when the batch is looked up (a stream replica may lag its leader by a
+        moment).
 
     Raises:
         InvalidBucketNameError: ``bucket`` is not a valid bucket name.
-        InvalidArgumentError: ``timeout`` is not a positive number, or ``domain`` not
-            a plain name.
+        InvalidArgumentError: ``timeout`` is not a positive number, ``domain`` not a
+            plain name, or ``decode`` not an encoding Python knows.
+        SparkWorkerPythonError: the active session runs on a local master whose
+            Python workers cannot import nats_sync (see `register`).
 
     The UDF itself raises in the task (failing it, so Spark retries) on an invalid
-    key (`InvalidKeyError`, naming it), a missing bucket (`BucketNotFoundError`) or
-    no answer within ``timeout``.
+    key (`InvalidKeyError`, naming it), a missing bucket (`BucketNotFoundError`), no
+    answer within ``timeout``, or, with ``decode``, a value that is not valid text in
+    that encoding (`InvalidArgumentError`, naming the key).
     """
     KeyValueConfig(bucket=bucket).to_stream_config()  # raises InvalidBucketNameError
     check_timeout(timeout)
@@ -116,15 +128,54 @@ def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = _DEFAU
         check_domain(domain)
     except InvalidArgumentError as bad:
         raise InvalidArgumentError(f"kv_lookup_udf: {bad}") from None
+    encoding = None if decode is None else _check_encoding(decode)
+    check_session_workers()
     options = dict(connect_options)
     wait = float(timeout)
 
     def kv_lookup(keys: pa.Array) -> pa.Array:
-        values = lookup_values(keys.to_pylist(), bucket, servers, wait, domain, options)
-        return pa.array(values, type=pa.binary())
+        names = keys.to_pylist()
+        values = lookup_values(names, bucket, servers, wait, domain, options)
+        if encoding is None:
+            return pa.array(values, type=pa.binary())
+        return pa.array(decode_values(names, values, encoding, bucket), type=pa.string())
 
     # Spark reads the kind of UDF from the type hints (Array -> Array); see request_udf.
-    return arrow_udf(kv_lookup, "binary")  # type: ignore[call-overload]
+    return_type = "binary" if encoding is None else "string"
+    return arrow_udf(kv_lookup, return_type)  # type: ignore[call-overload]
 
 
-__all__ = ["kv_lookup_udf", "lookup_values"]
+def _check_encoding(decode: object) -> str:
+    if not isinstance(decode, str):
+        raise InvalidArgumentError(
+            f"kv_lookup_udf: decode must be an encoding name or None, got {decode!r}"
+        )
+    try:
+        return codecs.lookup(decode).name
+    except LookupError:
+        raise InvalidArgumentError(f"kv_lookup_udf: unknown encoding decode={decode!r}") from None
+
+
+def decode_values(keys: Sequence[Any], values: Sequence[bytes | None], encoding: str,
+                  bucket: str) -> list[str | None]:
+    """``values`` decoded with ``encoding`` (None stays None).
+
+    Raises:
+        InvalidArgumentError: a value is not valid text in ``encoding`` (names its key).
+    """
+    decoded: list[str | None] = []
+    for key, value in zip(keys, values, strict=True):
+        if value is None:
+            decoded.append(None)
+            continue
+        try:
+            decoded.append(value.decode(encoding))
+        except UnicodeDecodeError as bad:
+            raise InvalidArgumentError(
+                f"kv_lookup_udf: the value of key {key!r} in bucket {bucket!r} is not "
+                f"valid {encoding}: {bad.reason} at byte {bad.start} (decode=None gives bytes)"
+            ) from None
+    return decoded
+
+
+__all__ = ["decode_values", "kv_lookup_udf", "lookup_values"]

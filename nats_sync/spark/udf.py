@@ -26,6 +26,7 @@ from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
 from nats_sync.spark._worker import worker_client
+from nats_sync.spark._worker_python import check_session_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -136,9 +137,12 @@ def request_udf(
     Raises:
         BadSubjectError: ``subject`` is not a valid publish subject.
         InvalidArgumentError: ``timeout`` or ``max_in_flight`` is not positive.
+        SparkWorkerPythonError: the active session runs on a local master whose
+            Python workers cannot import nats_sync (see `register`).
     """
     publish_subject(subject)
     _check_limits(timeout, max_in_flight)
+    check_session_workers()
     options = dict(connect_options)
     headers = driver_trace_headers()
 
@@ -189,6 +193,8 @@ def request_df(
     Raises:
         InvalidArgumentError: ``payload_col`` is missing, or ``df`` already has a ``reply`` or
             ``error`` column.
+        SparkWorkerPythonError: ``df``'s session runs on a local master whose Python
+            workers cannot import nats_sync (see `register`).
     """
     publish_subject(subject)
     _check_limits(timeout, max_in_flight)
@@ -206,6 +212,7 @@ def request_df(
             StructField(ERROR_FIELD, StringType(), True),
         ]
     )
+    check_session_workers(df.sparkSession)
     options = dict(connect_options)
     headers = driver_trace_headers()
 

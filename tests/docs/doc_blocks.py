@@ -4,11 +4,11 @@ A fenced ```` ```python ```` block runs unless the line before it is an HTML com
 ``<!-- norun: <reason> -->`` (the reason is required, and shown in the test's output).
 ``<!-- pytest -->`` before a block runs it as a test file under pytest (the plugin's
 fixtures), the way a reader would. ``<!-- spark -->`` marks a block that needs a
-SparkSession: it runs only in the Spark run (``pytest -m spark``), with a local one
-named ``spark`` in its namespace. The blocks of one page run in order in one namespace,
-in a child process (`run_page.py`) with an embedded nats-server with JetStream: every
-``nats://127.0.0.1:4222`` in them is replaced with that server's URL, and ``NATS_URL``
-is set to it.
+SparkSession: it runs only in the Spark run (``pytest -m spark``), with the session the
+page made (named ``spark``), or a local one if the page makes none. The blocks of one
+page run in order in one namespace, in a child process (`run_page.py`) with an embedded
+nats-server with JetStream: every ``nats://127.0.0.1:4222`` in them is replaced with
+that server's URL, and ``NATS_URL`` is set to it.
 """
 
 from __future__ import annotations

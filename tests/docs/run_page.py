@@ -1,8 +1,10 @@
 """Runs the Python blocks of one docs page against an embedded nats-server (a child process).
 
 Usage: ``python run_page.py PAGE.md [--spark]``; with ``--spark`` the blocks marked
-``<!-- spark -->`` run too, with a local[2] SparkSession named ``spark``. Exits non-zero
-with the failing block's traceback, which names the page and its line numbers.
+``<!-- spark -->`` run too. A page makes its own session, as a reader does (the Spark
+guide's first Spark block); a Spark block reached while none is named ``spark`` gets a
+local[2] one. Exits non-zero with the failing block's traceback, which names the page
+and its line numbers.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from nats_sync.testing import NatsServer
 
 
 def local_spark() -> object:
-    """A local SparkSession with the nats_sync data sources, as tests/spark/conftest.py."""
+    """A local SparkSession, as tests/spark/conftest.py makes, for a page that makes none."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -44,9 +46,11 @@ def main(page: Path, with_spark: bool) -> int:
         os.environ["NATS_URL"] = server.url
         os.chdir(work)  # blocks may write files
         namespace: dict[str, object] = {"__name__": "__docs__"}
-        if with_spark:
-            namespace["spark"] = local_spark()
         for block in todo:
+            if block.mode == "spark" and "spark" not in namespace and (
+                "SparkSession.builder" not in block.code
+            ):
+                namespace["spark"] = local_spark()
             code = block.code.replace(DOC_URL, server.url)
             print(f"--- {page.name}:{block.line} ({block.mode})", flush=True)
             if block.mode == "pytest":

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType
 
 import nats_sync
 from nats_sync.errors import InvalidArgumentError
@@ -72,6 +73,22 @@ def test_values_of_present_keys_and_null_for_missing_deleted_purged_and_null_key
     ]
 
 
+@pytest.mark.usefixtures("bucket")
+def test_decode_gives_a_string_column_and_none_keeps_bytes(
+    spark: Any, js_server: NatsServer
+) -> None:
+    df = spark.createDataFrame([("k0",), ("k1",), ("missing",), (None,), ("empty",)], "key string")
+    text = kv_lookup_udf("ref", js_server.url, decode="utf-8")
+    raw = kv_lookup_udf("ref", js_server.url, decode=None)
+    out = df.select("key", text("key").alias("text"), raw("key").alias("raw"))
+    assert out.schema["text"].dataType == StringType()
+    assert out.schema["raw"].dataType == BinaryType()
+    assert [(row.key, row.text, row.raw) for row in out.collect()] == [
+        ("k0", "v0", b"v0"), ("k1", "new", b"new"), ("missing", None, None),
+        (None, None, None), ("empty", "", b""),
+    ]
+
+
 def _row_at_a_time(url: str, bucket: str) -> Any:
     """A plain UDF doing one blocking ``kv.get`` per row (the slow path to agree with)."""
     bound: dict[str, Any] = {}
@@ -118,6 +135,10 @@ def test_bad_arguments_raise_when_the_udf_is_made() -> None:
         kv_lookup_udf("ref", "nats://127.0.0.1:4222", timeout=0)
     with pytest.raises(InvalidArgumentError, match="domain"):
         kv_lookup_udf("ref", "nats://127.0.0.1:4222", domain="a.b")
+    with pytest.raises(InvalidArgumentError, match="unknown encoding decode='utf-9'"):
+        kv_lookup_udf("ref", "nats://127.0.0.1:4222", decode="utf-9")
+    with pytest.raises(InvalidArgumentError, match="decode must be an encoding name"):
+        kv_lookup_udf("ref", "nats://127.0.0.1:4222", decode=True)  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("bucket")
@@ -160,3 +181,12 @@ def test_an_invalid_key_raises_naming_it_and_a_non_string_key_is_refused(
         _lookup(js_server.url, ["k0", "a..b"])
     with pytest.raises(InvalidArgumentError, match=r"keys must be strings.*int 7"):
         _lookup(js_server.url, ["k0", 7])
+
+
+def test_decode_values_decodes_with_the_encoding_and_names_the_key_of_bad_text() -> None:
+    keys = ["a", "b", "c"]
+    assert _kv_udf.decode_values(keys, [b"1.5", None, "\u00e9".encode("latin-1")], "latin-1",
+                                 "ref") == ["1.5", None, "\u00e9"]
+    with pytest.raises(InvalidArgumentError,
+                       match=r"value of key 'c' in bucket 'ref' is not valid utf-8.*at byte 0"):
+        _kv_udf.decode_values(keys, [b"1.5", None, b"\xe9"], "utf-8", "ref")
