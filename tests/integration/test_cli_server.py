@@ -6,6 +6,7 @@ it names and stops it with SIGINT or SIGTERM, as a terminal or a service manager
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import socket
@@ -63,8 +64,10 @@ def _read_lines(stream: object, into: queue.Queue[str]) -> None:
 @contextmanager
 def server_command(*args: str) -> Iterator[Running]:
     """``nats-sync server ARGS``, once it printed its URL and its JetStream line."""
+    # A session of its own: a failed test kills the command with its nats-server child.
     process = subprocess.Popen([sys.executable, "-m", "nats_sync", "server", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
     running = Running(process)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
@@ -73,13 +76,13 @@ def server_command(*args: str) -> Iterator[Running]:
             try:
                 running.lines.append(lines.get(timeout=START_TIMEOUT))
             except queue.Empty:
-                process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
                 pytest.fail(f"no start lines within {START_TIMEOUT}s: {running.lines} "
                             f"{process.communicate(timeout=5)[1]}")
         yield running
     finally:
         if process.poll() is None:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait(STOP_TIMEOUT)
 
 
