@@ -85,7 +85,7 @@ def problems(command: str) -> list[str]:
 
 
 def _pages() -> list[Path]:
-    return list(dict.fromkeys([*doc_pages(), *sorted((ROOT / "docs").glob("*.md"))]))
+    return list(dict.fromkeys([*doc_pages(), *sorted((ROOT / "docs").rglob("*.md"))]))
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
