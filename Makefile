@@ -89,7 +89,8 @@ docs-shots: docs
 # The release files: sdist and wheel into dist/, twine check --strict, the sdist's contents
 # checked (LICENSE, README, CHANGELOG, py.typed, no caches), then the wheel installed with
 # the server extra into a fresh venv (.venv-dist, rebuilt each time) where the README's
-# quick start runs against an embedded nats-server (tools/dist_check.py).
+# quick start runs as written: its `nats-sync server` line (the wheel's script), then its
+# example (tools/dist_check.py).
 $(RELEASE_STAMP): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[release]'
 	touch $@

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 import nats_sync
-from nats_sync import _cli_jetstream, _cli_micro
+from nats_sync import _cli_jetstream, _cli_micro, _cli_server
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import (
@@ -34,7 +34,6 @@ from nats_sync.errors import (
 )
 from nats_sync.jetstream import PubAck
 from nats_sync.msg import Msg
-from nats_sync.testing import NatsServer
 
 #: Seconds for connecting and for each request: one knob, longer than the library's
 #: request default because a person at a terminal would rather wait than retry.
@@ -125,9 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--requests", type=int, default=5_000,
                        help="sequential requests (default %(default)s)")
 
-    server = commands.add_parser("server", help="run the embedded nats-server for local work")
-    server.add_argument("--port", type=int, default=None, help="client port (default: free)")
-    server.add_argument("--config", help="nats-server configuration file")
+    _cli_server.add_parser(commands)
     for command in commands.choices.values():
         _add_global_options(command, with_defaults=False)
     # Added after the loop: they put the options on their own actions' parsers too.
@@ -400,36 +397,13 @@ def _cmd_bench(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{name:<12} {result}\n")
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _cmd_server(args: argparse.Namespace, out: TextIO) -> None:
-    config = None
-    if args.config:
-        with open(args.config) as file:
-            config = file.read()
-    # SIGTERM (a service manager, a test) must stop the child server too, as Ctrl-C does.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    with NatsServer(port=args.port, config=config) as server:
-        out.write(f"nats-server running at {server.url} (Ctrl-C to stop)\n")
-        out.flush()
-        try:
-            while server.is_running:
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
-        if not server.is_running:
-            raise Error("nats-server exited:\n" + server.log_tail())
-
-
 _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], None]] = {
     "pub": _cmd_pub,
     "sub": _cmd_sub,
     "req": _cmd_req,
     "reply": _cmd_reply,
     "bench": _cmd_bench,
-    "server": _cmd_server,
+    "server": _cli_server.run,
     **_cli_jetstream.handlers(_connect),
     **_cli_micro.handlers(_connect),
 }

@@ -120,6 +120,8 @@ class NatsServer:
         binary: path of the binary; found with `find_server_binary` when ``None``.
         jetstream: run with JetStream (``-js``), its store in the server's work folder:
             kept across `restart`, removed by `cleanup` (see `store_dir`).
+        store_dir: with ``jetstream``, keep the store in this folder instead (created if
+            missing); `cleanup` leaves it, so a later server can reuse its streams.
     """
 
     def __init__(
@@ -135,9 +137,11 @@ class NatsServer:
         startup_timeout: float = 10.0,
         binary: str | None = None,
         jetstream: bool = False,
+        store_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.binary = binary or find_server_binary()
         self.jetstream = jetstream
+        self._store_dir = Path(store_dir).resolve() if store_dir is not None else None
         self.host = host
         self.config = config
         self.args = list(args)
@@ -399,8 +403,8 @@ class NatsServer:
 
     @property
     def store_dir(self) -> Path:
-        """Where a JetStream server keeps its streams (inside the work folder)."""
-        return self._workdir / "jetstream"
+        """Where a JetStream server keeps its streams (the work folder's unless given)."""
+        return self._store_dir or self._workdir / "jetstream"
 
     @property
     def log_path(self) -> Path:

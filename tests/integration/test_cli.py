@@ -114,7 +114,8 @@ def test_bench_prints_a_summary(nats_server: NatsServer) -> None:
 
 
 def test_server_command_runs_an_embedded_server() -> None:
-    process = subprocess.Popen([sys.executable, "-m", "nats_sync", "server"],
+    # --port 0: the default port 4222 is only for the tests that hold it (default_port).
+    process = subprocess.Popen([sys.executable, "-m", "nats_sync", "server", "--port", "0"],
                                stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None

@@ -44,7 +44,7 @@ for _layer, _modules in enumerate([
     ["client", "otel"],
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
-     "_cli_counter",
+     "_cli_counter", "_cli_server",
      "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
      "spark.jetstream", "spark._js_source", "spark._js_plan", "spark._js_read",
      "spark._js_sink", "spark._js_rows", "spark._js_fast", "spark._js_commits",
