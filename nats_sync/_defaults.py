@@ -63,6 +63,8 @@ MAX_IOVECS_PER_SEND = 256
 
 # --- timeouts ----------------------------------------------------------------------
 DEFAULT_REQUEST_TIMEOUT = 0.5
+#: ``request_many``'s total wait: it gathers replies, so it waits longer than one reply.
+DEFAULT_REQUEST_MANY_TIMEOUT = 1.0
 DEFAULT_FLUSH_TIMEOUT = 10.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
 DEFAULT_NEXT_MSG_TIMEOUT = 1.0

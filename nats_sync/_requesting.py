@@ -1,4 +1,4 @@
-"""Request-reply: the shared inbox, blocking, future and batch requests.
+"""Request-reply: the shared inbox, blocking, future, batch and many-reply requests.
 
 How it works: the :class:`Requester` runs on the threads that make requests. The first
 request makes the :class:`RequestMux` and asks the handler to subscribe its wildcard
@@ -24,6 +24,12 @@ from nats_sync import _defaults as d
 from nats_sync import _proto as proto
 from nats_sync._nuid import Nuid
 from nats_sync._publishing import HeadersArg
+from nats_sync._request_many import (
+    ReplyIterator,
+    Sentinel,
+    check_request_many,
+    start_request_many,
+)
 from nats_sync._requests import (
     BatchSlot,
     BatchWait,
@@ -192,6 +198,22 @@ class Requester:
             mux.cancel(reply)
             raise
         return future
+
+    def request_many(
+        self,
+        subject: str,
+        payload: bytes,
+        headers: HeadersArg,
+        timeout: float,
+        max_messages: int | None,
+        stall: float | None,
+        sentinel: Sentinel | None,
+    ) -> ReplyIterator:
+        """Publishes one request and returns an iterator of its replies (see
+        ``_request_many``)."""
+        check_request_many(timeout, max_messages, stall, sentinel)
+        return start_request_many(self._request_mux(), self._host, self._publisher, subject,
+                                  payload, headers, timeout, max_messages, stall, sentinel)
 
     def request_batch(
         self,

@@ -8,15 +8,20 @@ from any thread.
 
 from __future__ import annotations
 
-import importlib.util
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, NoReturn
 
 from nats_sync import _defaults as d
+from nats_sync._client_support import (
+    bind_traced_methods,
+    check_websocket_support,
+    close_despite_interrupts,
+    otel_instrument,
+)
 from nats_sync._contexts import NatsContext
 from nats_sync._handler import Handler
 from nats_sync._instrumentation import Instrumentation
@@ -29,12 +34,12 @@ from nats_sync._options import (
     build_options_and_context,
     server_urls,
 )
-from nats_sync._pool import Server, parse_server_url
+from nats_sync._pool import Server
 from nats_sync._publishing import HeadersArg, HeadersOrBlock
 from nats_sync._requests import InboxRoute
 from nats_sync._state import State
 from nats_sync._validate import check_int
-from nats_sync.errors import ConnectionClosedError, InvalidArgumentError, NotSupportedError
+from nats_sync.errors import ConnectionClosedError, InvalidArgumentError
 from nats_sync.jetstream import JetStream
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
@@ -186,8 +191,8 @@ def connect(
     # The first statement, so locals() holds exactly the parameters: the option list is
     # written once, in the signature (tests/unit/test_options.py holds it equal to Options).
     options, found = build_options_and_context(**locals())
-    _check_websocket_support(options.servers)
-    instrument = _otel_instrument() if options.tracing else None
+    check_websocket_support(options.servers)
+    instrument = otel_instrument() if options.tracing else None
     handler = Handler(options)
     try:
         handler.connect()
@@ -197,46 +202,9 @@ def connect(
     except BaseException:
         # A failure, or Ctrl-C half-way: no thread or socket may outlive a client that
         # the caller never got.
-        _close_despite_interrupts(handler)
+        close_despite_interrupts(handler)
         raise
     return client
-
-
-def _otel_instrument() -> Callable[[Client], object]:
-    """``nats_sync.otel.instrument``, imported only now (``tracing=True``).
-
-    Raises:
-        NotSupportedError: OpenTelemetry's API is not installed.
-    """
-    if importlib.util.find_spec("opentelemetry") is None:
-        raise NotSupportedError(
-            "tracing=True needs OpenTelemetry: pip install 'nats-sync[otel]'"
-        )
-    from nats_sync import otel  # noqa: PLC0415 - the optional extra, only when asked for
-
-    return otel.instrument
-
-
-def _close_despite_interrupts(handler: Handler) -> None:
-    """Closes ``handler``; a second Ctrl-C meanwhile (the first is being raised) only
-    makes it wait for the close again, which goes on regardless."""
-    while True:
-        try:
-            handler.close()
-            return
-        except KeyboardInterrupt:
-            continue
-
-
-def _check_websocket_support(urls: Sequence[str]) -> None:
-    """Raises NotSupportedError when ``urls`` name a WebSocket server and the optional
-    ``wsproto`` is not installed."""
-    if any(parse_server_url(url).is_websocket for url in urls) and (
-        importlib.util.find_spec("wsproto") is None
-    ):
-        raise NotSupportedError(
-            "ws:// and wss:// servers need wsproto: pip install 'nats-sync[websocket]'"
-        )
 
 
 class Client:
@@ -382,6 +350,29 @@ class Client:
             subject, payloads, timeout, headers, max_in_flight
         )
 
+    def request_many(
+        self, subject: str, payload: bytes = b"", *, headers: HeadersArg = None,
+        timeout: float = d.DEFAULT_REQUEST_MANY_TIMEOUT, max_messages: int | None = None,
+        stall: float | None = None, sentinel: Callable[[Msg], bool] | None = None,
+    ) -> Iterator[Msg]:
+        """Sends one request and yields its replies as they come (ADR-47 scatter-gather).
+
+        Ends at the first of: ``timeout`` seconds in all (from the call); ``max_messages``
+        replies; ``stall`` seconds without a reply once one came (from each ``next()``);
+        a reply for which ``sentinel(msg)`` is true (not yielded). No stall, no sentinel
+        by default (orbit.go's choice): an empty reply is yielded like any other (pass
+        ``sentinel=lambda m: not m.data`` for the empty end marker). On the shared request
+        inbox; leaving early (``break``, an exception, ``close()``) frees the request.
+
+        Raises:
+            NoRespondersError: from the first ``next()``, when nobody listens.
+            ConnectionClosedError: from ``next()``, if the client closes meanwhile.
+            InvalidArgumentError: ``timeout``/``stall`` not > 0, ``max_messages`` < 1.
+            TypeError: ``sentinel`` is not callable.
+        """
+        return self._handler.requester.request_many(subject, payload, headers, timeout,
+                                                    max_messages, stall, sentinel)
+
     def new_inbox(self) -> str:
         """A unique subject under ``inbox_prefix``, for replies."""
         return self._handler.requester.new_inbox()
@@ -488,23 +479,11 @@ class Client:
     def _instrument(self, otel: Instrumentation) -> None:
         """Internal hook for ``nats_sync.otel.instrument``: binds the traced publish and
         request methods ``otel`` makes and keeps it for subscriptions made from now on
-        (their callbacks and ``next_msg``) and for micro services. Once per client.
-
-        Raises:
-            InvalidArgumentError: the client is instrumented already.
-        """
+        (their callbacks and ``next_msg``) and for micro services. Once per client: else
+        InvalidArgumentError."""
         if self._otel is not None:
             raise InvalidArgumentError("this client is instrumented already")
-        methods: dict[str, Callable[..., Any]] = {
-            "publish": self.publish,
-            "_publish_inbox": self._publish_inbox,
-            "request": self.request,
-            "request_future": self.request_future,
-            "request_batch": self.request_batch,
-        }
-        otel.wrap_client_methods(methods)
-        for name, method in methods.items():
-            setattr(self, name, method)
+        bind_traced_methods(self, otel)
         self._otel = otel
 
     @property
@@ -549,7 +528,7 @@ class Client:
         if self.is_closed:
             raise ConnectionClosedError("the client is closed; its server pool is gone")
         urls = server_urls(servers)
-        _check_websocket_support(urls)
+        check_websocket_support(urls)
         self._handler.reconnector.set_servers(urls)
 
     def force_reconnect(self) -> None:

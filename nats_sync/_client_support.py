@@ -1,0 +1,71 @@
+"""What ``connect()`` and ``Client`` need around them: the optional extras' checks
+(OpenTelemetry, WebSocket), a close that outlasts Ctrl-C, binding traced methods.
+
+How it works: plain functions, called on the caller's thread; no state, no locks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nats_sync._pool import parse_server_url
+from nats_sync.errors import NotSupportedError
+
+if TYPE_CHECKING:
+    from nats_sync._handler import Handler
+    from nats_sync._instrumentation import Instrumentation
+    from nats_sync.client import Client
+
+
+def otel_instrument() -> Callable[[Client], object]:
+    """``nats_sync.otel.instrument``, imported only now (``tracing=True``).
+
+    Raises:
+        NotSupportedError: OpenTelemetry's API is not installed.
+    """
+    if importlib.util.find_spec("opentelemetry") is None:
+        raise NotSupportedError(
+            "tracing=True needs OpenTelemetry: pip install 'nats-sync[otel]'"
+        )
+    from nats_sync import otel  # noqa: PLC0415 - the optional extra, only when asked for
+
+    return otel.instrument
+
+
+def close_despite_interrupts(handler: Handler) -> None:
+    """Closes ``handler``; a second Ctrl-C meanwhile (the first is being raised) only
+    makes it wait for the close again, which goes on regardless."""
+    while True:
+        try:
+            handler.close()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+def check_websocket_support(urls: Sequence[str]) -> None:
+    """Raises NotSupportedError when ``urls`` name a WebSocket server and the optional
+    ``wsproto`` is not installed."""
+    if any(parse_server_url(url).is_websocket for url in urls) and (
+        importlib.util.find_spec("wsproto") is None
+    ):
+        raise NotSupportedError(
+            "ws:// and wss:// servers need wsproto: pip install 'nats-sync[websocket]'"
+        )
+
+
+def bind_traced_methods(client: Client, otel: Instrumentation) -> None:
+    """Replaces the client's publish and request methods (instance attributes) with the
+    traced ones ``otel`` makes from them (``Client._instrument``)."""
+    methods: dict[str, Callable[..., Any]] = {
+        "publish": client.publish,
+        "_publish_inbox": client._publish_inbox,
+        "request": client.request,
+        "request_future": client.request_future,
+        "request_batch": client.request_batch,
+    }
+    otel.wrap_client_methods(methods)
+    for name, method in methods.items():
+        setattr(client, name, method)
