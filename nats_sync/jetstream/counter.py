@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING
 
 from nats_sync._validate import check_text
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._kv_many import NoBatchedGetsError, latest_by_subject
+from nats_sync.jetstream._kv_many import (
+    TOO_MANY_RESULTS,
+    NoBatchedGetsError,
+    latest_by_subject,
+    matching_subjects,
+)
 from nats_sync.jetstream.errors import (
     CounterError,
     CounterNotEnabledError,
@@ -49,8 +54,6 @@ __all__ = ["INCREMENT_HEADER", "Counter", "counter_value"]
 
 #: The header carrying an increment (ADR-49).
 INCREMENT_HEADER = "Nats-Incr"
-#: The status of a batched direct get whose patterns match too many subjects.
-_TOO_MANY_RESULTS = 413
 
 
 def counter_value(data: bytes, subject: str) -> int:
@@ -175,7 +178,7 @@ class Counter:
             except NoBatchedGetsError:
                 batched = False
             except StatusError as err:
-                if err.status != _TOO_MANY_RESULTS:
+                if err.status != TOO_MANY_RESULTS:
                     raise
         exact = self._matching(patterns, wait)
         if batched:  # exact subjects: each request matches at most its 1,024
@@ -190,11 +193,7 @@ class Counter:
 
     def _matching(self, patterns: list[str], timeout: float) -> list[str]:
         """The stream's subjects that match ``patterns`` (from the stream info)."""
-        found: dict[str, None] = {}
-        for pattern in patterns:
-            state = self._stream.info(subjects_filter=pattern, timeout=timeout).state
-            found.update(dict.fromkeys(sorted(state.subjects or {})))
-        return list(found)
+        return matching_subjects(self._js, self._stream.name, patterns, timeout)[0]
 
     @staticmethod
     def _values(stored: dict[str, bytes]) -> dict[str, int]:

@@ -4,20 +4,28 @@ How it works: :class:`Stream` keeps the stream's name and the info it was bound 
 (``cached_info``); every method is an API request on the caller's thread through the
 context, so any thread may use it. ``get_msgs`` reads a sequence range with the batched
 direct get where the server (API level >= 1) and the stream (``allow_direct``) allow,
-else through a temporary consumer (see ``_ranges``).
+else through a temporary consumer (see ``_ranges``); ``get_last_msgs_for`` reads many
+subjects' last messages with ``multi_last`` direct gets (see ``_kv_many``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import _proto as proto
 from nats_sync._validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import parse_time
-from nats_sync.jetstream._ranges import check_range, read_columns_by_consumer, read_range
+from nats_sync.jetstream._kv_many import NoBatchedGetsError, last_msgs_for
+from nats_sync.jetstream._ranges import (
+    check_range,
+    read_columns_by_consumer,
+    read_range,
+    stored_from_direct,
+)
 from nats_sync.jetstream.api import ConsumerConfig, StoredColumns, StoredMsg, StreamInfo
 from nats_sync.jetstream.errors import JetStreamError
 
@@ -106,6 +114,42 @@ class Stream:
     def _get(self, body: dict[str, Any], timeout: float | None) -> StoredMsg:
         reply = self._js.api.request(f"STREAM.MSG.GET.{self._name}", body, timeout)
         return stored_msg_from_api(self._name, reply.get("message") or {})
+
+    def get_last_msgs_for(self, subjects: Iterable[str], *, up_to_seq: int | None = None,
+                          up_to_time: datetime | None = None, batch: int | None = None
+                          ) -> Iterator[StoredMsg]:
+        """The last message of every subject matching any of ``subjects`` (wildcards
+        allowed), in stream order, read with batched direct gets (ADR-31 ``multi_last``;
+        nats-server 2.11+ and a stream with ``allow_direct``).
+
+        Any number of subjects: they are asked 1,024 to a request (the server's limit),
+        and patterns matching more subjects than that are expanded from the stream info.
+        All is read before the first message is yielded, from one snapshot of the stream.
+
+        Args:
+            subjects: subjects or patterns (not a single str).
+            up_to_seq: as of this sequence (messages after it are not looked at).
+            up_to_time: as of this moment (an aware datetime).
+            batch: at most this many messages per request (the rest is asked again).
+
+        Raises:
+            InvalidArgumentError: a bad argument (named), or the stream takes no
+                batched direct gets (``allow_direct`` off, or a server before 2.11).
+            TimeoutError: the server did not answer in time.
+        """
+        patterns = _check_last_msgs_args(subjects, up_to_seq, up_to_time, batch)
+        if not patterns:
+            return
+        try:
+            found = last_msgs_for(self._js, self._name, patterns, float(self._js.timeout),
+                                  up_to_seq=up_to_seq, up_to_time=up_to_time, batch=batch)
+        except NoBatchedGetsError:
+            raise InvalidArgumentError(
+                f"stream {self._name!r} cannot answer get_last_msgs_for: it needs "
+                "allow_direct=True and a server with batched direct gets (2.11 or later)"
+            ) from None
+        for reply in found:
+            yield stored_from_direct(self._name, reply)
 
     def delete_msg(self, seq: int, *, erase: bool = False, timeout: float | None = None
                    ) -> None:
@@ -197,6 +241,29 @@ class Stream:
             opt_start_seq=opt_start_seq, opt_start_time=opt_start_time,
             headers_only=headers_only,
         )
+
+
+def _check_last_msgs_args(subjects: Iterable[str], up_to_seq: int | None,
+                          up_to_time: datetime | None, batch: int | None) -> list[str]:
+    """``get_last_msgs_for``'s arguments checked; its distinct subjects, in order."""
+    if isinstance(subjects, (str, bytes)):
+        raise InvalidArgumentError(
+            f"subjects must be an iterable of subjects, not a single {type(subjects).__name__}")
+    patterns = list(dict.fromkeys(check_text(s, "subject") for s in subjects))
+    if up_to_seq is not None:
+        check_int(up_to_seq, "up_to_seq", 1)
+    if up_to_time is not None:
+        if not isinstance(up_to_time, datetime):
+            raise InvalidArgumentError(f"up_to_time must be a datetime, got {up_to_time!r}")
+        if up_to_time.tzinfo is None or up_to_time.utcoffset() is None:
+            raise InvalidArgumentError(
+                "up_to_time must be an aware datetime (e.g. datetime.now(timezone.utc)), "
+                f"got the naive {up_to_time!r}")
+        if up_to_seq is not None:
+            raise InvalidArgumentError("give up_to_seq or up_to_time, not both")
+    if batch is not None:
+        check_int(batch, "batch", 1)
+    return patterns
 
 
 def stored_msg_from_api(stream: str, message: dict[str, Any]) -> StoredMsg:
