@@ -105,10 +105,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--queue", default="")
     sub.add_argument("--count", type=int, default=0, help="stop after N messages")
 
-    req = commands.add_parser("req", help="send a request and print the reply")
+    req = commands.add_parser("req", help="send a request and print the reply (or replies)")
     req.add_argument("subject")
     req.add_argument("data", nargs="?", default="")
     req.add_argument("--header", action="append", default=[], metavar="K:V")
+    req.add_argument("--replies", type=int, metavar="N",
+                     help="gather up to N replies (request_many) until --timeout")
+    req.add_argument("--stall", type=float, metavar="S",
+                     help="gather replies until none came for S seconds after one did")
 
     reply = commands.add_parser("reply", help="answer requests")
     reply.add_argument("subject")
@@ -300,6 +304,9 @@ def _cmd_sub(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _cmd_req(args: argparse.Namespace, out: TextIO) -> None:
+    if args.replies is not None or args.stall is not None:
+        _gather_replies(args, out)
+        return
     with _connect(args) as nc:
         started = time.perf_counter()
         msg = nc.request(args.subject, args.data.encode(), timeout=args.timeout,
@@ -307,6 +314,27 @@ def _cmd_req(args: argparse.Namespace, out: TextIO) -> None:
         elapsed = time.perf_counter() - started
         _show(msg, out)
         out.write(f"(reply in {elapsed * 1000:.2f} ms)\n")
+
+
+def _gather_replies(args: argparse.Namespace, out: TextIO) -> None:
+    """``req --replies N`` / ``--stall S``: one request, every reply printed as it comes."""
+    if args.replies is not None and args.replies < 1:
+        raise InvalidArgumentError(f"--replies must be 1 or more, got {args.replies}")
+    if args.stall is not None and not args.stall > 0:
+        raise InvalidArgumentError(f"--stall must be more than 0 seconds, got {args.stall}")
+    with _connect(args) as nc:
+        started = time.perf_counter()
+        count = 0
+        for msg in nc.request_many(args.subject, args.data.encode(), timeout=args.timeout,
+                                   headers=_headers(args.header), max_messages=args.replies,
+                                   stall=args.stall):
+            count += 1
+            _show(msg, out)
+            out.flush()
+        if not count:
+            raise TimeoutError(f"no reply on {args.subject!r} within {args.timeout}s")
+        elapsed = time.perf_counter() - started
+        out.write(f"({count} replies in {elapsed * 1000:.2f} ms)\n")
 
 
 def _run_command(command: str, data: bytes) -> bytes:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -225,3 +227,27 @@ def test_nats_py_responders_answer(nats_server: NatsServer, client: nats_sync.Cl
         assert replies == [b"py1:hi", b"py2:hi"]
     finally:
         asyncio.run_coroutine_threadsafe(py_client.close(), aio).result(10)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nats_sync", *args], capture_output=True,
+                          text=True, timeout=30, check=False)
+
+
+def test_cli_req_gathers_replies(nats_server: NatsServer, connect: ClientFactory) -> None:
+    _responders(connect, "cli.many", 3)
+
+    done = _cli("--server", nats_server.url, "req", "cli.many", "hi", "--stall", "0.3")
+    assert done.returncode == 0, done.stderr
+    assert all(f"{i}:hi" in done.stdout for i in range(3)), done.stdout
+    assert "(3 replies in" in done.stdout
+
+    two = _cli("--server", nats_server.url, "req", "cli.many", "hi", "--replies", "2")
+    assert two.returncode == 0, two.stderr
+    assert "(2 replies in" in two.stdout
+
+    nobody = _cli("--server", nats_server.url, "req", "cli.nobody", "--replies", "5")
+    assert nobody.returncode == 1 and "no responders" in nobody.stderr
+    assert "Traceback" not in nobody.stderr
+    bad = _cli("--server", nats_server.url, "req", "cli.many", "--replies", "0")
+    assert bad.returncode == 1 and "--replies" in bad.stderr
