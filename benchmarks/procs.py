@@ -91,16 +91,17 @@ def run_streaming(
 class Responder:
     """The raw echo responder (``benchmarks.responder``) as a child process."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, subject: str = "bench.echo") -> None:
         self.url = url
         self.timeout = timeout
+        self.subject = subject
         self.process = self._start()
 
     def _start(self) -> subprocess.Popen[bytes]:
         """Starts the responder and waits (bounded) for its ``ready`` line."""
         url, timeout = self.url, self.timeout
         self.process = subprocess.Popen(
-            python_command("benchmarks.responder", url),
+            python_command("benchmarks.responder", url, self.subject),
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT, env=child_env(),
         )
         assert self.process.stdout is not None

@@ -52,7 +52,8 @@ WORKER_TIMEOUT = 120.0
 SPARK_TIMEOUTS = {SPARK_KEY: 480.0, SPARK_JS_READ: 900.0, SPARK_JS_WRITE: 400.0,
                   SPARK_KV: 300.0}
 SPARK_PARTS = (SPARK_KEY, *SPARK_JS_PARTS)
-HEADLINE_UNITS = {"msgs_per_s": "msgs/s", "reqs_per_s": "req/s", "acks_per_s": "acks/s",
+HEADLINE_UNITS = {"msgs_per_s": "msgs/s", "replies_per_s": "replies/s",
+                  "reqs_per_s": "req/s", "acks_per_s": "acks/s",
                   "puts_per_s": "puts/s", "mib_per_s": "MiB/s", "p50_us": "µs p50"}
 
 

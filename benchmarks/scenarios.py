@@ -101,6 +101,16 @@ CASES: tuple[Case, ...] = (
          {"size": 64, "count": 10_000, "warmup": _WARMUP},
          {"size": 64, "count": 2_000, "warmup": 50},
          metrics=_REQ_METRICS),
+    # Scatter-gather: one request, a reply from each of 5 raw responders (their own
+    # processes; see benchmarks/request_many.py).
+    Case("request_many_5", "request_many, 5 responders", "request_many",
+         {"size": 64, "count": 3_000, "responders": 5, "warmup": _WARMUP},
+         {"size": 64, "count": 300, "responders": 5, "warmup": 50},
+         metrics=(("replies_per_s", "replies gathered", "replies/s"),
+                  ("reqs_per_s", "requests", "req/s"),
+                  ("cpu_us_per_reply", "CPU per reply", "µs"),
+                  ("server_cpu_us", "nats-server CPU per request", "µs"),
+                  ("errors", "missing replies", "replies"))),
     # Services: one echo service process (nats_sync.micro or nats.micro) answering the
     # same driver, nats_sync's request_batch (see benchmarks/micro_service.py).
     # nats-py's service has no worker pool: both keys run it the same way.

@@ -16,6 +16,7 @@ from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from benchmarks import common as c
 from benchmarks import micro_service
+from benchmarks import request_many as request_many_case
 
 Metrics = dict[str, Any]
 
@@ -389,6 +390,7 @@ SCENARIOS = {
     "request_seq": _sync(_request_seq),
     "request_concurrent": _sync(_request_concurrent),
     "request_pipelined": _sync(_request_pipelined),
+    "request_many": request_many_case.drive_natspy,
     "js_publish_seq": _sync(_js_publish_seq),
     "js_publish_async": _sync(_js_publish_async),
     "js_fast_publish": _sync(_js_fast_publish),

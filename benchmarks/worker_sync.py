@@ -12,6 +12,7 @@ from typing import Any
 import nats_sync
 from benchmarks import common as c
 from benchmarks import micro_service
+from benchmarks import request_many as request_many_case
 
 Metrics = dict[str, Any]
 
@@ -412,6 +413,7 @@ SCENARIOS = {
     "request_seq": request_seq,
     "request_concurrent": request_concurrent,
     "request_pipelined": request_pipelined,
+    "request_many": request_many_case.drive_sync,
     "js_publish_seq": js_publish_seq,
     "js_publish_async": js_publish_async,
     "js_fast_publish": js_fast_publish,
