@@ -75,7 +75,7 @@ class ReplyStream:
         if self.ended:
             return
         self._mux.add(self._reply, self)
-        if self.ended:  # ended meanwhile: its cancel may have come before the add
+        if self.is_ended():  # ended meanwhile: its cancel may have come before the add
             self._mux.cancel(self._reply)
             return
         with self._lock:
@@ -87,6 +87,10 @@ class ReplyStream:
         with self._lock:
             self.error = error
             self._sleepers.wake_all()
+
+    def is_ended(self) -> bool:
+        """Whether :meth:`end` was called (read again after registering)."""
+        return self.ended
 
     def end(self) -> None:
         """Takes the request out of the mux; replies after this are dropped."""
