@@ -25,8 +25,8 @@ for _layer, _modules in enumerate([
     # 2 connection threads and the small threaded parts
     ["_outbox", "_connection", "_callbacks", "_timer", "_threads", "_waiting"],
     # 3 components the handler composes
-    ["_requests", "subscription", "_publishing", "_requesting", "_reconnect", "_pings",
-     "_instrumentation"],
+    ["_requests", "subscription", "_publishing", "_requesting", "_request_many",
+     "_reconnect", "_pings", "_instrumentation"],
     # 4 the handler
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
@@ -41,7 +41,7 @@ for _layer, _modules in enumerate([
      "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config"],
     # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
     # imports it; it needs the client for types only)
-    ["client", "otel"],
+    ["client", "_client_support", "otel"],
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
      "_cli_counter", "_cli_server",
