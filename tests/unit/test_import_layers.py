@@ -48,7 +48,7 @@ for _layer, _modules in enumerate([
      "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
      "spark.jetstream", "spark._js_source", "spark._js_plan", "spark._js_read",
      "spark._js_sink", "spark._js_rows", "spark._js_fast", "spark._js_commits",
-     "spark._kv_udf",
+     "spark._kv_udf", "spark._worker_python",
      "spark.testing",
      "micro", "micro._api", "micro.request", "micro.service", "micro.discovery", "_cli_micro"],
 ]):
