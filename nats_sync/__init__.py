@@ -16,6 +16,7 @@ with nats_sync.connect("nats://127.0.0.1:4222") as nc:
 """
 
 from nats_sync._process import process_client
+from nats_sync._trace import MessageTrace
 from nats_sync._version import __version__
 from nats_sync.client import Client, connect
 from nats_sync.errors import (
@@ -68,6 +69,7 @@ __all__ = [
     "FlushTimeoutError",
     "InvalidArgumentError",
     "MaxPayloadError",
+    "MessageTrace",
     "Msg",
     "NatsConnectionError",
     "NoRespondersError",

@@ -68,6 +68,8 @@ DEFAULT_REQUEST_MANY_TIMEOUT = 1.0
 DEFAULT_FLUSH_TIMEOUT = 10.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
 DEFAULT_NEXT_MSG_TIMEOUT = 1.0
+#: How long ``Client.trace`` gathers the servers' reports when the path stays incomplete.
+DEFAULT_TRACE_TIMEOUT = 1.0
 DEFAULT_REQUEST_MAX_IN_FLIGHT = 1024
 #: How long ``close()`` waits for each of the client's threads to finish.
 THREAD_JOIN_TIMEOUT = 5.0

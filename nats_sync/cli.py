@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 import nats_sync
-from nats_sync import _cli_jetstream, _cli_micro, _cli_server
+from nats_sync import _cli_jetstream, _cli_micro, _cli_server, _cli_trace
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import (
@@ -129,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="sequential requests (default %(default)s)")
 
     _cli_server.add_parser(commands)
+    _cli_trace.add_parser(commands)
     for command in commands.choices.values():
         _add_global_options(command, with_defaults=False)
     # Added after the loop: they put the options on their own actions' parsers too.
@@ -434,6 +435,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], None]] = {
     "server": _cli_server.run,
     **_cli_jetstream.handlers(_connect),
     **_cli_micro.handlers(_connect),
+    **_cli_trace.handlers(_connect),
 }
 
 

@@ -38,6 +38,7 @@ from nats_sync._pool import Server
 from nats_sync._publishing import HeadersArg, HeadersOrBlock
 from nats_sync._requests import InboxRoute
 from nats_sync._state import State
+from nats_sync._trace import MessageTrace, trace
 from nats_sync._validate import check_int
 from nats_sync.errors import ConnectionClosedError, InvalidArgumentError
 from nats_sync.jetstream import JetStream
@@ -376,6 +377,29 @@ class Client:
     def new_inbox(self) -> str:
         """A unique subject under ``inbox_prefix``, for replies."""
         return self._handler.requester.new_inbox()
+
+    def trace(self, subject: str, payload: bytes = b"", *, headers: HeadersArg = None,
+              deliver: bool = False, timeout: float = d.DEFAULT_TRACE_TIMEOUT) -> MessageTrace:
+        """Publishes a traced message and returns the path the servers report (ADR-41,
+        nats-server 2.11+): ingress, subject mappings, exports/imports, JetStream, egresses.
+
+        Args:
+            subject: where to publish (no wildcards).
+            payload: the message body.
+            headers: more headers for the message (not ``Nats-Trace-*``: set here).
+            deliver: also deliver (and store) the message; by default
+                (``Nats-Trace-Only``) the servers only report where it would go.
+            timeout: the most seconds to gather reports; it returns sooner once every
+                server the reports announce has reported (``MessageTrace.complete``).
+
+        Raises:
+            BadSubjectError: the subject is empty, has a wildcard or is invalid.
+            BadHeaderError: a header is a ``Nats-Trace-*`` one or cannot be written.
+            InvalidArgumentError: ``timeout`` is not a number > 0.
+            NotSupportedError: the connected server predates 2.11 (nothing is sent).
+            ProtocolError: a report is not JSON.
+        """
+        return trace(self, subject, payload, headers=headers, deliver=deliver, timeout=timeout)
 
     # --- flush, drain, close -----------------------------------------------------------
 

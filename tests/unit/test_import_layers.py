@@ -41,10 +41,10 @@ for _layer, _modules in enumerate([
      "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config"],
     # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
     # imports it; it needs the client for types only)
-    ["client", "_client_support", "otel"],
+    ["client", "_client_support", "_trace", "otel"],
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
-     "_cli_counter", "_cli_server",
+     "_cli_counter", "_cli_server", "_cli_trace",
      "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
      "spark.jetstream", "spark._js_source", "spark._js_plan", "spark._js_read",
      "spark._js_sink", "spark._js_rows", "spark._js_fast", "spark._js_commits",
