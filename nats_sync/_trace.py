@@ -1,5 +1,5 @@
 """Message tracing (ADR-41, nats-server 2.11+): :class:`MessageTrace` and the
-:meth:`Client.trace <nats_sync.Client.trace>` call that makes it.
+``Client.trace`` call that makes it.
 
 How it works: ``trace`` subscribes to a fresh inbox and publishes the message with
 ``Nats-Trace-Dest: <inbox>`` (and ``Nats-Trace-Only: true`` unless delivering). Every
@@ -57,7 +57,7 @@ _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 class MessageTrace:
     """The path one traced message took: what every server on it reported.
 
-    Made by :meth:`Client.trace <nats_sync.Client.trace>`.
+    Made by :meth:`Client.trace`.
 
     Attributes:
         subject: the subject the message was published to.
@@ -101,7 +101,7 @@ def trace(
 ) -> MessageTrace:
     """Publishes ``payload`` to ``subject`` traced and gathers the servers' reports.
 
-    See :meth:`Client.trace <nats_sync.Client.trace>`, which calls this.
+    See ``Client.trace``, which calls this.
     """
     _check_subject(subject)
     check_timeout(timeout)

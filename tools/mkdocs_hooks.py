@@ -76,6 +76,7 @@ ADR_TITLES = {
     21: "NATS Configuration Contexts",
     32: "Service API",
     37: "JetStream Simplification",
+    41: "NATS Message Path Tracing",
     42: "Pull Consumer Priority Groups",
     43: "JetStream Per-Message TTL",
     48: "TTL Support for Key-Value Buckets",
