@@ -130,7 +130,7 @@ def _check_subject(subject: object) -> None:
 
 
 def _traced_headers(headers: HeadersArg, deliver: bool) -> dict[str, Any]:
-    given = dict(headers or {})
+    given: dict[Any, Any] = dict(headers or {})
     for name, value in given.items():
         if not isinstance(name, str):
             continue  # publish names what is wrong with it

@@ -166,7 +166,7 @@ def test_one_report_per_server_on_the_path(nats_cluster: NatsCluster,
     routes = [event for event in origin["events"] if event["type"] == "eg"]
     assert sorted(event["kind"] for event in routes) == [1, 1]
     delivered = [event for event in trace.events if event["type"] == "eg" and event["kind"] == 0]
-    assert sorted(event["server"] for event in delivered) == sorted([second.name, third.name])
+    assert sorted(event["server"] for event in delivered) == sorted([str(second.name), str(third.name)])
     assert all(event["type"] == "in" and event["kind"] == 1
                for event in (hop["events"][0] for hop in hops))
 
