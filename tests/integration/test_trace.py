@@ -12,7 +12,7 @@ import pytest
 
 import nats_sync
 from nats_sync.cli import main
-from nats_sync.testing import NatsCluster, NatsServer
+from nats_sync.testing import NatsCluster, NatsServer, _free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -166,7 +166,8 @@ def test_one_report_per_server_on_the_path(nats_cluster: NatsCluster,
     routes = [event for event in origin["events"] if event["type"] == "eg"]
     assert sorted(event["kind"] for event in routes) == [1, 1]
     delivered = [event for event in trace.events if event["type"] == "eg" and event["kind"] == 0]
-    assert sorted(event["server"] for event in delivered) == sorted([str(second.name), str(third.name)])
+    assert sorted(event["server"] for event in delivered) == sorted(
+        [str(second.name), str(third.name)])
     assert all(event["type"] == "in" and event["kind"] == 1
                for event in (hop["events"][0] for hop in hops))
 
@@ -181,6 +182,30 @@ def wait_for_interest(nc: nats_sync.Client, subject: str, servers: int) -> None:
             return
         time.sleep(0.05)
     pytest.fail(f"interest in {subject} did not reach the origin from {servers} servers")
+
+
+def test_a_leafnode_chain_reports_hop_by_hop(nats_server_factory: Callable[..., NatsServer],
+                                            clients: Connect) -> None:
+    hub_port, middle_port = _free_port(), _free_port()
+    hub = nats_server_factory(name="hub", config=f'leafnodes {{ listen: "127.0.0.1:{hub_port}" }}')
+    nats_server_factory(name="middle", config=(
+        f'leafnodes {{ listen: "127.0.0.1:{middle_port}"\n'
+        f'  remotes: [{{url: "nats-leaf://127.0.0.1:{hub_port}"}}] }}'))
+    far = nats_server_factory(name="far", config=(
+        f'leafnodes {{ remotes: [{{url: "nats-leaf://127.0.0.1:{middle_port}"}}] }}'))
+    listener = clients(far.url, name="far-listener")
+    listener.subscribe("far.away")
+    listener.flush(5)
+    nc = clients(hub.url)
+    deadline = time.monotonic() + 10
+    while (trace := nc.trace("far.away", timeout=5)).events[-1].get("name") != "far-listener":
+        assert time.monotonic() < deadline, f"interest never reached the hub: {trace.events}"
+        time.sleep(0.05)
+    assert trace.complete
+    assert [report["server"]["name"] for report in trace.reports] == ["hub", "middle", "far"]
+    assert [report.get("hops") for report in trace.reports] == [1, 1, None]
+    assert [event["hop"] for event in trace.events if event["type"] == "eg"
+            and event["kind"] == 4] == ["1", "1.1"]
 
 
 # --- accounts ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nats_sync import MessageTrace, NotSupportedError
+from nats_sync._cli_trace import describe
 from nats_sync._trace import _check_server_version, _missing_hops
 
 
@@ -71,3 +72,25 @@ def test_a_server_before_2_11_is_refused(version: str) -> None:
 @pytest.mark.parametrize("version", ["2.11.0", "2.15.1", "3.0.0-dev", ""])
 def test_a_server_from_2_11_or_unknown_is_tried(version: str) -> None:
     _check_server_version(version)
+
+
+def test_the_cli_describes_every_kind_of_event() -> None:
+    events: list[dict[str, Any]] = [
+        {"type": "sm", "to": "new.x"},
+        {"type": "se", "acc": "APP", "to": "ticks.x"},
+        {"type": "si", "acc": "SVC", "from": "app.svc.add", "to": "svc.add"},
+        {"type": "js", "stream": "S", "subject": "a", "nointerest": True},
+        {"type": "eg", "kind": 2, "cid": 3, "name": "east", "hop": "2",
+         "error": "Not delivered because remote does not support message tracing"},
+        {"type": "eg", "kind": 4, "cid": 4, "name": "leaf1", "hop": "1.1"},
+    ]
+    lines = [describe(event) for event in events]
+    assert lines == [
+        "subject mapped to new.x",
+        "stream export to account APP as ticks.x",
+        "service import into account SVC: app.svc.add -> svc.add",
+        "JetStream stream S, subject a, not stored: no interest",
+        'egress to gateway "east" (cid 3), hop 2; error: Not delivered because remote '
+        "does not support message tracing",
+        'egress to leaf "leaf1" (cid 4), hop 1.1',
+    ]
