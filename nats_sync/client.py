@@ -380,24 +380,14 @@ class Client:
 
     def trace(self, subject: str, payload: bytes = b"", *, headers: HeadersArg = None,
               deliver: bool = False, timeout: float = d.DEFAULT_TRACE_TIMEOUT) -> MessageTrace:
-        """Publishes a traced message and returns the path the servers report (ADR-41,
-        nats-server 2.11+): ingress, subject mappings, exports/imports, JetStream, egresses.
-
-        Args:
-            subject: where to publish (no wildcards).
-            payload: the message body.
-            headers: more headers for the message (not ``Nats-Trace-*``: set here).
-            deliver: also deliver (and store) the message; by default
-                (``Nats-Trace-Only``) the servers only report where it would go.
-            timeout: the most seconds to gather reports; it returns sooner once every
-                server the reports announce has reported (``MessageTrace.complete``).
+        """Publishes ``payload`` to ``subject`` traced (ADR-41, nats-server 2.11+) and returns
+        what each server on its path reported, gathered for ``timeout`` seconds at most
+        (less once all did). Unless ``deliver``, nothing is delivered or stored
+        (``Nats-Trace-Only``). ``headers`` go with the message, but no ``Nats-Trace-*``.
 
         Raises:
-            BadSubjectError: the subject is empty, has a wildcard or is invalid.
-            BadHeaderError: a header is a ``Nats-Trace-*`` one or cannot be written.
-            InvalidArgumentError: ``timeout`` is not a number > 0.
-            NotSupportedError: the connected server predates 2.11 (nothing is sent).
-            ProtocolError: a report is not JSON.
+            InvalidArgumentError: an empty or wildcard subject, such a header, timeout <= 0.
+            NotSupportedError: the connected server predates 2.11 (nothing is published).
         """
         return trace(self, subject, payload, headers=headers, deliver=deliver, timeout=timeout)
 
