@@ -66,6 +66,12 @@ DEFAULT_REQUEST_TIMEOUT = 0.5
 #: ``request_many``'s total wait: it gathers replies, so it waits longer than one reply.
 DEFAULT_REQUEST_MANY_TIMEOUT = 1.0
 DEFAULT_FLUSH_TIMEOUT = 10.0
+#: ``sys.SystemClient``: the wait for one server's monitoring answer, and for all the
+#: replies of a ``PING`` request in all.
+DEFAULT_SYS_TIMEOUT = 5.0
+#: ``sys.SystemClient``: a ``PING`` request ends this long after the last reply came (each
+#: server answers once; orbit.go's natssysclient waits the same 300 ms).
+DEFAULT_SYS_STALL = 0.3
 DEFAULT_DRAIN_TIMEOUT = 30.0
 DEFAULT_NEXT_MSG_TIMEOUT = 1.0
 #: How long ``Client.trace`` gathers the servers' reports when the path stays incomplete.

@@ -39,6 +39,7 @@ __all__ = [
     "FlushTimeoutError",
     "InvalidArgumentError",
     "MaxPayloadError",
+    "MonitoringError",
     "NatsConnectionError",
     "NoRespondersError",
     "NoServersError",
@@ -235,6 +236,26 @@ class NoRespondersError(Error):
     """Nobody was subscribed to the request subject (a status 503 reply)."""
 
     label = "no responders available for request"
+
+
+class MonitoringError(Error):
+    """A server answered a monitoring request (``$SYS.REQ.SERVER...``) with an error.
+
+    Attributes:
+        code: the server's status: 400 when it could not decode the filters, 500 when
+            the endpoint refused them (0 if not stated).
+        description: the server's own words.
+        server_id: the id of the server that answered ("" if not stated).
+    """
+
+    label = "monitoring request failed"
+
+    def __init__(self, detail: str = "", *, code: int = 0, description: str = "",
+                 server_id: str = "") -> None:
+        super().__init__(detail)
+        self.code = code
+        self.description = description
+        self.server_id = server_id
 
 
 class SlowConsumerError(Error):
