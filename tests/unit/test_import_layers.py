@@ -50,7 +50,8 @@ for _layer, _modules in enumerate([
      "spark._js_sink", "spark._js_rows", "spark._js_fast", "spark._js_commits",
      "spark._kv_udf", "spark._worker_python",
      "spark.testing",
-     "micro", "micro._api", "micro.request", "micro.service", "micro.discovery", "_cli_micro"],
+     "micro", "micro._api", "micro.request", "micro.service", "micro.discovery", "_cli_micro",
+     "sys", "_cli_sys"],
 ]):
     for _module in _modules:
         LAYERS[_module] = _layer
