@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from nats_sync.client import Client
     from nats_sync.msg import Msg
 
-__all__ = ["MonitoringError", "Reply", "SystemClient"]
+__all__ = ["Reply", "SystemClient"]
 
 #: One server's decoded answer: ``{"server": {...}, "data": {...}}`` (STATSZ:
 #: ``"statsz"`` in place of ``"data"``).
@@ -363,7 +363,7 @@ class SystemClient:
 
     def _ask(self, endpoint: str, server_id: str | None, timeout: float | None,
              filters: Mapping[str, Any]) -> Reply | list[Reply]:
-        payload = encode_filters(endpoint, filters)
+        payload = _encode_filters(endpoint, filters)
         if timeout is None:
             timeout = self.timeout
         else:
@@ -387,18 +387,15 @@ class SystemClient:
 
     def _ask_every_server(self, endpoint: str, payload: bytes, timeout: float) -> list[Reply]:
         subject = f"$SYS.REQ.SERVER.PING.{endpoint}"
-        replies: list[Reply] = []
         try:
-            for msg in self._nc.request_many(subject, payload, timeout=timeout,
-                                             stall=self.stall,
-                                             max_messages=self.server_count):
-                replies.append(_decode(endpoint, msg))
+            # Gathered to the end first: a reply that raises leaves no request open.
+            msgs = list(self._nc.request_many(subject, payload, timeout=timeout,
+                                              stall=self.stall, max_messages=self.server_count))
         except NoRespondersError:
             raise NoRespondersError(
                 f"nobody answered {subject!r}: monitoring over NATS needs a user of the "
                 "system account (system_account in the server configuration)") from None
-        replies.sort(key=_server_order)
-        return replies
+        return sorted((_decode(endpoint, msg) for msg in msgs), key=_server_order)
 
 
 def _server_order(reply: Reply) -> tuple[str, str]:
@@ -434,7 +431,7 @@ def endpoint_filters(endpoint: str) -> dict[str, str]:
     return {**own, **_SERVER_FILTERS}
 
 
-def encode_filters(endpoint: str, filters: Mapping[str, Any]) -> bytes:
+def _encode_filters(endpoint: str, filters: Mapping[str, Any]) -> bytes:
     """The request body for ``filters`` (b"" for none; None values are left out).
 
     Raises:

@@ -31,6 +31,7 @@ MODULES = {
     "nats_sync.micro": "nats_sync/micro/__init__.py",
     "nats_sync.otel": "nats_sync/otel.py",
     "nats_sync.spark": "nats_sync/spark/__init__.py",
+    "nats_sync.sys": "nats_sync/sys.py",
     "nats_sync.testing": "nats_sync/testing.py",
 }
 PLUGIN = "nats_sync/pytest_plugin.py"
