@@ -194,7 +194,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
 @pytest.fixture
 def cluster_system(cluster: NatsCluster) -> Iterator[SystemClient]:
     with nats_sync.connect(cluster.servers[0].url, user="sys", password="sys") as nc:
-        yield SystemClient(nc)
+        # A longer stall than the 0.3 s default: on a loaded test machine the replies of
+        # the servers behind a route may come further apart.
+        yield SystemClient(nc, stall=1.0)
 
 
 @pytest.mark.slow
