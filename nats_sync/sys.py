@@ -43,9 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Reply", "SystemClient"]
 
-#: One server's decoded answer: ``{"server": {...}, "data": {...}}`` (STATSZ:
-#: ``"statsz"`` in place of ``"data"``).
 Reply = dict[str, Any]
+"""One server's decoded answer: ``{"server": {...}, "data": {...}}``, ``"statsz"`` in
+place of ``"data"`` for STATSZ (an answer with ``"error"`` is raised instead)."""
 
 _BOOL, _INT, _TEXT, _TAGS, _STATE = "bool", "int", "text", "tags", "state"
 
