@@ -112,15 +112,11 @@ def connect(
         reconnect_time_wait: base delay between attempts, with backoff and jitter.
         reconnect_delay_cb: ``callable(attempt) -> seconds`` replacing the backoff.
         reconnect_to_server_handler: ``handler(servers, server_info) -> (server, delay)``
-            picks each server the reconnect thread tries, as in nats-py: it gets the
-            pool as :class:`Server` views (``uri``, ``reconnects``; the server just lost
-            last) and a copy of the last INFO, and returns one of those servers (or its
-            URL) and the seconds to wait before trying it; the default backoff does not
-            apply. None picks the pool's next server. If it raises or returns anything
-            else, the error goes to ``error_cb`` and the pool's next server is tried
-            after ``reconnect_time_wait``. connect()'s own first pass does not call it
-            (the background attempts of ``retry_on_failed_connect`` do, with an empty
-            INFO).
+            picks each server to try, as in nats-py: given the pool as :class:`Server`
+            views (the server just lost last) and a copy of the last INFO, it returns
+            one of them (or its URL) and the seconds to wait, instead of the backoff.
+            If it raises or returns anything else, the error goes to ``error_cb`` and
+            the pool's next server is tried. Not called by connect()'s first pass.
         connect_timeout: seconds for each connection attempt, handshake included.
         retry_on_failed_connect: return at once and keep trying in the background.
         dont_randomize: try the servers in the order given.
@@ -135,10 +131,8 @@ def connect(
         pedantic: ask the server for strict protocol checks.
         inbox_prefix: prefix of reply subjects made by ``new_inbox`` and requests.
         skip_subject_validation: do not check the shape of subjects (empty tokens,
-            wildcards where they cannot be, ``>`` before the end) on publish, subscribe
-            and request; the server decides. A subject must still be a non-empty str
-            without spaces or control characters, as it could otherwise split the
-            protocol line and break the connection.
+            misplaced wildcards); the server decides. A subject must still be a
+            non-empty str without spaces or control characters (the protocol line).
         drain_timeout: default seconds ``drain()`` may take.
         flush_timeout: seconds a publish waits for room when the outgoing buffer is
             full while connected (None: 10 s).
@@ -153,11 +147,9 @@ def connect(
         tls: an ``ssl.SSLContext``; implied by ``tls://`` and ``wss://``.
         tls_hostname: the host name to verify in the server certificate.
         tls_handshake_first: do the TLS handshake before the server's INFO.
-        ws_connection_headers: extra headers of the WebSocket upgrade request for
-            ``ws://`` and ``wss://`` servers (e.g. for an authenticating proxy): name ->
-            value, or name -> list of values; sent on every (re)connect. Values are
-            never shown; ``Host``, ``Upgrade``, ``Connection`` and ``Sec-WebSocket-*``
-            are the upgrade's own.
+        ws_connection_headers: extra headers (name -> value or list of values) of the
+            WebSocket upgrade on every (re)connect, e.g. for a proxy; values are never
+            shown; ``Host``, ``Upgrade``, ``Connection``, ``Sec-WebSocket-*`` are refused.
         error_cb: ``callable(exc)`` for asynchronous errors.
         disconnected_cb: called when the connection is lost.
         reconnected_cb: called when a new connection is made.
@@ -548,8 +540,8 @@ class Client:
     def force_reconnect(self) -> None:
         """Drops the current server and runs the reconnect process.
 
-        Subscriptions are replayed and buffered publishes sent on the new connection;
-        the server just left is tried last. Does nothing while already reconnecting.
+        Subscriptions are replayed and buffered publishes sent on the new connection; the
+        server just left is tried last. Does nothing while already reconnecting.
 
         Raises:
             ConnectionClosedError: the client is closed.
@@ -560,12 +552,8 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         self.close()
 
     def __reduce__(self) -> NoReturn:
