@@ -117,3 +117,6 @@ PCG_CONFIG_POLL = 0.25
 #: Elastic: a standby instance waits this long (plus up to as much again, at random)
 #: before remaking the member's consumer, so the pinned instance goes first.
 PCG_STANDBY_BACKOFF = 0.4
+#: ... and how long it waits for a change when it has messages to hand over (the watch's
+#: reader does not look at what it holds when asked with no time at all).
+PCG_CONFIG_PEEK = 0.001

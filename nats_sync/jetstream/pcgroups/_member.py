@@ -35,6 +35,7 @@ from typing import Protocol
 from typing import Any
 
 from nats_sync._defaults import (
+    PCG_CONFIG_PEEK,
     PCG_CONFIG_POLL,
     PCG_DEFAULT_ACK_WAIT,
     PCG_MIN_PULL_EXPIRY,
@@ -285,7 +286,7 @@ class MemberSource:
         """Applies every config change stored meanwhile (not waiting)."""
         while not self._stopped and not self._draining:
             try:
-                entry = self._watcher.updates(timeout=0)
+                entry = self._watcher.updates(timeout=PCG_CONFIG_PEEK)
             except TimeoutError:
                 return
             except ConnectionClosedError:
