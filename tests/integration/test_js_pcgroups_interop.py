@@ -15,13 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_js_pcgroups import Recorder, partitioned_stream, publish
 
 import nats_sync
 from nats_sync.jetstream import ConsumerConfig
 from nats_sync.jetstream import pcgroups as pcg
 from nats_sync.testing import NatsServer
-
-from test_js_pcgroups import Recorder, partitioned_stream, publish
 
 pytestmark = pytest.mark.timeout(120)
 

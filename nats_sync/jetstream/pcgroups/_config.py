@@ -19,7 +19,7 @@ caller's thread; the bucket helpers block like the rest of the client.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,17 +63,25 @@ class ConsumerGroupError(JetStreamError):
 class ConsumerGroupConfigError(ConsumerGroupError, InvalidArgumentError):
     """A group config (given, or stored by another client) breaks the rules."""
 
+    label = "consumer group config error"
+
 
 class ConsumerGroupNotFoundError(ConsumerGroupError):
     """No such group on the stream (or no group of that kind was ever made)."""
+
+    label = "consumer group not found"
 
 
 class ConsumerGroupExistsError(ConsumerGroupError):
     """The group exists with another config: delete it and create it again."""
 
+    label = "consumer group exists"
+
 
 class MemberNotInGroupError(ConsumerGroupError):
     """The member is not in the static group's membership."""
+
+    label = "member not in group"
 
 
 # --- what the groups use of the JetStream context ------------------------------------------
@@ -526,7 +534,7 @@ def group_names(kv: KeyValue, stream: str) -> list[str]:
 # --- arguments -----------------------------------------------------------------------------
 
 #: Member mappings as given: MemberMapping objects, or ``{member: [partitions]}``.
-MappingsArg = Sequence[MemberMapping] | dict[str, Sequence[int]]
+MappingsArg = Sequence[MemberMapping] | Mapping[str, Sequence[int]]
 
 
 def mappings_of(value: MappingsArg | None) -> tuple[MemberMapping, ...]:
@@ -537,7 +545,7 @@ def mappings_of(value: MappingsArg | None) -> tuple[MemberMapping, ...]:
     """
     if not value:
         return ()
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         items = [MemberMapping(str(k), tuple(v)) for k, v in value.items()]
     elif isinstance(value, (list, tuple)) and all(isinstance(m, MemberMapping) for m in value):
         items = list(value)

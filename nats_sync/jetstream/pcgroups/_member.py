@@ -30,9 +30,7 @@ import logging
 import random
 import threading
 import time
-from typing import Protocol
-
-from typing import Any
+from typing import Any, Protocol
 
 from nats_sync._defaults import (
     PCG_CONFIG_PEEK,
@@ -70,6 +68,8 @@ log = logging.getLogger("nats_sync")
 class GroupConfigChangedError(ConsumerGroupError):
     """A running member's group config changed in a way it cannot follow (any change of
     a static group; partitions, filters or buffers of an elastic one): it left."""
+
+    label = "group config changed"
 
 
 def member_template(config: ConsumerConfig | None) -> tuple[ConsumerConfig, float]:

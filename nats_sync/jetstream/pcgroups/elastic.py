@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from nats_sync._defaults import PCG_PRIORITY_GROUP, PCG_STANDBY_BACKOFF
 from nats_sync.errors import Error, InvalidArgumentError
@@ -163,7 +164,8 @@ def delete_elastic(js: GroupJetStream, stream: str, group: str) -> None:
     Raises:
         ConsumerGroupNotFoundError: no such group.
     """
-    get_elastic(js, stream, group)
+    check_names(stream, group)
+    read_value(bucket(js, True), stream, group, _KIND)  # it exists (broken or not)
     bucket(js, True).delete(key_of(stream, group))
     try:
         js.delete_stream(_group_stream(stream, group))
@@ -220,7 +222,7 @@ def add_members(js: GroupJetStream, stream: str, group: str,
             f"elastic group {group!r} uses member mappings: change them with "
             "set_member_mappings, or delete_member_mappings first")
     new = tuple(sorted(set(config.members) | set(adding)))
-    _store(js, stream, group, _replace(config, members=new))
+    _store(js, stream, group, replace(config, members=new))
     return list(new)
 
 
@@ -245,7 +247,7 @@ def delete_members(js: GroupJetStream, stream: str, group: str,
             f"elastic group {group!r} uses member mappings: change them with "
             "set_member_mappings")
     left = tuple(m for m in config.members if m not in dropping)
-    _store(js, stream, group, _replace(config, members=left))
+    _store(js, stream, group, replace(config, members=left))
     return list(left)
 
 
@@ -262,7 +264,7 @@ def set_member_mappings(js: GroupJetStream, stream: str, group: str,
     mappings = mappings_of(member_mappings)
     if not mappings:
         raise ConsumerGroupConfigError("set_member_mappings needs mappings")
-    config = _replace(get_elastic(js, stream, group), members=(), member_mappings=mappings)
+    config = replace(get_elastic(js, stream, group), members=(), member_mappings=mappings)
     check_elastic(config)
     _store(js, stream, group, config)
 
@@ -274,7 +276,7 @@ def delete_member_mappings(js: GroupJetStream, stream: str, group: str) -> None:
     Raises:
         ConsumerGroupNotFoundError: no such group.
     """
-    _store(js, stream, group, _replace(get_elastic(js, stream, group), member_mappings=()))
+    _store(js, stream, group, replace(get_elastic(js, stream, group), member_mappings=()))
 
 
 def elastic_member_step_down(js: GroupJetStream, stream: str, group: str,
@@ -342,16 +344,6 @@ def elastic_consume(js: GroupJetStream, stream: str, group: str, member: str,
         source.stop()
         raise
     return ConsumeContext(source, cb, error_cb, f"{group}-{member}", js.client)
-
-
-def _replace(config: ElasticConfig, **changes: object) -> ElasticConfig:
-    fields = {"max_members": config.max_members,
-              "partitioning_filters": config.partitioning_filters,
-              "max_buffered_msgs": config.max_buffered_msgs,
-              "max_buffered_bytes": config.max_buffered_bytes, "members": config.members,
-              "member_mappings": config.member_mappings, "revision": config.revision}
-    fields.update(changes)
-    return ElasticConfig(**fields)  # type: ignore[arg-type]
 
 
 class _Elastic:

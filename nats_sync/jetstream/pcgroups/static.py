@@ -28,6 +28,7 @@ from nats_sync.jetstream.consumer import ConsumeContext, PullConsumer
 from nats_sync.jetstream.errors import KeyWrongLastSequenceError
 from nats_sync.jetstream.kv import Entry
 from nats_sync.jetstream.pcgroups._config import (
+    ConsumerGroupConfigError,
     ConsumerGroupExistsError,
     ConsumerGroupNotFoundError,
     GroupJetStream,
@@ -133,13 +134,17 @@ def delete_static(js: GroupJetStream, stream: str, group: str) -> None:
         ConsumerGroupNotFoundError: no such group.
         StreamNotFoundError: no such stream.
     """
-    config = get_static(js, stream, group)
+    try:
+        members: list[str] | None = get_static(js, stream, group).member_names()
+    except ConsumerGroupConfigError:
+        members = None  # a broken config is deleted too, with every "<group>-" consumer
     js.stream_info(stream)
     bucket(js, False).delete(key_of(stream, group))
-    mine = {_consumer_name(group, member) for member in config.member_names()}
     for info in js.list_consumers(stream):
-        if info.name in mine:
-            js.delete_consumer(stream, info.name)
+        name = info.name
+        if (name.startswith(f"{group}-") if members is None
+                else name in {_consumer_name(group, m) for m in members}):
+            js.delete_consumer(stream, name)
 
 
 def list_static(js: GroupJetStream, stream: str) -> list[str]:
