@@ -25,7 +25,7 @@ from nats_sync.jetstream._msg import JsMsg
 from nats_sync.jetstream._pull import ErrorCallback
 from nats_sync.jetstream.api import ConsumerConfig
 from nats_sync.jetstream.consumer import ConsumeContext, PullConsumer
-from nats_sync.jetstream.errors import KeyWrongLastSequenceError
+from nats_sync.jetstream.errors import ConsumerNotFoundError, KeyWrongLastSequenceError
 from nats_sync.jetstream.kv import Entry
 from nats_sync.jetstream.pcgroups._config import (
     ConsumerGroupConfigError,
@@ -144,7 +144,10 @@ def delete_static(js: GroupJetStream, stream: str, group: str) -> None:
         name = info.name
         if (name.startswith(f"{group}-") if members is None
                 else name in {_consumer_name(group, m) for m in members}):
-            js.delete_consumer(stream, name)
+            try:
+                js.delete_consumer(stream, name)
+            except ConsumerNotFoundError:
+                pass  # its member deleted it on seeing the group go
 
 
 def list_static(js: GroupJetStream, stream: str) -> list[str]:
