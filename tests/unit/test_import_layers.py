@@ -40,7 +40,7 @@ for _layer, _modules in enumerate([
      "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
      "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config",
      "jetstream.pcgroups", "jetstream.pcgroups._config", "jetstream.pcgroups._member",
-     "jetstream.pcgroups.static", "jetstream.pcgroups.elastic"],
+     "jetstream.pcgroups.static", "jetstream.pcgroups.elastic", "jetstream.pcgroups.errors"],
     # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
     # imports it; it needs the client for types only)
     ["client", "_client_support", "otel"],

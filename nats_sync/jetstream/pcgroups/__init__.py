@@ -14,17 +14,11 @@ stored as orbit.go stores them, so Go and Python members share one group.
 from __future__ import annotations
 
 from nats_sync.jetstream.pcgroups._config import (
-    ConsumerGroupConfigError,
-    ConsumerGroupError,
-    ConsumerGroupExistsError,
-    ConsumerGroupNotFoundError,
     ElasticConfig,
     MemberMapping,
-    MemberNotInGroupError,
     PartitioningFilter,
     StaticConfig,
 )
-from nats_sync.jetstream.pcgroups._member import GroupConfigChangedError
 from nats_sync.jetstream.pcgroups.elastic import (
     add_members,
     create_elastic,
@@ -37,6 +31,14 @@ from nats_sync.jetstream.pcgroups.elastic import (
     list_elastic,
     list_members,
     set_member_mappings,
+)
+from nats_sync.jetstream.pcgroups.errors import (
+    ConsumerGroupConfigError,
+    ConsumerGroupError,
+    ConsumerGroupExistsError,
+    ConsumerGroupNotFoundError,
+    GroupConfigChangedError,
+    MemberNotInGroupError,
 )
 from nats_sync.jetstream.pcgroups.static import (
     create_static,

@@ -24,22 +24,25 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nats_sync._defaults import PCG_ELASTIC_BUCKET, PCG_STATIC_BUCKET
-from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import CoreClient
 from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo, StreamConfig, StreamInfo
 from nats_sync.jetstream.consumer import PullConsumer
 from nats_sync.jetstream.errors import (
     BucketNotFoundError,
-    JetStreamError,
     KeyNotFoundError,
     StreamNameAlreadyInUseError,
 )
 from nats_sync.jetstream.kv import KeyValue
+from nats_sync.jetstream.pcgroups.errors import (
+    ConsumerGroupConfigError,
+    ConsumerGroupExistsError,
+    ConsumerGroupNotFoundError,
+    MemberNotInGroupError,
+)
 from nats_sync.jetstream.stream import Stream
 
 __all__ = [
     "ConsumerGroupConfigError",
-    "ConsumerGroupError",
     "ConsumerGroupExistsError",
     "ConsumerGroupNotFoundError",
     "ElasticConfig",
@@ -49,39 +52,6 @@ __all__ = [
     "PartitioningFilter",
     "StaticConfig",
 ]
-
-
-# --- errors --------------------------------------------------------------------------------
-
-
-class ConsumerGroupError(JetStreamError):
-    """Root of the partitioned consumer group errors."""
-
-    label = "consumer group error"
-
-
-class ConsumerGroupConfigError(ConsumerGroupError, InvalidArgumentError):
-    """A group config (given, or stored by another client) breaks the rules."""
-
-    label = "consumer group config error"
-
-
-class ConsumerGroupNotFoundError(ConsumerGroupError):
-    """No such group on the stream (or no group of that kind was ever made)."""
-
-    label = "consumer group not found"
-
-
-class ConsumerGroupExistsError(ConsumerGroupError):
-    """The group exists with another config: delete it and create it again."""
-
-    label = "consumer group exists"
-
-
-class MemberNotInGroupError(ConsumerGroupError):
-    """The member is not in the static group's membership."""
-
-    label = "member not in group"
 
 
 # --- what the groups use of the JetStream context ------------------------------------------

@@ -54,22 +54,11 @@ from nats_sync.jetstream.api import ConsumerConfig
 from nats_sync.jetstream.consumer import PullConsumer
 from nats_sync.jetstream.errors import ConsumerNotFoundError, KeyNotFoundError
 from nats_sync.jetstream.kv import Entry, KeyValue, KeyWatcher
-from nats_sync.jetstream.pcgroups._config import (
-    ConsumerGroupConfigError,
-    ConsumerGroupError,
-    GroupJetStream,
-    key_of,
-)
+from nats_sync.jetstream.pcgroups._config import GroupJetStream, key_of
+from nats_sync.jetstream.pcgroups.errors import ConsumerGroupConfigError
 from nats_sync.msg import Msg
 
 log = logging.getLogger("nats_sync")
-
-
-class GroupConfigChangedError(ConsumerGroupError):
-    """A running member's group config changed in a way it cannot follow (any change of
-    a static group; partitions, filters or buffers of an elastic one): it left."""
-
-    label = "group config changed"
 
 
 def member_template(config: ConsumerConfig | None) -> tuple[ConsumerConfig, float]:

@@ -63,12 +63,12 @@ from nats_sync.jetstream.pcgroups._config import (
     transform_destination,
 )
 from nats_sync.jetstream.pcgroups._member import (
-    GroupConfigChangedError,
     MemberSource,
     log,
     member_template,
     pinned_config,
 )
+from nats_sync.jetstream.pcgroups.errors import GroupConfigChangedError
 from nats_sync.jetstream.pcgroups.static import get_static
 
 __all__ = ["add_members", "create_elastic", "delete_elastic", "delete_member_mappings",

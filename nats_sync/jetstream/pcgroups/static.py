@@ -50,11 +50,11 @@ from nats_sync.jetstream.pcgroups._config import (
     static_from_json,
 )
 from nats_sync.jetstream.pcgroups._member import (
-    GroupConfigChangedError,
     MemberSource,
     member_template,
     pinned_config,
 )
+from nats_sync.jetstream.pcgroups.errors import GroupConfigChangedError
 
 __all__ = ["create_static", "delete_static", "list_static", "static_consume",
            "static_member_step_down"]
