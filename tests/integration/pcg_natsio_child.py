@@ -1,5 +1,6 @@
-"""A member of a static partitioned consumer group run by natsio-pcgroups (Python 3.13+),
-for test_js_pcgroups_interop: ``python pcg_natsio_child.py URL STREAM GROUP MEMBER``.
+"""A member of a partitioned consumer group run by natsio-pcgroups (Python 3.13+), for
+test_js_pcgroups_interop: ``python pcg_natsio_child.py URL STREAM GROUP MEMBER KIND``
+(KIND: ``static`` or ``elastic``).
 
 Prints ``ready`` once consuming, then ``<subject> <data>`` for each message it acked
 (with a confirmed ack), and exits when stdin closes or after 60 s.
@@ -10,10 +11,10 @@ import sys
 
 import natsio
 from natsio.jetstream import AckPolicy, ConsumerConfig
-from natsio.pcgroups import PartitionedMsg, static_consume
+from natsio.pcgroups import PartitionedMsg, elastic_consume, static_consume
 
 
-async def main(url: str, stream: str, group: str, member: str) -> None:
+async def main(url: str, stream: str, group: str, member: str, kind: str) -> None:
     nc = await natsio.connect(url)
     js = nc.jetstream()
 
@@ -21,7 +22,8 @@ async def main(url: str, stream: str, group: str, member: str) -> None:
         await msg.ack_sync()
         print(msg.subject, msg.data.decode(), flush=True)
 
-    ctx = await static_consume(js, stream, group, member, handle,
+    consume = static_consume if kind == "static" else elastic_consume
+    ctx = await consume(js, stream, group, member, handle,
                                ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=1))
     print("ready", flush=True)
     loop = asyncio.get_running_loop()
@@ -34,4 +36,4 @@ async def main(url: str, stream: str, group: str, member: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(main(*sys.argv[1:6]))
