@@ -292,3 +292,30 @@ def test_bad_input_gets_a_clear_error(js: JetStream) -> None:
                             ConsumerConfig(ack_policy="none"))
     with pytest.raises(pcg.ConsumerGroupNotFoundError):
         pcg.add_members(js, "E", "nope", ["m"])
+
+
+@pytest.mark.slow
+def test_elastic_churn_with_standby_instances(js: JetStream) -> None:
+    """Two instances of each member while members come and go, seven times over."""
+    js.create_stream(name="E", subjects=["foo.*"])
+    pcg.create_elastic(js, "E", "cg", 6, "foo.*", [1])
+    rec = Recorder()
+    config = ConsumerConfig(ack_wait=2.0, max_ack_pending=1)
+    contexts = [pcg.elastic_consume(js, "E", "cg", m, rec.cb(f"{m}/{i}", pause=0.002), config)
+                for m in "abc" for i in range(2)]
+    pcg.add_members(js, "E", "cg", ["a"])
+    sent = 0
+    for change, member in [(pcg.add_members, "b"), (pcg.add_members, "c"),
+                           (pcg.delete_members, "a"), (pcg.add_members, "a"),
+                           (pcg.delete_members, "b"), (pcg.delete_members, "c"),
+                           (pcg.add_members, "b")]:
+        sent = publish(js, sent, 80)
+        time.sleep(0.5)
+        change(js, "E", "cg", [member])
+    sent = publish(js, sent, 80)
+    rec.wait(sent, timeout=60)
+    time.sleep(1.0)
+    rec.check(sent)
+    for ctx in contexts:
+        ctx.stop()
+        assert ctx.join(5)
