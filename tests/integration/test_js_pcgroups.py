@@ -15,6 +15,7 @@ import pytest
 import nats_sync
 from nats_sync.jetstream import ConsumerConfig, JetStream, JsMsg
 from nats_sync.jetstream import pcgroups as pcg
+from nats_sync.jetstream.pcgroups._config import partition_filters
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -94,6 +95,23 @@ def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
+def settled(js: JetStream, stream: str, group: str) -> None:
+    """Waits until the elastic group's consumers are those of its current membership,
+    each with its partitions' filters (the running members followed the change)."""
+    config = pcg.get_elastic(js, stream, group)
+    filters = [pf.filter for pf in config.partitioning_filters or ()]
+    wanted = {member: partition_filters(config.members, config.max_members,
+                                        config.member_mappings, member, filters)
+              for member in config.member_names()}
+
+    def check() -> bool:
+        found = {info.name: info.config.filter_subjects
+                 for info in js.list_consumers(f"{stream}-{group}")}
+        return found == {member: f for member, f in wanted.items() if f}
+
+    wait_for(check, 20.0)
+
+
 # --- static --------------------------------------------------------------------------------
 
 def test_static_two_members_share_the_keys(js: JetStream) -> None:
@@ -171,12 +189,15 @@ def test_elastic_members_in_and_out_lose_and_repeat_nothing(js: JetStream) -> No
     contexts = {m: pcg.elastic_consume(js, "E", "cg", m, rec.cb(m, pause=0.002), config)
                 for m in ("a", "b", "c")}
     assert pcg.add_members(js, "E", "cg", ["a", "b"]) == ["a", "b"]
+    settled(js, "E", "cg")
     sent = publish(js, 0, 150)
     wait_for(lambda: rec.count() >= 60)
-    assert pcg.add_members(js, "E", "cg", "c") == ["a", "b", "c"]
+    assert pcg.add_members(js, "E", "cg", "c") == ["a", "b", "c"]  # while a and b read
+    settled(js, "E", "cg")
     sent = publish(js, sent, 150)
     wait_for(lambda: rec.count("c") > 0)
     assert pcg.delete_members(js, "E", "cg", ["a"]) == ["b", "c"]
+    settled(js, "E", "cg")
     sent = publish(js, sent, 150)
     rec.wait(sent, timeout=40)
     time.sleep(1.0)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_js_pcgroups import Recorder, partitioned_stream, publish
+from test_js_pcgroups import Recorder, partitioned_stream, publish, settled
 
 import nats_sync
 from nats_sync.jetstream import ConsumerConfig
@@ -115,11 +115,13 @@ def test_an_elastic_group_shared_with_natsio(natsio_ready: None, jetstream_serve
     try:
         sent = publish(js, 0, 100)
         rec.wait(50)
-        pcg.add_members(js, "E", "cg", ["natsio"])  # it starts reading half the keys
+        pcg.add_members(js, "E", "cg", ["natsio"])  # while ours reads
+        settled(js, "E", "cg")  # natsio has half the partitions
         sent = publish(js, sent, 100)
-        natsio_before = rec.count("natsio")
         rec.wait(sent, timeout=40)
-        pcg.delete_members(js, "E", "cg", ["ours"])  # natsio takes every key
+        natsio_before = rec.count("natsio")
+        pcg.delete_members(js, "E", "cg", ["ours"])
+        settled(js, "E", "cg")  # natsio has them all
         sent = publish(js, sent, 100)
         rec.wait(sent, timeout=40)
         ours.stop()
@@ -127,4 +129,4 @@ def test_an_elastic_group_shared_with_natsio(natsio_ready: None, jetstream_serve
     finally:
         end_child(child, reader)
     rec.check(sent)  # nothing lost or repeated, each key in order across the moves
-    assert rec.count("natsio") > natsio_before and rec.count("ours")
+    assert natsio_before and rec.count("natsio") - natsio_before == 100

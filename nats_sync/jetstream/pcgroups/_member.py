@@ -4,11 +4,12 @@
 How it works: :class:`MemberSource` is the ``MessageSource`` a
 :class:`~nats_sync.jetstream.ConsumeContext` reads, so the member's callback runs on
 that context's one thread (``nats_sync-js-consume-<group>-<member>``), the *group's
-thread*. Each ``next()`` there, before handing a message over, reads what the group's
-key-value watcher has (the config, without waiting), and otherwise waits on the
-member's message stream at most ``PCG_CONFIG_POLL`` seconds at a time. So a config
-change is applied only between two callbacks, never while one runs: an instance never
-deletes or remakes its consumer while its callback holds a message it may still ack.
+thread*. Each ``next()`` there first reads what the group's key-value watcher has (the
+config; at most every ``PCG_CONFIG_POLL`` seconds while messages flow, as each look
+costs a millisecond), then waits on the member's message stream at most that long at a
+time. So a config change is applied only between two callbacks, never while one runs:
+an instance never deletes or remakes its consumer while its callback holds a message it
+may still ack.
 
 The member's consumer has the ADR-42 priority group ``PCG`` with the
 ``pinned_client`` policy: every instance of a member pulls from it, the server serves
@@ -147,6 +148,8 @@ class MemberSource:
         self.consumer: PullConsumer | None = None
         self._messages: MessageStream | None = None
         self._watcher: KeyWatcher = kv.watch(key_of(stream, group))
+        #: When the group's thread next looks at the config between messages.
+        self._config_due = 0.0
 
     def __repr__(self) -> str:
         return f"<pcgroups member {self.member!r} of {self.stream}/{self.group}>"
@@ -231,7 +234,10 @@ class MemberSource:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._follow_config()
+            now = time.monotonic()
+            if now >= self._config_due:  # not before every message: a peek costs 1 ms
+                self._config_due = now + PCG_CONFIG_POLL
+                self._follow_config()
             with self._lock:
                 end, messages, draining = self._end, self._messages, self._draining
             if end is not None:
