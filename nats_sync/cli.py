@@ -22,7 +22,14 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 import nats_sync
-from nats_sync import _cli_jetstream, _cli_micro, _cli_server, _cli_sys, _cli_trace
+from nats_sync import (
+    _cli_jetstream,
+    _cli_micro,
+    _cli_pcgroups,
+    _cli_server,
+    _cli_sys,
+    _cli_trace,
+)
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import (
@@ -140,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
         commands, lambda parser: _add_global_options(parser, with_defaults=False)
     )
     _cli_sys.add_parsers(commands, lambda parser: _add_global_options(parser, with_defaults=False))
+    _cli_pcgroups.add_parsers(
+        commands, lambda parser: _add_global_options(parser, with_defaults=False)
+    )
     return parser
 
 
@@ -438,6 +448,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], None]] = {
     **_cli_micro.handlers(_connect),
     **_cli_trace.handlers(_connect),
     **_cli_sys.handlers(_connect),
+    **_cli_pcgroups.handlers(_connect),
 }
 
 

@@ -38,13 +38,15 @@ for _layer, _modules in enumerate([
      "jetstream.atomic", "jetstream.fast",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
      "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
-     "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config"],
+     "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config",
+     "jetstream.pcgroups", "jetstream.pcgroups._config", "jetstream.pcgroups._member",
+     "jetstream.pcgroups.static", "jetstream.pcgroups.elastic", "jetstream.pcgroups.errors"],
     # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
     # imports it; it needs the client for types only)
     ["client", "_client_support", "_trace", "otel"],
     # 7 built on the public client
     ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
-     "_cli_counter", "_cli_server", "_cli_trace",
+     "_cli_counter", "_cli_server", "_cli_trace", "_cli_pcgroups",
      "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
      "spark.jetstream", "spark._js_source", "spark._js_plan", "spark._js_read",
      "spark._js_sink", "spark._js_rows", "spark._js_fast", "spark._js_commits",
