@@ -1,11 +1,17 @@
-"""The "jetstream" sink's fast mode when a task's input pauses (issue 32): the server
-drops a fast batch idle for 10 s, so before the publisher kept its batch alive a write
-task whose rows stalled that long failed (and was retried into the same stall)."""
+"""The "jetstream" sink's fast mode when a task's input pauses or its batch fails
+part-way (issue 32). The server drops a fast batch idle for 10 s, so before the
+publisher kept its batch alive a write task whose rows stalled that long failed (and was
+retried into the same stall). A task whose batch failed part-way is retried whole: with
+message ids the rows its first attempt stored are not stored again (the resume rule of
+the JetStream guide)."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -73,6 +79,61 @@ def test_a_streaming_write_whose_task_pauses_12s_stores_every_row_once(
     assert arrivals.rows_before_the_longest_gap >= ARROW_ROWS
     assert arrivals.longest_gap >= PAUSE_MS / 1000 - 1
     assert arrivals.pings >= 3
+
+
+_RETRY_SCRIPT = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark import TaskContext
+from pyspark.sql import SparkSession, functions as F
+from nats_sync.spark import register
+
+url = sys.argv[1]
+spark = (SparkSession.builder.master("local[2,4]").appName("nats-sync-fast-retry-test")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200").getOrCreate())
+spark.sparkContext.setLogLevel("OFF")
+register(spark)
+
+def step(batches):
+    for index, batch in enumerate(batches):
+        if index == 6 and TaskContext.get().attemptNumber() == 0:
+            raise RuntimeError("first attempt fails on purpose")
+        yield batch
+
+df = spark.range(4000, numPartitions=2).select(
+    F.concat(F.col("id").cast("string"), F.lit(":"), F.repeat(F.lit("x"), 1000)).alias("data"),
+    F.concat(F.lit("t-"), F.col("id").cast("string")).alias("msg_id"))
+for subject, frame in (("fastretry.ids", df), ("fastretry.plain", df.drop("msg_id"))):
+    (frame.mapInArrow(step, frame.schema).write.format("jetstream").mode("append")
+     .option("servers", url).option("subject", subject).option("publishMode", "fast")
+     .save())
+spark.stop()
+print("WRITTEN")
+"""
+
+
+@pytest.mark.slow
+def test_a_fast_task_retried_after_failing_part_way_stores_nothing_twice(
+    js_server: NatsServer, js: JetStream
+) -> None:
+    """Spark's own task retry (local[2,4]: four attempts), in a Spark of its own: a
+    process holds one SparkContext, and the shared one (local[2]) retries nothing."""
+    for name, subject in (("FAST_RETRY_IDS", "fastretry.ids"),
+                          ("FAST_RETRY_PLAIN", "fastretry.plain")):
+        js.create_stream(name=name, subjects=[subject], allow_batched=True,
+                         allow_direct=True)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_RETRY_SCRIPT), js_server.url],
+        capture_output=True, text=True, timeout=150, check=False,
+    )
+    assert "WRITTEN" in done.stdout, done.stderr[-3000:]
+    with_ids = js.stream("FAST_RETRY_IDS").get_msgs(1, batch=4_000)
+    assert sorted(int(msg.data.split(b":")[0]) for msg in with_ids) == list(range(4_000))
+    assert js.stream("FAST_RETRY_IDS").info().state.last_seq == 4_000
+    # The same job without message ids: what the failed first attempts' batches had
+    # stored is stored again by the retries (so they did store part of their rows).
+    assert js.stream("FAST_RETRY_PLAIN").info().state.messages > 4_000
 
 
 class _Arrivals:
