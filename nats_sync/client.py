@@ -516,6 +516,12 @@ class Client:
         removes it."""
         return self._handler.add_status_listener(listener)
 
+    def _schedule(self, deadline: float, fn: Callable[[], None]) -> None:
+        """Internal hook for JetStream's fast-ingest keep-alive: runs ``fn()`` on the
+        client's timer thread at ``deadline`` (``time.monotonic()``); it must return at
+        once. Nothing scheduled runs once the client closed."""
+        self._handler.timer.schedule(deadline, fn)
+
     def set_server_pool(self, servers: str | Sequence[str]) -> None:
         """Replaces the server pool (nats-py's ``set_server_pool``).
 

@@ -81,6 +81,11 @@ class CoreClient(Protocol):
         ...
 
     @property
+    def is_connected(self) -> bool:
+        """Whether the client has a live connection."""
+        ...
+
+    @property
     def max_payload(self) -> int:
         """The largest payload the server accepts."""
         ...
@@ -103,6 +108,9 @@ class CoreClient(Protocol):
     ) -> None:
         """The internal hook of a publish whose reply is our own inbox (unchecked);
         ``headers`` may be an encoded block (:func:`msg_id_block`)."""
+
+    def _schedule(self, deadline: float, fn: Callable[[], None]) -> None:
+        """The internal hook of the client's timer thread (fast ingest's keep-alive)."""
 
 
 # --- units -------------------------------------------------------------------------------

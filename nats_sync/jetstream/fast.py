@@ -16,13 +16,26 @@ How it works:
   first answer: it tells whether the stream takes fast batches and the flow to start at.
 - ``add`` publishes, then blocks only when ``max_outstanding_acks * flow`` messages are
   unacknowledged (an ack for N covers every message up to N). Answers already queued
-  are taken first without waiting (one length check per ``add`` when there are none).
+  are taken first without waiting (one look at the inbox's queue per ``add``),
+  so an ``add`` after the server's end of the batch arrived raises at once: a batch
+  ended by the server acknowledges nothing more, and the window alone would let
+  ``max_outstanding_acks * flow`` more adds return as if their messages were stored.
   While it waits with no ack coming it pings (op 4, the highest sequence sent), which
   makes the server repeat its last flow ack, so lost acks cost a ping interval, not
   the batch; ``ack_timeout`` without the acknowledged sequence moving ends the batch
   with ``PublishAckTimeoutError`` (a ``nats_sync.TimeoutError``).
 - The subscription is unsubscribed as soon as the batch ends, so the server stops
   answering a batch nobody listens to (why the ADR wants an inbox per batch).
+- Kept alive: the server drops a batch that sent nothing for 10 s (its
+  ``max_batch_timeout``; the next message is then refused as an unknown batch). Once
+  the batch started, a `_KeepAlive` on the client's timer thread looks at it every
+  ``KEEPALIVE_INTERVAL``; a batch that sent nothing (no message, no ping) since the
+  previous look gets a ping, which restarts the server's idle timer: an idle batch
+  costs one ping and one flow ack per interval, and the server sees it at least every
+  two intervals. ``add`` does nothing for it (the look compares counters it keeps
+  anyway). The keep-alive holds the publisher by a weak reference: a publisher
+  dropped without ``close`` is collected, and its next look unsubscribes the inbox
+  and stops (the server then drops the batch after its idle timeout).
 
 Threads and what they touch:
 
@@ -31,6 +44,10 @@ Threads and what they touch:
   runs ``error_cb`` and decides when to wait. The publisher starts no thread.
 - the client's reader thread only queues the server's answers into the inbox
   subscription (``Subscription``'s own queue and lock); it never sees this object.
+- the client's timer thread (the keep-alive) only reads ``_seq``, ``_pings``,
+  ``_closed`` and ``_sub`` and publishes a ping; a sequence it reads was published
+  already (``add`` sets it after the publish), so a ping never names a message the
+  server has not been sent. It counts its pings in ``_keepalive_pings``, its own.
 """
 
 from __future__ import annotations
@@ -39,7 +56,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sized
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -85,14 +103,13 @@ _INBOX_PENDING_MSGS = DEFAULT_SUB_PENDING_MSGS_LIMIT
 #: ``{"type":"ack","seq":N,"msgs":F}`` exactly, as nats-server writes a flow ack.
 _FLOW_ACK = re.compile(rb'\{"type":"ack","seq":(\d+),"msgs":(\d+)\}\Z')
 
+#: Seconds between the keep-alive's looks at an open batch (see the module docstring):
+#: an idle batch is pinged this often, and the server hears from it at least every two
+#: intervals, well within its 10 s idle timeout.
+KEEPALIVE_INTERVAL: Final = 2.5
+
 #: ``FastPubAck(a, b)`` without the named tuple's own ``__new__``: half the cost, per add.
 _new_tuple = tuple.__new__
-
-#: ``add`` looks for queued answers (acks, an early end) every 16th message, not on
-#: every one: they come every ``flow`` messages, and a window that fills waits for them
-#: anyway; a batch the server ended is seen at most 15 messages later (the server
-#: refuses those: its batch is gone).
-_LOOK_EVERY_MASK = 15
 _OP_START = 0
 _OP_APPEND = 1
 _OP_COMMIT = 2
@@ -159,6 +176,10 @@ class FastPublisher:
         self._reply_prefix = (
             f"{self._inbox}.{flow}.{'ok' if continue_on_gap else 'fail'}.".encode())
         self._sub: Subscription | None = None
+        #: The inbox subscription's queue itself (its deque, filled by the reader
+        #: thread): ``add`` looks at it on every message, and a deque's truth is the
+        #: cheapest look there is (``pending_msgs`` is two Python calls).
+        self._answers: Sized = ()
         self._subject = ""  # the first message's: pings and the end of batch go there
         self._seq = 0
         self._ack_seq = 0
@@ -171,7 +192,8 @@ class FastPublisher:
         self._final: BatchAck | None = None
         self._final_error: JetStreamError | None = None
         self._cause: BaseException | None = None  # why the batch ended early
-        self._pings = 0
+        self._pings = 0  # the caller's thread's (while waiting for acks)
+        self._keepalive_pings = 0  # the timer thread's
 
     # --- public ------------------------------------------------------------------------
 
@@ -246,12 +268,10 @@ class FastPublisher:
             merged = self._headers(headers, msg_id, ttl, expected_last_subject_seq)
         if seq == 1:
             return self._start(subject, data, merged)
-        if not seq & _LOOK_EVERY_MASK:  # answers queued meanwhile, without waiting
-            sub = self._sub
-            if sub is not None and sub.pending_msgs:
-                self._take(sub.next_msgs(_TAKE))
-                if self.is_closed:  # the server ended the batch meanwhile
-                    raise self._closed_error()
+        if self._answers:  # answers queued meanwhile, taken without waiting
+            self._take_ready()
+            if self._closed:  # the server ended the batch meanwhile
+                raise self._closed_error()
         self._publish(subject, data, b"%b%d.1.$FI" % (self._reply_prefix, seq), merged)
         self._seq = seq
         if seq >= self._stall_at:
@@ -361,6 +381,7 @@ class FastPublisher:
         if self._sub is None:  # a first message whose publish raised may be sent again
             self._sub = self._client.subscribe(f"{self._inbox}.>",
                                                pending_msgs_limit=_INBOX_PENDING_MSGS)
+            self._answers = self._sub._messages._items
 
     def _start(self, subject: str, data: bytes, headers: Headers | bytes) -> FastPubAck:
         """The first message: subscribes, publishes and waits for the first answer."""
@@ -377,6 +398,8 @@ class FastPublisher:
         if not self._started:  # refused outright: the batch never began
             error = self._final_error or JetStreamError("the batch ended at its start")
             raise error
+        if self._sub is not None:
+            _KeepAlive(self, self._sub).schedule()
         if self._seq >= self._stall_at:
             self._wait(self._has_room)
         return FastPubAck(1, self._ack_seq)
@@ -493,6 +516,7 @@ class FastPublisher:
 
     def _unsubscribe(self) -> None:
         sub, self._sub = self._sub, None
+        self._answers = ()
         if sub is not None:
             try:
                 sub.unsubscribe()
@@ -612,6 +636,53 @@ class FastPublisher:
         self._ended = True
         self._closed = True
         self._unsubscribe()
+
+
+class _KeepAlive:
+    """The timer call that keeps one batch alive while it is idle (see the module
+    docstring); it schedules itself again every ``KEEPALIVE_INTERVAL`` until the batch
+    ended, or the publisher was collected (then it unsubscribes the inbox).
+
+    It holds the publisher only by a weak reference, and the inbox subscription (the
+    client's, which never refers to the publisher): nothing here keeps a dropped
+    publisher alive.
+    """
+
+    __slots__ = ("_publisher", "_schedule", "_seen", "_sub")
+
+    def __init__(self, publisher: FastPublisher, sub: Subscription) -> None:
+        self._publisher = weakref.ref(publisher)
+        self._sub = sub
+        self._schedule = publisher._client._schedule
+        self._seen = (publisher._seq, publisher._pings)
+
+    def schedule(self) -> None:
+        """Runs the next look one interval from now."""
+        self._schedule(time.monotonic() + KEEPALIVE_INTERVAL, self)
+
+    def __call__(self) -> None:
+        """Timer thread: pings the batch if it sent nothing since the last look."""
+        publisher = self._publisher()
+        if publisher is None:
+            try:
+                self._sub.unsubscribe()
+            except Error:
+                pass  # ended already (the client closed, or the batch ended)
+            return
+        if publisher._sub is None:
+            return  # the batch ended: the publisher unsubscribed
+        seen = (publisher._seq, publisher._pings)
+        if seen == self._seen and not publisher._closed and publisher._client.is_connected:
+            try:
+                publisher._publish(publisher._subject, b"",
+                                   publisher._reply(seen[0], _OP_PING))
+            except Error as error:  # e.g. the client closing: its next look stops
+                log.debug("nats_sync: fast batch %s: keep-alive ping failed: %s",
+                          publisher._batch_id, error)
+            else:
+                publisher._keepalive_pings += 1
+        self._seen = seen
+        self.schedule()
 
 
 def _int(value: object) -> int:

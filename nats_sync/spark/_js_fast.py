@@ -16,12 +16,20 @@ Why the loops are split by columns: at 100,000 rows/s a task has a few microseco
 per row, most of them in ``add``; the common shapes (one subject, with or without
 message ids) get a loop that only calls ``add``.
 
-Limits (both fail the task with ``FastBatchUnknownError`` and a hint, and Spark
-retries it): every row of a task must go to one stream (a batch belongs to the stream
-storing its first row's subject; another stream refuses its rows as a batch it does not
-know); the server abandons a batch 10 s after its last message, so a task whose input
-stalls that long between Arrow batches fails. The publisher has no thread to keep the
-batch alive, and one batch per task is what makes the count check whole.
+A task whose input stalls (a slow UDF or source upstream) keeps its batch: the
+publisher pings a batch idle on the client's timer thread, before the server's 10 s
+batch timeout would drop it (and Spark would retry the task into the same stall).
+
+Limit (fails the task with ``FastBatchUnknownError`` and a hint, and Spark retries it):
+every row of a task must go to one stream (a batch belongs to the stream storing its
+first row's subject; another stream refuses its rows as a batch it does not know). One
+batch per task is what makes the count check whole.
+
+A batch that fails part-way is resumed by Spark's retry of the whole task, not from
+the publisher's ``ack_sequence``: the same rule as the resume recipe of
+docs/guides/jetstream.md, in that every row not known stored is sent again and message
+ids make the stream store it once (the rows known stored are sent again too: a task
+has no cheaper way to skip them, and the duplicate window drops them).
 """
 
 from __future__ import annotations
@@ -175,11 +183,11 @@ def _unknown_batch_hint(*errors: BaseException | None) -> str:
     for given in errors:
         error = given.error if isinstance(given, BatchMessageError) else given
         if isinstance(error, FastBatchUnknownError):
-            return ("; the server knows no such batch: it abandons one 10 s after its last "
-                    "message (the task's input stalled that long), and a stream other "
-                    "than the one of the task's first row never had it (the rows of a "
-                    "task must all go to one stream); use publishMode 'async' for such "
-                    "writes")
+            return ("; the server knows no such batch: a stream other than the one of "
+                    "the task's first row never had it (the rows of a task must all go to "
+                    "one stream; use publishMode 'async' for such writes), or the server "
+                    "lost it (a restart or a new stream leader; an idle batch is kept "
+                    "alive)")
     return ""
 
 
