@@ -401,17 +401,15 @@ class Client:
         return time.perf_counter() - start
 
     def drain(self, timeout: float | None = None) -> None:
-        """Unsubscribes everything, processes what arrived, flushes, then closes.
-
-        Messages already buffered in pull subscriptions stay readable after the close.
+        """Unsubscribes everything, processes what arrived, flushes, then closes
+        (messages already buffered in pull subscriptions stay readable).
 
         Args:
             timeout: seconds; None uses ``drain_timeout``.
 
         Raises:
             DrainTimeoutError: it took longer; the client is closed anyway.
-            ConnectionReconnectingError: the client is reconnecting (nothing changed;
-                drain once it is connected again).
+            ConnectionReconnectingError: reconnecting (nothing changed; drain later).
             ConnectionDrainingError: the client is already draining.
         """
         self._handler.drain(timeout)
@@ -517,9 +515,8 @@ class Client:
         return self._handler.add_status_listener(listener)
 
     def _schedule(self, deadline: float, fn: Callable[[], None]) -> None:
-        """Internal hook for JetStream's fast-ingest keep-alive: runs ``fn()`` on the
-        client's timer thread at ``deadline`` (``time.monotonic()``); it must return at
-        once. Nothing scheduled runs once the client closed."""
+        """Internal hook (fast-ingest keep-alive): ``fn()`` on the timer thread at
+        ``deadline`` (``time.monotonic()``), returning at once; never once closed."""
         self._handler.timer.schedule(deadline, fn)
 
     def set_server_pool(self, servers: str | Sequence[str]) -> None:
@@ -563,11 +560,9 @@ class Client:
         self.close()
 
     def __reduce__(self) -> NoReturn:
-        raise TypeError(
-            "a nats_sync Client cannot be pickled: it owns a socket and threads. "
-            "Create the client inside the process that uses it (e.g. lazily in a Spark "
-            "worker or after a WSGI server forks)"
-        )
+        raise TypeError("a nats_sync Client cannot be pickled: it owns a socket and threads. "
+                        "Create the client inside the process that uses it (e.g. lazily in "
+                        "a Spark worker or after a WSGI server forks)")
 
     def __repr__(self) -> str:
         return f"<nats_sync.Client {self._handler.state.value} {self.connected_url or ''}>"
@@ -587,9 +582,8 @@ class Client:
 
     @property
     def is_connecting(self) -> bool:
-        """Whether the first connection is not made yet: ``connect()`` is running, or
-        ``retry_on_failed_connect`` keeps trying in the background (then
-        ``is_reconnecting`` is True as well, as the reconnect thread makes the attempts)."""
+        """Whether the first connection is not made yet: ``connect()`` runs, or
+        ``retry_on_failed_connect`` keeps trying (then ``is_reconnecting`` is True too)."""
         handler = self._handler
         return handler.state is State.CONNECTING or (
             handler.state is State.RECONNECTING and handler.current_server is None
