@@ -19,12 +19,29 @@ $(DEV_STAMP): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,spark-connect]'
 	touch $@
 
-test: $(DEV_STAMP)
+# natsio (asyncio, Python >= 3.13) with the extensions our interop tests run as the other
+# side (tests/integration/natsio_peer.py), in .venv-natsio/, made where a Python 3.13 is
+# found (as test-matrix finds Pythons); where none is, those tests skip and say why.
+NATSIO_PYTHON ?= $(shell bash tools/test_matrix.sh --find 3.13)
+NATSIO_VENV := .venv-natsio
+NATSIO_STAMP := $(NATSIO_VENV)/.installed
+NATSIO_PACKAGES := natsio-pcgroups natsio-kvcodec
+
+$(NATSIO_STAMP): Makefile
+	@if [ -z "$(NATSIO_PYTHON)" ]; then \
+		echo "no Python 3.13 found: the natsio interop tests will skip, saying so"; \
+	else \
+		rm -rf $(NATSIO_VENV) && $(NATSIO_PYTHON) -m venv $(NATSIO_VENV) && \
+		$(NATSIO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+			$(NATSIO_PACKAGES) && touch $@; \
+	fi
+
+test: $(DEV_STAMP) $(NATSIO_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Everyday work: everything but the slow (stress, soak, misbehaving servers) and Spark
 # tests, in about two minutes.
-test-fast: $(DEV_STAMP)
+test-fast: $(DEV_STAMP) $(NATSIO_STAMP)
 	$(PY) -m pytest -m "not slow and not spark" $(PYTEST_ARGS)
 
 # test-fast's selection on every other Python 3.x >= 3.10 (those setup.cfg's classifiers
@@ -156,4 +173,4 @@ soak: $(DEV_STAMP)
 	$(PY) -m tools.soak $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-3.* .venv-min .venv-dist site build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .venv-min .venv-dist .venv-natsio site build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -4,9 +4,8 @@ child process of pyenv's Python 3.13 (natsio needs 3.13+). Static: every message
 handled once, each key by one member, in order. Elastic: the same while the natsio member
 is added and ours dropped.
 
-Skipped, with the reason, where that Python or natsio-pcgroups in it is missing (the
-Makefile does not install it: ``~/.pyenv/versions/3.13.0/bin/python -m pip install
-natsio-pcgroups`` does)."""
+Skipped, with the reason, where that Python or natsio-pcgroups in it is missing
+(``make test`` installs it where a Python 3.13 is found: tests/integration/natsio_peer.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from natsio_peer import natsio_python, why_not
 from test_js_pcgroups import Recorder, partitioned_stream, publish, settled
 
 import nats_sync
@@ -26,25 +26,13 @@ from nats_sync.testing import NatsServer
 pytestmark = pytest.mark.timeout(120)
 
 ClientFactory = Callable[..., nats_sync.Client]
-PYTHON_313 = Path.home() / ".pyenv/versions/3.13.0/bin/python"
+NATSIO_PYTHON = natsio_python()
 CHILD = Path(__file__).with_name("pcg_natsio_child.py")
-
-
-def _natsio_python() -> str | None:
-    """Why natsio-pcgroups cannot run here, or None when it can."""
-    if not PYTHON_313.exists():
-        return f"no Python 3.13 at {PYTHON_313} for natsio-pcgroups (it needs 3.13+)"
-    probe = subprocess.run([str(PYTHON_313), "-c", "import natsio.pcgroups"],
-                           capture_output=True, timeout=30, check=False)
-    if probe.returncode:
-        return (f"natsio-pcgroups is not installed in {PYTHON_313} "
-                f"({PYTHON_313} -m pip install natsio-pcgroups)")
-    return None
 
 
 @pytest.fixture(scope="module")
 def natsio_ready() -> None:
-    reason = _natsio_python()
+    reason = why_not("natsio.pcgroups", "natsio-pcgroups")
     if reason:
         pytest.skip(reason)
 
@@ -53,7 +41,7 @@ def start_child(url: str, stream: str, kind: str, rec: Recorder
                 ) -> tuple[subprocess.Popen[str], threading.Thread]:
     """The natsio member (``natsio``) of group ``cg``, its confirmed messages recorded."""
     child = subprocess.Popen(
-        [str(PYTHON_313), str(CHILD), url, stream, "cg", "natsio", kind],
+        [str(NATSIO_PYTHON), str(CHILD), url, stream, "cg", "natsio", kind],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
