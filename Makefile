@@ -151,11 +151,14 @@ bench: $(BENCH_STAMP)
 
 # Fault injection against real nats-servers (kill -9, restart, lame duck, SIGSTOP,
 # force_reconnect) under a 2,000 msgs/s stream, then JetStream (kill -9 of a server and of an
-# R3 stream's leader) under acknowledged publish_async and a durable consumer, and kill -9 of
-# a server under fast-ingest batches (js_fast); a few minutes. Writes docs/RELIABILITY.md and
-# fails if a buffered message or an acknowledged JetStream publish is lost.
-# RELIABILITY_ARGS: --only KEYS (e.g. js_restart,js_leader,js_fast), --rate N, --js-rate N,
-# --fast-rate N, --verbose.
+# R3 stream's leader) under acknowledged publish_async and a durable consumer, kill -9 of
+# a server under fast-ingest batches (js_fast), and the JetStream guide's resume recipe for
+# fast batches through 5 step-downs and a kill -9 of an R3 stream's leader (js_fast_resume);
+# a few minutes. Writes docs/RELIABILITY.md and fails if a buffered message or an
+# acknowledged JetStream publish is lost (or, resumed, a fast batch's message is lost,
+# duplicated or out of order).
+# RELIABILITY_ARGS: --only KEYS (e.g. js_restart,js_leader,js_fast,js_fast_resume),
+# --rate N, --js-rate N, --fast-rate N, --verbose.
 reliability: $(DEV_STAMP)
 	$(PY) -m tools.reliability $(RELIABILITY_ARGS)
 

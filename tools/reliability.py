@@ -25,14 +25,18 @@ the page; each section keeps the rows a run with ``--only`` did not run.
 The fast-ingest row (``js_fast``: tools/_jsfast.py) kills a JetStream server under a
 ``fast_publisher`` that commits a batch every 2,000 messages and sends what a failed
 batch did not acknowledge again in a new one, and checks that every message a batch
-acknowledged is stored, once. It writes its own section too.
+acknowledged is stored, once. It writes its own section too, and so does the resume row
+(``js_fast_resume``: tools/_jsfastresume.py): the guide's recipe for resuming a failed
+batch, through five step-downs and a kill -9 of an R3 stream's leader, must store every
+message once, in order.
 
 Every wait is bounded; a watchdog ends the whole run (dumping every thread's stack)
 if it ever takes longer than ``--deadline`` seconds.
 
 Exit status: 0 when nothing buffered was lost, nothing was lost unexplained, no
-acknowledged JetStream publish (or fast-ingest message) was lost, every stored message
-was consumed and every fault was recovered from; 1 otherwise; 3 when the watchdog fired.
+acknowledged JetStream publish (or fast-ingest message) was lost, no resumed fast-ingest
+message was lost, duplicated or stored out of order, every stored message was consumed
+and every fault was recovered from; 1 otherwise; 3 when the watchdog fired.
 """
 
 from __future__ import annotations
@@ -54,12 +58,14 @@ from typing import Any
 
 import nats_sync
 from nats_sync.testing import NatsCluster, NatsServer, find_server_binary
+from tools import _jsfastresume as resume
 from tools._jsfast import FAST_FAULTS, FastResult, run_fast_fault
 from tools._jsfast import intro as fast_intro
 from tools._jsfast import note_line as fast_note_line
 from tools._jsfast import outro as fast_outro
 from tools._jsfast import table_header as fast_table_header
 from tools._jsfast import table_row as fast_table_line
+from tools._jsfastresume import FAST_RESUME_FAULTS, ResumeResult, run_fast_resume_fault
 from tools._jsfaults import JS_FAULTS, JsFault, JsResult, run_js_fault
 from tools._jsfaults import intro as js_intro
 from tools._jsfaults import note_line as js_note_line
@@ -768,7 +774,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--js-rate", type=int, default=1000,
                         help="publish_async messages per second of the JetStream rows")
     parser.add_argument("--fast-rate", type=int, default=2000,
-                        help="messages per second of the fast-ingest row (js_fast)")
+                        help="messages per second of the fast-ingest rows (js_fast, "
+                        "js_fast_resume)")
     parser.add_argument("--only", default="",
                         help="comma-separated faults to run: " + ",".join(all_keys()))
     parser.add_argument("--deadline", type=float, default=720.0,
@@ -780,21 +787,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def all_keys() -> list[str]:
     """Every row's key, in the order they run."""
     return [*(f.key for f in FAULTS), *(f.key for f in JS_FAULTS),
-            *(f.key for f in FAST_FAULTS)]
+            *(f.key for f in FAST_FAULTS), *(f.key for f in FAST_RESUME_FAULTS)]
 
 
-def selected(only: str) -> tuple[list[Fault], list[JsFault], list[JsFault]] | None:
-    """The core, JetStream and fast-ingest faults ``--only`` names (all when empty);
-    None if it names an unknown one."""
+def selected(only: str) -> tuple[list[Fault], list[JsFault], list[JsFault],
+                                 list[JsFault]] | None:
+    """The core, JetStream, fast-ingest and fast-resume faults ``--only`` names (all
+    when empty); None if it names an unknown one."""
     if not only:
-        return FAULTS, JS_FAULTS, FAST_FAULTS
+        return FAULTS, JS_FAULTS, FAST_FAULTS, FAST_RESUME_FAULTS
     wanted = {key.strip() for key in only.split(",") if key.strip()}
     unknown = wanted - set(all_keys())
     if unknown:
         print(f"unknown fault(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return None
     return ([f for f in FAULTS if f.key in wanted], [f for f in JS_FAULTS if f.key in wanted],
-            [f for f in FAST_FAULTS if f.key in wanted])
+            [f for f in FAST_FAULTS if f.key in wanted],
+            [f for f in FAST_RESUME_FAULTS if f.key in wanted])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -804,7 +813,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = selected(args.only)
     if chosen is None:
         return 2
-    faults, js_faults, fast_faults = chosen
+    faults, js_faults, fast_faults, resume_faults = chosen
     started = now()
     load = os.getloadavg()
     when = run_date()
@@ -818,6 +827,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RowResult] = []
     js_results: list[JsResult] = []
     fast_results: list[FastResult] = []
+    resume_results: list[ResumeResult] = []
     try:
         if any(f.key != "restart" for f in faults):
             cluster = LameDuckCluster(3, name="reliability")
@@ -831,6 +841,9 @@ def main(argv: list[str] | None = None) -> int:
         js_done = now()
         fast_results = [run_fast_fault(fault, args.fast_rate, STARTED.append)
                         for fault in fast_faults]
+        fast_done = now()
+        resume_results = [run_fast_resume_fault(fault, args.fast_rate, STARTED.append)
+                          for fault in resume_faults]
     finally:
         cleanup()
     elapsed = now() - started
@@ -865,9 +878,19 @@ def main(argv: list[str] | None = None) -> int:
         write_section("jetstream_fast",
                       js_markdown(all(r.ok for r in fast_results), rows,
                                   fast_intro(args.fast_rate), fast_table_header(), titles,
-                                  fast_outro(), started + elapsed - js_done, info, when,
-                                  command),
+                                  fast_outro(), fast_done - js_done, info, when, command),
                       args.output, after="jetstream")
+    if resume_results:
+        titles = {f.key: f.title for f in FAST_RESUME_FAULTS}
+        rows = merged("jetstream_fast_resume", [f.key for f in FAST_RESUME_FAULTS],
+                      [TableRow(r.key, resume.table_row(r), resume.note_line(r), r.ok, when)
+                       for r in resume_results], titles, args.output)
+        write_section("jetstream_fast_resume",
+                      js_markdown(all(r.ok for r in resume_results), rows,
+                                  resume.intro(args.fast_rate), resume.table_header(), titles,
+                                  resume.outro(), started + elapsed - fast_done, info, when,
+                                  command),
+                      args.output, after="jetstream_fast")
     watchdog.set()
     if results:
         print("\n".join(table(results)))
@@ -875,9 +898,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join([*js_table_header(), *(js_table_line(r) for r in js_results)]))
     if fast_results:
         print("\n".join([*fast_table_header(), *(fast_table_line(r) for r in fast_results)]))
+    if resume_results:
+        print("\n".join([*resume.table_header(), *map(resume.table_row, resume_results)]))
     print(f"wrote {args.output} in {elapsed:.0f}s")
     failed = ([r.key for r in results if not r.ok] + [r.key for r in js_results if not r.ok]
-              + [r.key for r in fast_results if not r.ok])
+              + [r.key for r in fast_results if not r.ok]
+              + [r.key for r in resume_results if not r.ok])
     if failed:
         print(f"reliability: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

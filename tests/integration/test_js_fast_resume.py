@@ -26,7 +26,7 @@ def store_all(js: JetStream, subject: str, payloads: list[bytes], key: str,
     """The guide's recipe (plus ``before_add(attempt, n)``, where a test breaks things).
     Returns the batches it took."""
     done = 0  # payloads[:done] are stored
-    for attempt in range(1, 11):
+    for attempt in range(1, 31):
         fp = js.fast_publisher()  # gap "fail": stored in order, without a hole
         try:
             for n in range(done, len(payloads) - 1):
@@ -41,7 +41,7 @@ def store_all(js: JetStream, subject: str, payloads: list[bytes], key: str,
         done += final.count  # the server's count (duplicates included)
         if done == len(payloads):
             return attempt
-    raise AssertionError(f"stored {done} of {len(payloads)} after 10 batches")
+    raise AssertionError(f"stored {done} of {len(payloads)} after 30 batches")
 
 
 def stored_in_order(js: JetStream, stream: str) -> list[bytes]:
