@@ -81,7 +81,7 @@ def test_path_filters_keep_their_wildcards(path_filter: str, stored: str) -> Non
 
 def test_paths_that_would_read_back_as_another_key_are_refused() -> None:
     codec = kc.PathCodec()
-    with pytest.raises(kc.KeyEncodeError, match="holds '.'"):
+    with pytest.raises(kc.KeyEncodeError, match=r"holds '\.'"):
         codec.encode_key("/etc/app.conf")
     for path in ["_root_", "_root_/x"]:
         with pytest.raises(kc.KeyEncodeError, match="_root_"):
@@ -95,9 +95,9 @@ def test_zlib_values_round_trip_and_refuse_what_is_not_zlib() -> None:
     stored = codec.encode_value(value)
     assert len(stored) < len(value) // 10 and zlib.decompress(stored) == value
     assert codec.decode_value(codec.encode_value(b"")) == b""
-    for stored in [b"", b"plain text", stored[:-3]]:
+    for bad in [b"", b"plain text", stored[:-3]]:
         with pytest.raises(kc.ValueDecodeError, match="not zlib"):
-            codec.decode_value(stored)
+            codec.decode_value(bad)
     for level in [10, -2, True, 1.5, "9"]:
         with pytest.raises(InvalidArgumentError, match="level"):
             kc.ZlibCodec(level=level)  # type: ignore[arg-type]

@@ -2,7 +2,8 @@
 ``CodecKeyWatcher``, its watcher.
 
 Every call encodes its keys (``encode_key``), filters (``encode_filter`` when they hold
-a ``*`` or ``>`` token, else ``encode_key``) and values on the way in, checks that the
+a ``*`` or ``>``, as orbit.go does, else ``encode_key``; ``">"`` alone is the whole bucket
+under any codec) and values on the way in, checks that the
 encoded keys and filters are valid ones (naming the key as given when not), and calls
 the wrapped bucket's public methods; entries, keys and values coming back are decoded.
 Values of delete and purge markers, and of ``meta_only`` watches, are empty and not
@@ -87,8 +88,10 @@ class _Codecs:
     def encode_filter(self, key_filter: str) -> str:
         if not isinstance(key_filter, str) or not key_filter:
             raise InvalidKeyError(f"a key filter must be a non-empty str, got {key_filter!r}")
-        if not any(token in ("*", ">") for token in key_filter.split(".")):
-            return self.encode_key(key_filter)
+        if key_filter == ">":
+            return key_filter  # the whole bucket, whatever the codec
+        if "*" not in key_filter and ">" not in key_filter:
+            return self.encode_key(key_filter)  # a key: encode_filter would give the same
         if not isinstance(self.key, FilterableKeyCodec):
             raise WildcardNotSupportedError(
                 f"key filter {key_filter!r}: the key codec ({type(self.key).__name__}) has "
@@ -343,9 +346,10 @@ class CodecKeyValue:
               updates_only: bool = False) -> CodecKeyWatcher:
         """Watches the keys matching ``keys``, as ``KeyValue.watch``; entries come decoded.
 
-        A filter with a ``*`` or ``>`` token goes through the key codec's
-        ``encode_filter`` (``Base64Codec`` encodes the other tokens, ``PathCodec`` takes
-        ``"/config/*"``); one without goes through ``encode_key``.
+        A filter holding a ``*`` or ``>`` goes through the key codec's ``encode_filter``
+        (``Base64Codec`` keeps whole ``*`` and ``>`` tokens and encodes the others,
+        ``PathCodec`` takes ``"/config/*"``); one without goes through ``encode_key``;
+        ``">"`` alone watches the whole bucket under any codec.
 
         Raises:
             WildcardNotSupportedError: a filter has a wildcard and the key codec has no
