@@ -73,9 +73,17 @@ class KeyCodec(Protocol):
 
 
 @runtime_checkable
-class FilterableKeyCodec(KeyCodec, Protocol):
-    """A key codec that can also encode a key filter, keeping its ``*`` and ``>``
-    tokens, so watches and key listings may use wildcards through it."""
+class FilterableKeyCodec(Protocol):
+    """A key codec (``KeyCodec``) that can also encode a key filter, keeping its ``*``
+    and ``>`` tokens, so watches and key listings may use wildcards through it."""
+
+    def encode_key(self, key: str) -> str:
+        """The stored form of ``key``."""
+        ...
+
+    def decode_key(self, key: str) -> str:
+        """The key a stored key stands for."""
+        ...
 
     def encode_filter(self, key_filter: str) -> str:
         """The stored form of ``key_filter``, its wildcard tokens kept."""
