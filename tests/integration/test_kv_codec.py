@@ -102,7 +102,7 @@ def test_create_update_delete_purge_and_history_are_decoded(js: JetStream) -> No
         kv.update("user 1", b"v3", first)
     assert kv.get("user 1", first).value == b"v1"
     kv.delete("user 1", last=second)
-    with pytest.raises(KeyDeletedError):
+    with pytest.raises(KeyDeletedError, match="'user 1'"):
         kv.get("user 1")
     kv.create("user 1", b"back")  # a create after a delete
     history = kv.history("user 1")
@@ -224,6 +224,6 @@ def test_bad_input_gets_clear_errors(js: JetStream) -> None:
         kc.wrap(raw, key_codec=kc.Base64Codec)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="must be a KeyValue"):
         kc.wrap(js, key_codec=kc.Base64Codec())  # type: ignore[arg-type]
-    with pytest.raises(KeyNotFoundError):
+    with pytest.raises(KeyNotFoundError, match=r"key 'never set' \(stored as 'bmV2ZXIgc2V0'\)"):
         b64.get("never set")
     assert "Base64Codec()" in repr(b64) and b64.bucket == "bad" and b64.kv is raw

@@ -279,8 +279,11 @@ class CodecKeyValue:
             ValueDecodeError: the stored value is not in the value codec's encoding.
         """
         encoded = self._codecs.encode_key(key)
-        return self._codecs.decode_entry(self._kv.get(encoded, revision, timeout=timeout),
-                                         key)
+        try:
+            entry = self._kv.get(encoded, revision, timeout=timeout)
+        except KeyNotFoundError as err:  # its words name the stored key: name the key too
+            raise type(err)(f"key {key!r} (stored as {encoded!r}): {err.detail}") from None
+        return self._codecs.decode_entry(entry, key)
 
     def get_many(self, keys: Iterable[str], *, timeout: float | None = None
                  ) -> dict[str, bytes]:
