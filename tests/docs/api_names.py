@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = {
     "nats_sync": "nats_sync/__init__.py",
     "nats_sync.jetstream": "nats_sync/jetstream/__init__.py",
+    "nats_sync.jetstream.kvcodec": "nats_sync/jetstream/kvcodec/__init__.py",
     "nats_sync.jetstream.pcgroups": "nats_sync/jetstream/pcgroups/__init__.py",
     "nats_sync.micro": "nats_sync/micro/__init__.py",
     "nats_sync.otel": "nats_sync/otel.py",

@@ -40,7 +40,9 @@ for _layer, _modules in enumerate([
      "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
      "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config",
      "jetstream.pcgroups", "jetstream.pcgroups._config", "jetstream.pcgroups._member",
-     "jetstream.pcgroups.static", "jetstream.pcgroups.elastic", "jetstream.pcgroups.errors"],
+     "jetstream.pcgroups.static", "jetstream.pcgroups.elastic", "jetstream.pcgroups.errors",
+     "jetstream.kvcodec", "jetstream.kvcodec.errors", "jetstream.kvcodec._codecs",
+     "jetstream.kvcodec._bucket"],
     # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
     # imports it; it needs the client for types only)
     ["client", "_client_support", "_trace", "otel"],
