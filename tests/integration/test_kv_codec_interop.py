@@ -4,9 +4,8 @@ natsio in a child process of pyenv's Python 3.13 (natsio needs 3.13+), and the o
 round, for base64 keys subjects cannot carry, path keys, zlib and chained codecs, and
 wildcard filters.
 
-Skipped, with the reason, where that Python or natsio-kvcodec in it is missing (the
-Makefile does not install it: ``~/.pyenv/versions/3.13.0/bin/python -m pip install
-natsio-kvcodec`` does)."""
+Skipped, with the reason, where that Python or natsio-kvcodec in it is missing
+(``make test`` installs it where a Python 3.13 is found: tests/integration/natsio_peer.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from natsio_peer import natsio_python, why_not
 
 import nats_sync
 from nats_sync.jetstream import JetStream
@@ -26,7 +26,7 @@ from nats_sync.testing import NatsServer
 pytestmark = pytest.mark.timeout(120)
 
 ClientFactory = Callable[..., nats_sync.Client]
-PYTHON_313 = Path.home() / ".pyenv/versions/3.13.0/bin/python"
+NATSIO_PYTHON = natsio_python()
 CHILD = Path(__file__).with_name("kv_codec_natsio_child.py")
 KEY_CODECS: dict[str, Callable[[], Any]] = {
     "base64": kc.Base64Codec, "path": kc.PathCodec,
@@ -36,21 +36,9 @@ VALUE_CODECS: dict[str, Callable[[], Any]] = {
     "zlib+base64": lambda: kc.ValueChainCodec(kc.ZlibCodec(), kc.Base64Codec())}
 
 
-def _natsio_python() -> str | None:
-    """Why natsio-kvcodec cannot run here, or None when it can."""
-    if not PYTHON_313.exists():
-        return f"no Python 3.13 at {PYTHON_313} for natsio-kvcodec (it needs 3.13+)"
-    probe = subprocess.run([str(PYTHON_313), "-c", "import natsio.kvcodec"],
-                           capture_output=True, timeout=30, check=False)
-    if probe.returncode:
-        return (f"natsio-kvcodec is not installed in {PYTHON_313} "
-                f"({PYTHON_313} -m pip install natsio-kvcodec)")
-    return None
-
-
 @pytest.fixture(scope="module")
 def natsio_ready() -> None:
-    reason = _natsio_python()
+    reason = why_not("natsio.kvcodec", "natsio-kvcodec")
     if reason:
         pytest.skip(reason)
 
@@ -62,7 +50,7 @@ def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
 
 def natsio(url: str, **request: Any) -> dict[str, Any]:
     """What natsio-kvcodec answers to ``request`` (see kv_codec_natsio_child.py)."""
-    done = subprocess.run([str(PYTHON_313), str(CHILD), url, json.dumps(request)],
+    done = subprocess.run([str(NATSIO_PYTHON), str(CHILD), url, json.dumps(request)],
                           capture_output=True, text=True, timeout=90, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
