@@ -23,6 +23,7 @@ import nats_sync
 
 ClientFactory = Callable[..., nats_sync.Client]
 LIBRARY = "/nats_sync/"
+_WEAKREF_MODULES = ("/_weakrefset.py", "/weakref.py")
 #: A call family reaches fewer points than this (the walk stops at the first it outlives).
 MAX_LINES = 2000
 
@@ -53,6 +54,11 @@ class InterruptAt:
         if event == "c_return" or event == "call":
             reachable = _library(frame)
         elif event == "return":
+            # A weakref callback (a WeakSet forgetting a dead member) runs wherever the
+            # collector happens to run; CPython reports what it raises as unraisable and
+            # goes on, so no Ctrl-C there can reach the library's caller.
+            if frame.f_code.co_filename.endswith(_WEAKREF_MODULES):
+                return
             reachable = _library(frame) or _library(frame.f_back)
         else:
             return
