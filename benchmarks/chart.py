@@ -1,4 +1,5 @@
-"""benchmarks/ratios.png: each target's measured ratio as a bar, the target as a tick."""
+"""benchmarks/ratios.png: each target's measured ratio as a bar, the target as a tick;
+benchmarks/scaling.png: the thread-scaling curve, req/s against T for each client."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from benchmarks.analysis import measured_text, verdicts_of
+from benchmarks.analysis import all_stats, measured_text, verdicts_of
+from benchmarks.scenarios import NATSIO, NATSPY, SCALE_CASES, SYNC
 
 
 def draw(results: dict[str, Any], path: Path) -> None:
@@ -39,3 +41,35 @@ def draw(results: dict[str, Any], path: Path) -> None:
     ax.set_title("nats_sync vs baselines: measured ratio against target")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def draw_scale(results: dict[str, Any], path: Path) -> bool:
+    """Median req/s against the number of requesters T, one line per client.
+
+    Returns False (and draws nothing) when the results hold no point of the curve.
+    """
+    stats = all_stats(results)
+    fig = Figure(figsize=(7, 4.2))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    drawn = False
+    for client, style in ((SYNC, "o-"), (NATSPY, "s--"), (NATSIO, "^--")):
+        points = [(case.threads, stat.median) for case in SCALE_CASES
+                  if (stat := stats.get((case.key, client), {}).get("reqs_per_s"))]
+        if points:
+            ax.plot(*zip(*points, strict=True), style, label=client)
+            drawn = True
+    if not drawn:
+        return False
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([case.threads for case in SCALE_CASES],
+                  [str(case.threads) for case in SCALE_CASES])
+    ax.set_xlabel("requesters T on one connection (threads; coroutines for the asyncio clients)")
+    ax.set_ylabel("requests per second (median)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("Thread-scaling curve: sequential 64 B requests, raw echo responder")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True

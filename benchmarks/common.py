@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +77,66 @@ class Stopwatch:
         if self.peer_pid is not None:
             self.peer_cpu = cpu_seconds(self.peer_pid) - self.peer_start
         return self
+
+
+#: The events counted per request where ``perf`` can (futex calls need the tracepoint).
+SWITCH_EVENTS = ("context-switches", "syscalls:sys_enter_futex")
+#: How long ``perf stat -p`` is given to attach before the timed section starts.
+PERF_ATTACH_S = 0.3
+
+
+def perf_events() -> tuple[str, ...]:
+    """The ``SWITCH_EVENTS`` this machine's ``perf`` can count, most first; () without perf."""
+    if shutil.which("perf") is None:
+        return ()
+    for events in (SWITCH_EVENTS, SWITCH_EVENTS[:1]):
+        try:
+            probe = subprocess.run(["perf", "stat", "-x,", "-e", ",".join(events), "--", "true"],
+                                   capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ()
+        if probe.returncode == 0 and "<not" not in probe.stderr:
+            return events
+    return ()
+
+
+class SwitchCounter:
+    """``perf stat -p`` on this process over a section: context switches and futex calls.
+
+    Attached before the section (``PERF_ATTACH_S`` of idle is counted with it, a few
+    switches against thousands of requests) and stopped by SIGINT after it. Where
+    ``perf`` cannot count, ``metrics`` is empty and says so under ``perf``.
+    """
+
+    def __init__(self) -> None:
+        self.events = perf_events()
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> SwitchCounter:
+        if self.events:
+            self.process = subprocess.Popen(
+                ["perf", "stat", "-x,", "-e", ",".join(self.events), "-p", str(os.getpid())],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(PERF_ATTACH_S)
+        return self
+
+    def metrics(self, count: int) -> dict[str, float]:
+        """Stops ``perf``; its counts per item (``count`` items) as metrics."""
+        if self.process is None:
+            return {}
+        self.process.send_signal(signal.SIGINT)
+        try:
+            _, err = self.process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return {}
+        names = {"context-switches": "cs_per_req", "syscalls:sys_enter_futex": "futex_per_req"}
+        found: dict[str, float] = {}
+        for line in err.splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2] in names and fields[0].isdigit():
+                found[names[fields[2]]] = int(fields[0]) / count
+        return found
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,36 @@ class Outcome:
     timed_out: bool
 
 
-def python_command(module: str, *args: str) -> list[str]:
-    """``python -m module args...`` with this interpreter."""
-    return [sys.executable, "-m", module, *args]
+def python_command(module: str, *args: str, python: str = sys.executable) -> list[str]:
+    """``python -m module args...`` with this interpreter (or ``python``)."""
+    return [python, "-m", module, *args]
+
+
+def natsio_python() -> Path:
+    """natsio's interpreter: ``$NATSIO_PYTHON``, else ``.venv-natsio`` (made by ``make test``)."""
+    given = os.environ.get("NATSIO_PYTHON")
+    return Path(given) if given else ROOT / ".venv-natsio" / "bin" / "python"
+
+
+def why_no_natsio() -> str | None:
+    """Why natsio cannot be measured here, or None if it can."""
+    python = natsio_python()
+    if not python.exists():
+        return (f"no natsio interpreter at {python}: `make test` makes .venv-natsio where a "
+                "Python 3.13 is found (natsio needs 3.13+), or set $NATSIO_PYTHON")
+    try:
+        probe = subprocess.run([str(python), "-c", "import natsio"], capture_output=True,
+                               timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"{python} does not run: {error}"
+    if probe.returncode:
+        return f"natsio is not installed in {python}"
+    return None
+
+
+def python_for(client: str) -> str:
+    """The interpreter a worker of ``client`` runs on."""
+    return str(natsio_python()) if client == "natsio" else sys.executable
 
 
 def child_env() -> dict[str, str]:

@@ -20,8 +20,10 @@ from benchmarks.analysis import (
 )
 from benchmarks.scenarios import (
     CASES,
+    NATSIO,
     NATSPY,
     RAW,
+    SCALE_CASES,
     SINK_ASYNC,
     SPARK_JS_READ,
     SPARK_JS_WRITE,
@@ -144,7 +146,9 @@ def markdown(results: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for case in CASES:
-        lines += _case_rows(case, stats, by_metric)
+        if not case.threads:  # the curve's points have a table of their own
+            lines += _case_rows(case, stats, by_metric)
+    lines += ["", *scale_section(stats)]
     lines += ["", *spark_section(results.get("spark"), verdicts), ""]
     lines += [*spark_js_section(results.get("spark_js"), stats, verdicts), ""]
     lines += method_section(results)
@@ -164,6 +168,51 @@ def markdown(results: dict[str, Any]) -> str:
             error = str(run.get("error", "")).replace("|", "\\|").replace("\n", " ")[:300]
             lines.append(f"| {run['case']} | {run['client']} | {run['rep']} | {error} |")
     return "\n".join(lines) + "\n"
+
+
+def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
+    """The thread-scaling curve (issue 33): one row per number of requesters T."""
+    if not any((case.key, SYNC) in stats for case in SCALE_CASES):
+        return []
+    clients = (SYNC, NATSPY, NATSIO)
+
+    def cell(key: str, client: str, metric: str, unit: str) -> str:
+        return fmt_stat(stats.get((key, client), {}).get(metric), unit)
+
+    def each(key: str, metric: str, unit: str) -> str:
+        return " / ".join(
+            fmt_value(stat.median, unit) if (stat := stats.get((key, c), {}).get(metric))
+            else "—" for c in clients)
+
+    lines = [
+        "## Thread-scaling curve: T requesters on one connection",
+        "",
+        "Issue 33: T threads (nats_sync) or T coroutines (nats-py, natsio) on one connection, "
+        "each making sequential 64 B requests to the raw echo responder; about "
+        "the same number of requests at every T. Median (min" + DASH + "max) req/s; "
+        "\"best\" = the faster asyncio client at that T. CPU is the client process's "
+        "(all threads); context switches and futex calls are `perf stat -p` on the client "
+        "over the timed section (\u2014 where perf could not count). Triples are "
+        "nats_sync / nats-py / natsio medians. natsio runs on its own Python 3.13 "
+        "(`.venv-natsio`), the others on the suite's.",
+        "",
+        "| T | nats_sync req/s | nats-py req/s | natsio req/s | nats_sync / best "
+        "| CPU µs per request | context switches per request | futex calls per request |",
+        "|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for case in SCALE_CASES:
+        ours = stats.get((case.key, SYNC), {}).get("reqs_per_s")
+        peers = [stat.median for c in (NATSPY, NATSIO)
+                 if (stat := stats.get((case.key, c), {}).get("reqs_per_s"))]
+        ratio = f"{ours.median / max(peers):.2f}x" if ours and peers else "—"
+        lines.append(
+            f"| {case.threads} | {cell(case.key, SYNC, 'reqs_per_s', 'req/s')} "
+            f"| {cell(case.key, NATSPY, 'reqs_per_s', 'req/s')} "
+            f"| {cell(case.key, NATSIO, 'reqs_per_s', 'req/s')} | {ratio} "
+            f"| {each(case.key, 'cpu_us_per_req', 'µs')} "
+            f"| {each(case.key, 'cs_per_req', '')} | {each(case.key, 'futex_per_req', '')} |")
+    lines += ["", "![requests per second against T](benchmarks/scaling.png)", ""]
+    return lines
 
 
 def spark_section(spark: dict[str, Any] | None, verdicts: list[Verdict]) -> list[str]:

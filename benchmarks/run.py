@@ -26,9 +26,17 @@ from typing import Any
 from benchmarks import chart, report
 from benchmarks.analysis import measured_text, verdicts_of
 from benchmarks.common import cpu_seconds
-from benchmarks.procs import ROOT, Responder, python_command, run_streaming
+from benchmarks.procs import (
+    ROOT,
+    Responder,
+    python_command,
+    python_for,
+    run_streaming,
+    why_no_natsio,
+)
 from benchmarks.scenarios import (
     CASES,
+    NATSIO,
     NATSPY,
     RAW,
     SPARK_FULL,
@@ -140,7 +148,8 @@ def run_worker(client: str, case: Case, args: dict[str, Any]) -> dict[str, Any]:
     """One measurement in a fresh process; never raises."""
     started = time.perf_counter()
     outcome = run_streaming(
-        python_command("benchmarks.worker", client, case.scenario, json.dumps(args)),
+        python_command("benchmarks.worker", client, case.scenario, json.dumps(args),
+                       python=python_for(client)),
         WORKER_TIMEOUT,
     )
     wall = time.perf_counter() - started
@@ -196,14 +205,22 @@ def run_clients(
     cases: list[Case], reps: int, quick: bool, url: str, responder: Responder,
     server_pid: int,
 ) -> list[dict[str, Any]]:
-    """Every case, every client, ``reps`` times, interleaved."""
-    total = sum(len(case.clients) for case in cases) * reps
+    """Every case, every client, ``reps`` times, interleaved.
+
+    natsio runs where its interpreter is found; elsewhere it is left out, saying why.
+    """
+    no_natsio = why_no_natsio() if any(NATSIO in case.clients for case in cases) else None
+    if no_natsio:
+        print(f"natsio skipped: {no_natsio}", flush=True)
+    total = sum(len([c for c in case.clients if c != NATSIO or not no_natsio])
+                for case in cases) * reps
     done = 0
     runs: list[dict[str, Any]] = []
     for rep in range(reps):
         for case in cases:
             pair = [SYNC, NATSPY] if rep % 2 == 0 else [NATSPY, SYNC]
-            order = pair + [RAW] * (RAW in case.clients)
+            order = pair + [RAW] * (RAW in case.clients) + [NATSIO] * (
+                NATSIO in case.clients and not no_natsio)
             for client in order:
                 try:
                     if responder.restart_if_dead():
@@ -352,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         results = merge(results, json.loads((HERE / "results.json").read_text()))
     (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     chart.draw(results, HERE / "ratios.png")
+    chart.draw_scale(results, HERE / "scaling.png")
     options.out.mkdir(parents=True, exist_ok=True)  # --out may name a folder not made yet
     out = options.out / "BENCHMARKS.md"
     out.write_text(report.markdown(results))

@@ -8,6 +8,8 @@ from typing import Any
 SYNC = "nats_sync"
 NATSPY = "nats-py"
 RAW = "raw"
+#: The zero-dependency asyncio client, run on its own Python >= 3.13 (procs.python_for).
+NATSIO = "natsio"
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,9 @@ class Case:
     # JetStream cases get the server's pid and take its CPU over the timed section
     # themselves (they create streams and store messages outside it).
     jetstream: bool = False
+    # A point of the thread-scaling curve (issue 33): its number of requesters, shown
+    # in the curve's own table rather than the results table; 0 = not on the curve.
+    threads: int = 0
 
     def args(self, quick: bool) -> dict[str, Any]:
         return dict(self.quick if quick else self.full)
@@ -69,6 +74,31 @@ _MICRO_METRICS = (("reqs_per_s", "served", "req/s"),
                   ("cpu_us_per_req", "driver CPU per request (same driver)", "µs"),
                   ("errors", "missing or wrong replies", "requests"))
 
+#: The thread-scaling curve (issue 33): T requesters on one connection, T threads for
+#: nats_sync and T coroutines for the asyncio clients, sequential 64 B requests each, the
+#: same ``request_concurrent`` scenario as ``request_8``. About the same number of
+#: requests at every T (SCALE_TOTAL, rounded to whole requests per requester), with
+#: context switches and futex calls per request counted by ``perf`` where it can.
+SCALE_THREADS = (1, 2, 4, 8, 16, 64)
+SCALE_TOTAL = 9_600
+SCALE_QUICK_TOTAL = 640
+SCALE_METRICS = (("reqs_per_s", "throughput", "req/s"), ("cpu_us_per_req", "CPU per request", "µs"),
+                 ("cs_per_req", "context switches per request", ""),
+                 ("futex_per_req", "futex calls per request", ""),
+                 ("errors", "failed requests", "requests"))
+
+
+def _scale_case(threads: int) -> Case:
+    common = {"size": 64, "workers": threads, "count_switches": True}
+    return Case(f"scale_t{threads}", f"{threads} requester(s) on one connection",
+                "request_concurrent",
+                {**common, "per_worker": SCALE_TOTAL // threads, "warmup": _WARMUP},
+                {**common, "per_worker": SCALE_QUICK_TOTAL // threads, "warmup": 50},
+                (SYNC, NATSPY, NATSIO), SCALE_METRICS, threads=threads)
+
+
+SCALE_CASES = tuple(_scale_case(threads) for threads in SCALE_THREADS)
+
 CASES: tuple[Case, ...] = (
     Case("publish_16", "publish 16 B", "publish",
          {"size": 16, "count": 800_000}, {"size": 16, "count": 50_000},
@@ -97,6 +127,7 @@ CASES: tuple[Case, ...] = (
          {"size": 64, "workers": 8, "per_worker": 2_000, "warmup": _WARMUP},
          {"size": 64, "workers": 8, "per_worker": 100, "warmup": 50},
          metrics=_REQ_METRICS),
+    *SCALE_CASES,
     Case("request_pipelined", "pipelined requests", "request_pipelined",
          {"size": 64, "count": 10_000, "warmup": _WARMUP},
          {"size": 64, "count": 2_000, "warmup": 50},

@@ -1,9 +1,10 @@
 """One measurement in a fresh process: ``python -m benchmarks.worker CLIENT SCENARIO JSON``.
 
-CLIENT is ``nats_sync``, ``nats-py`` or ``raw``; JSON holds the scenario's keyword
-arguments. Prints one JSON line: ``{"ok": true, "metrics": {...}}`` or
-``{"ok": false, "error": "..."}``. Only the chosen client's module is imported, so the
-other client's import cost and threads never touch the measurement.
+CLIENT is ``nats_sync``, ``nats-py``, ``natsio`` (on its own interpreter) or ``raw``;
+JSON holds the scenario's keyword arguments. Prints one JSON line:
+``{"ok": true, "metrics": {...}}`` or ``{"ok": false, "error": "..."}``. Only the chosen
+client's module is imported, so the other client's import cost and threads never touch
+the measurement.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ MODULES = {
     "nats_sync": "benchmarks.worker_sync",
     "nats-py": "benchmarks.worker_natspy",
     "raw": "benchmarks.worker_raw",
+    "natsio": "benchmarks.worker_natsio",
 }
 
 

@@ -109,7 +109,8 @@ async def _request_seq(url: str, size: int, count: int, warmup: int) -> Metrics:
 
 
 async def _request_concurrent(
-    url: str, size: int, workers: int, per_worker: int, warmup: int
+    url: str, size: int, workers: int, per_worker: int, warmup: int,
+    count_switches: bool = False,
 ) -> Metrics:
     data = c.payload(size)
     nc = await _connect(url)
@@ -124,11 +125,14 @@ async def _request_concurrent(
             except nats.errors.Error:
                 errors[0] += 1
 
+    counter = c.SwitchCounter().start() if count_switches else None
     watch = c.Stopwatch().start()
     await asyncio.gather(*(requester() for _ in range(workers)))
     watch.stop()
     await nc.close()
     metrics = c.throughput_metrics(workers * per_worker, watch, "reqs")
+    if counter is not None:
+        metrics.update(counter.metrics(workers * per_worker))
     metrics["errors"] = errors[0]
     return metrics
 

@@ -91,8 +91,12 @@ def request_seq(url: str, size: int, count: int, warmup: int) -> Metrics:
     return c.latency_metrics(latencies, watch)
 
 
-def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmup: int) -> Metrics:
-    """``workers`` threads sharing one connection, ``per_worker`` requests each."""
+def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmup: int,
+                       count_switches: bool = False) -> Metrics:
+    """``workers`` threads sharing one connection, ``per_worker`` requests each.
+
+    ``count_switches``: also context switches (and futex calls) per request, by ``perf``.
+    """
     data = c.payload(size)
     errors = [0] * workers
     with nats_sync.connect(url) as nc:
@@ -112,6 +116,7 @@ def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmu
                    for n in range(workers)]
         for thread in threads:
             thread.start()
+        counter = c.SwitchCounter().start() if count_switches else None
         watch = c.Stopwatch().start()
         barrier.wait()
         for thread in threads:
@@ -119,6 +124,8 @@ def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmu
         watch.stop()
     total = workers * per_worker
     metrics = c.throughput_metrics(total, watch, "reqs")
+    if counter is not None:
+        metrics.update(counter.metrics(total))
     metrics["errors"] = sum(errors)
     return metrics
 
