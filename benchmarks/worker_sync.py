@@ -95,13 +95,14 @@ def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmu
                        count_switches: bool = False) -> Metrics:
     """``workers`` threads sharing one connection, ``per_worker`` requests each.
 
-    ``count_switches``: also context switches (and futex calls) per request, by ``perf``.
+    ``count_switches``: then a second, untimed round under ``perf`` gives context switches
+    (and futex calls) per request; tracing futex calls slows the client, so the timed
+    round runs without it.
     """
     data = c.payload(size)
     errors = [0] * workers
-    with nats_sync.connect(url) as nc:
-        for _ in range(warmup):
-            nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT)
+
+    def one_round(nc: nats_sync.Client) -> c.Stopwatch:
         barrier = threading.Barrier(workers + 1)
 
         def requester(index: int) -> None:
@@ -116,16 +117,24 @@ def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmu
                    for n in range(workers)]
         for thread in threads:
             thread.start()
-        counter = c.SwitchCounter().start() if count_switches else None
         watch = c.Stopwatch().start()
         barrier.wait()
         for thread in threads:
             thread.join(timeout=120)
-        watch.stop()
+        return watch.stop()
+
     total = workers * per_worker
+    counts: dict[str, float] = {}
+    with nats_sync.connect(url) as nc:
+        for _ in range(warmup):
+            nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT)
+        watch = one_round(nc)
+        if count_switches:
+            counter = c.SwitchCounter().start()
+            one_round(nc)
+            counts = counter.metrics(total)
     metrics = c.throughput_metrics(total, watch, "reqs")
-    if counter is not None:
-        metrics.update(counter.metrics(total))
+    metrics.update(counts)
     metrics["errors"] = sum(errors)
     return metrics
 
