@@ -192,7 +192,9 @@ def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
         "the same number of requests at every T. Median (min" + DASH + "max) req/s; "
         "\"best\" = the faster asyncio client at that T. CPU is the client process's "
         "(all threads); context switches and futex calls are `perf stat -p` on the client "
-        "over the timed section (\u2014 where perf could not count). Triples are "
+        "over a second, untimed round of the same size (tracing futex calls slows a "
+        "threaded client, so req/s and CPU come from the first; \u2014 where perf could "
+        "not count). Triples are "
         "nats_sync / nats-py / natsio medians. natsio runs on its own Python 3.13 "
         "(`.venv-natsio`), the others on the suite's.",
         "",

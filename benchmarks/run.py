@@ -2,11 +2,12 @@
 
 How it works: one nats-server and one raw echo responder serve the whole run. For each
 repetition and each case, nats_sync and nats-py (order swapped every other repetition)
-and, where it applies, the raw socket each run in a fresh worker process with a
-timeout; a failed run is recorded and the suite goes on. Spark runs last, in one child
-process of its own (request_udf first, then the JetStream parts). Writes BENCHMARKS.md,
-benchmarks/results.json and benchmarks/ratios.png; with ``--merge`` the runs of whatever
-this run left out are kept from the previous results.json.
+and, where it applies, the raw socket and natsio (on its own Python >= 3.13, after the
+other two) each run in a fresh worker process with a timeout; a failed run is recorded
+and the suite goes on. Spark runs last, in one child process of its own (request_udf
+first, then the JetStream parts). Writes BENCHMARKS.md, benchmarks/results.json,
+benchmarks/ratios.png and benchmarks/scaling.png (the thread-scaling curve); with
+``--merge`` the runs of whatever this run left out are kept from the previous results.json.
 """
 
 from __future__ import annotations
