@@ -77,6 +77,7 @@ from tools._jsfaults import (
     fmt_ms,
     fmt_s,
 )
+from tools._reliability_doc import row_notes
 from tools._streamcheck import PAYLOAD, ClientEvents, Paced, now
 
 BATCH_SIZE = 2000  # messages per batch: the last one is sent with commit()
@@ -641,10 +642,7 @@ def table_row(r: FastResult) -> str:
 
 
 def note_line(r: FastResult) -> str | None:
-    items = list(r.notes)
-    if r.error:
-        items.append(f"**row failed**: {r.error}")
-    return f"- {r.fault}: " + "; ".join(items) + "." if items else None
+    return row_notes(r.fault, r.notes, r.error)
 
 
 def intro(rate: int) -> list[str]:

@@ -57,6 +57,7 @@ from tools._jsfaults import (
     fmt_ms,
     fmt_s,
 )
+from tools._reliability_doc import row_notes
 from tools._streamcheck import PAYLOAD, ClientEvents, now
 
 CHUNK = 5000  # messages per run of the recipe (one batch when nothing fails)
@@ -591,10 +592,7 @@ def table_row(r: ResumeResult) -> str:
 
 
 def note_line(r: ResumeResult) -> str | None:
-    items = list(r.notes)
-    if r.error:
-        items.append(f"**row failed**: {r.error}")
-    return f"- {r.fault}: " + "; ".join(items) + "." if items else None
+    return row_notes(r.fault, r.notes, r.error)
 
 
 def intro(rate: int) -> list[str]:

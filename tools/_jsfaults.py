@@ -43,6 +43,7 @@ from typing import Any
 import nats_sync
 from nats_sync.jetstream import JetStream, JsMsg, PubAck, PullConsumer, Stream
 from nats_sync.testing import NatsCluster, NatsServer
+from tools._reliability_doc import fmt_ms, row_notes
 from tools._streamcheck import JOIN_TIMEOUT, PAYLOAD, ClientEvents, Paced, now
 
 ACK_TIMEOUT = 2.0  # publish_async: a PubAck not back within this fails the future
@@ -716,10 +717,6 @@ def fmt_s(seconds: float | None) -> str:
     return "never" if seconds is None else f"{1000 * seconds:.0f} ms"
 
 
-def fmt_ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
-
-
 def table_header() -> list[str]:
     return [
         "| fault | injected | published | acked | **acked and lost** | not acknowledged "
@@ -752,9 +749,7 @@ def note_line(r: JsResult) -> str | None:
         items.append(f"**acked and lost**: #{r.tally.acked_lost[:10]}")
     if r.tally.not_consumed:
         items.append(f"**stored, never consumed**: stream seqs {r.tally.not_consumed[:10]}")
-    if r.error:
-        items.append(f"**row failed**: {r.error}")
-    return f"- {r.fault}: " + "; ".join(items) + "." if items else None
+    return row_notes(r.fault, items, r.error)
 
 
 def method(rate: int) -> list[str]:

@@ -26,6 +26,19 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PAGE = ROOT / "docs" / "RELIABILITY.md"
 
 
+def fmt_ms(seconds: float | None) -> str:
+    """A duration as the page's tables show it (``-`` for none)."""
+    return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
+
+
+def row_notes(fault: str, items: Sequence[str], error: str | None) -> str | None:
+    """A row's line under its table: its notes, then why the row failed; None if neither."""
+    lines = list(items)
+    if error:
+        lines.append(f"**row failed**: {error}")
+    return f"- {fault}: " + "; ".join(lines) + "." if lines else None
+
+
 def run_date() -> str:
     """When a run happened, as the page states it."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -76,8 +76,10 @@ from tools._reliability_doc import (
     MergedRows,
     TableRow,
     earlier_rows,
+    fmt_ms,
     kept_sentence,
     merge_rows,
+    row_notes,
     run_date,
     write_section,
 )
@@ -562,10 +564,6 @@ def machine(load: tuple[float, float, float]) -> dict[str, str]:
     }
 
 
-def fmt_ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
-
-
 TABLE_HEADER = [
     "| fault | injected | published | received (unique) | lost | lost in flight "
     "| buffered | lost from buffer | duplicates | out of order | refused "
@@ -599,9 +597,7 @@ def note_line(r: RowResult) -> str | None:
     items += r.notes
     if r.dropped:
         items.append(f"the subscriber dropped {r.dropped} as a slow consumer")
-    if r.error:
-        items.append(f"**row failed**: {r.error}")
-    return f"- {r.fault}: " + "; ".join(items) + "." if items else None
+    return row_notes(r.fault, items, r.error)
 
 
 def table(results: list[RowResult]) -> list[str]:
