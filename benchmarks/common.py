@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,3 +251,31 @@ def order_metrics(received: list[bytes], expected: int) -> dict[str, float]:
         "duplicates": duplicates,
         "out_of_order": out_of_order,
     }
+
+
+async def gather_requesters(request: Callable[[], Awaitable[object]],
+                            failure: type[BaseException], workers: int, per_worker: int,
+                            count_switches: bool) -> dict[str, float]:
+    """An asyncio client's side of the concurrent-request cases: ``workers`` tasks on one
+    connection making ``per_worker`` ``request()`` calls each, a failure counted as an
+    error; with ``count_switches``, a second round (untimed) under perf, as worker_sync's."""
+    errors = 0
+
+    async def requester() -> None:
+        nonlocal errors
+        for _ in range(per_worker):
+            try:
+                await request()
+            except failure:
+                errors += 1
+
+    watch = Stopwatch().start()
+    await asyncio.gather(*(requester() for _ in range(workers)))
+    watch.stop()
+    metrics = throughput_metrics(workers * per_worker, watch, "reqs")
+    if count_switches:
+        counter = SwitchCounter().start()
+        await asyncio.gather(*(requester() for _ in range(workers)))
+        metrics.update(counter.metrics(workers * per_worker))
+    metrics["errors"] = errors
+    return metrics

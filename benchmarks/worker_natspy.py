@@ -116,25 +116,10 @@ async def _request_concurrent(
     nc = await _connect(url)
     for _ in range(warmup):
         await nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT)
-    errors = [0]
-
-    async def requester() -> None:
-        for _ in range(per_worker):
-            try:
-                await nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT)
-            except nats.errors.Error:
-                errors[0] += 1
-
-    watch = c.Stopwatch().start()
-    await asyncio.gather(*(requester() for _ in range(workers)))
-    watch.stop()
-    metrics = c.throughput_metrics(workers * per_worker, watch, "reqs")
-    if count_switches:  # an untimed second round under perf, as in worker_sync
-        counter = c.SwitchCounter().start()
-        await asyncio.gather(*(requester() for _ in range(workers)))
-        metrics.update(counter.metrics(workers * per_worker))
+    metrics = await c.gather_requesters(
+        lambda: nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT), nats.errors.Error,
+        workers, per_worker, count_switches)
     await nc.close()
-    metrics["errors"] = errors[0]
     return metrics
 
 
