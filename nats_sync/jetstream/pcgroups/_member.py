@@ -279,30 +279,28 @@ class MemberSource:
 
     def _follow_config(self) -> None:
         """Applies every config change stored meanwhile (not waiting)."""
-        while not self._stopped and not self._draining:
-            try:
-                entry = self._watcher.updates(timeout=PCG_CONFIG_PEEK)
-            except TimeoutError:
-                return
-            except ConnectionClosedError:
-                self.end(None)
-                return
-            if entry is not None:
-                self._apply(entry)
+        while self._take_config(PCG_CONFIG_PEEK):
+            pass
 
     def _wait_config(self, seconds: float) -> None:
         """Waits up to ``seconds`` for a config change and applies it."""
+        self._take_config(seconds)
+
+    def _take_config(self, seconds: float) -> bool:
+        """Waits up to ``seconds`` for the watcher's next entry and applies it; False when
+        none came, the member is leaving, or the client closed (then the member ends)."""
         if self._stopped or self._draining:
-            return
+            return False
         try:
             entry = self._watcher.updates(timeout=seconds)
         except TimeoutError:
-            return
+            return False
         except ConnectionClosedError:
             self.end(None)
-            return
+            return False
         if entry is not None:
             self._apply(entry)
+        return True
 
     def _apply(self, entry: Entry) -> None:
         if entry.operation != "PUT":  # the group was deleted
