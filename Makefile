@@ -136,16 +136,26 @@ demo: $(DEV_STAMP)
 demo-cluster: $(DEV_STAMP)
 	$(PY) examples/demo.py --local-cluster $(DEMO_ARGS)
 
-# The dev set-up plus the bench extra (nats-py, the asyncio client compared against, and matplotlib).
+# The dev set-up plus the bench extra (nats-py, the asyncio client compared against,
+# matplotlib, and gunicorn for the WSGI row), and ab (ApacheBench, Debian's apache2-utils),
+# the WSGI row's load generator: installed with apt-get only where it is missing (as root,
+# or through sudo without a password); where it cannot be, that row fails saying so.
 $(BENCH_STAMP): $(DEV_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,bench]'
+	@command -v ab >/dev/null 2>&1 || { \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+		$$sudo apt-get install -y -qq apache2-utils >/dev/null 2>&1 || \
+		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq apache2-utils; } || \
+		echo "bench: ab (apache2-utils) could not be installed: the wsgi_t16 row will fail"; }
 	touch $@
 
 # nats_sync vs nats-py side by side on one embedded nats-server, plus Spark: request_udf vs a
 # row-at-a-time UDF, and the JetStream source, sink and kv_lookup_udf against nats-py and
 # row-at-a-time peers (~18 min on 2 cores). Writes BENCHMARKS.md, benchmarks/results.json,
 # benchmarks/ratios.png and benchmarks/scaling.png (the thread-scaling curve, scale_t1 ...
-# scale_t64, with natsio where .venv-natsio or $NATSIO_PYTHON has it). BENCH_ARGS: --quick (smoke test), --no-spark, --reps N, --only KEYS
+# scale_t64, with natsio where .venv-natsio or $NATSIO_PYTHON has it) and the WSGI row
+# (wsgi_t16: gunicorn + ab, nats_sync vs nats-py on a loop thread vs no NATS call).
+# BENCH_ARGS: --quick (smoke test), --no-spark, --reps N, --only KEYS
 # (e.g. spark_js), --merge (keep the previous run's figures of what this run leaves out).
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks $(BENCH_ARGS)

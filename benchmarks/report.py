@@ -22,6 +22,7 @@ from benchmarks.scenarios import (
     CASES,
     NATSIO,
     NATSPY,
+    NO_NATS,
     RAW,
     SCALE_CASES,
     SINK_ASYNC,
@@ -34,6 +35,10 @@ from benchmarks.scenarios import (
     SPARK_ROW,
     SPARK_VECTOR,
     SYNC,
+    WSGI_CLIENTS,
+    WSGI_KEY,
+    WSGI_MAX_COST,
+    WSGI_METRICS,
     Case,
 )
 
@@ -146,9 +151,11 @@ def markdown(results: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for case in CASES:
-        if not case.threads:  # the curve's points have a table of their own
+        # The curve's points and the WSGI row have tables of their own.
+        if not case.threads and case.key != WSGI_KEY:
             lines += _case_rows(case, stats, by_metric)
     lines += ["", *scale_section(stats)]
+    lines += wsgi_section(stats, verdicts)
     lines += ["", *spark_section(results.get("spark"), verdicts), ""]
     lines += [*spark_js_section(results.get("spark_js"), stats, verdicts), ""]
     lines += method_section(results)
@@ -215,6 +222,54 @@ def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
             f"| {each(case.key, 'cs_per_req', '')} | {each(case.key, 'futex_per_req', '')} |")
     lines += ["", "![requests per second against T](benchmarks/scaling.png)", ""]
     return lines
+
+
+#: How the WSGI table names each client's variant of the app.
+_WSGI_LABELS = {SYNC: "nats_sync, one module-level client",
+                NATSPY: "nats-py on a background loop thread",
+                NO_NATS: "no NATS call"}
+
+
+def wsgi_section(stats: dict[tuple[str, str], dict[str, Stat]],
+                 verdicts: list[Verdict]) -> list[str]:
+    """The WSGI row (issue 33): one line per variant of the app, then the derived figures."""
+    if not any((WSGI_KEY, client) in stats for client in WSGI_CLIENTS):
+        return []
+    lines = [
+        "## WSGI app under gunicorn: one NATS request per HTTP request",
+        "",
+        "Issue 33: gunicorn (`-k gthread -w 1 --threads 16`) serving a WSGI app whose every "
+        "HTTP request makes one 64 B request to the raw echo responder, loaded by "
+        "`ab -k -c 16` (keep-alive connections) after an untimed warm-up. nats_sync: one "
+        "module-level client shared by the 16 threads; nats-py: one client on an event loop "
+        "run by a background thread, each request handed over with "
+        "`asyncio.run_coroutine_threadsafe(...).result()`; no NATS call: the same app "
+        "answering at once (its ceiling). Median (min" + DASH + "max); latency is ab's "
+        "whole-request time; CPU is the gunicorn worker process's over the timed run. "
+        "gunicorn, ab, nats-server and the responder share the machine's cores.",
+        "",
+        "| metric | " + " | ".join(_WSGI_LABELS[client] for client in WSGI_CLIENTS) + " |",
+        "|---|" + "---:|" * len(WSGI_CLIENTS),
+    ]
+    for metric, label, unit in WSGI_METRICS:
+        cells = [fmt_stat(stats.get((WSGI_KEY, client), {}).get(metric), unit)
+                 for client in WSGI_CLIENTS]
+        lines.append(f"| {label} ({unit}) | " + " | ".join(cells) + " |")
+    judged = {v.target.denominator: v for v in verdicts if v.target.case == WSGI_KEY}
+    against_none = judged.get(NO_NATS)
+    against_natspy = judged.get(NATSPY)
+    lines.append("")
+    if against_none and against_none.ratio is not None:
+        lines.append(
+            f"- NATS cost = 1 - nats_sync req/s / no-NATS req/s = "
+            f"**{1 - against_none.ratio:.0%}** (target ≤ {WSGI_MAX_COST:.0%}): "
+            f"**{against_none.status}**.")
+    if against_natspy and against_natspy.ratio is not None:
+        lines.append(
+            f"- nats_sync / nats-py through a loop thread, req/s = "
+            f"**{against_natspy.ratio:.2f}x** (target ≥ {against_natspy.target.minimum}x): "
+            f"**{against_natspy.status}**.")
+    return [*lines, ""]
 
 
 def spark_section(spark: dict[str, Any] | None, verdicts: list[Verdict]) -> list[str]:
@@ -386,6 +441,8 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "numbers, 1,000 warm-up requests first, every reply compared with its payload. "
         "Service CPU is that process's CPU (`/proc`, clock ticks) over the timed section. "
         "Driver, service and nats-server share the machine's cores.",
+        "- WSGI app: see its own section above (`benchmarks/wsgi_bench.py`, "
+        "`benchmarks/wsgi_app.py`); each run is a fresh gunicorn, started by the worker.",
         "- JetStream: the same nats-server runs with JetStream (file store in its temp "
         "folder); every run makes a fresh file stream on its own subject and deletes it "
         "after. Sequential publish: `js.publish` of 128 B, each waiting for its ack, after "

@@ -2,12 +2,13 @@
 
 How it works: one nats-server and one raw echo responder serve the whole run. For each
 repetition and each case, nats_sync and nats-py (order swapped every other repetition)
-and, where it applies, the raw socket and natsio (on its own Python >= 3.13, after the
-other two) each run in a fresh worker process with a timeout; a failed run is recorded
-and the suite goes on. Spark runs last, in one child process of its own (request_udf
-first, then the JetStream parts). Writes BENCHMARKS.md, benchmarks/results.json,
-benchmarks/ratios.png and benchmarks/scaling.png (the thread-scaling curve); with
-``--merge`` the runs of whatever this run left out are kept from the previous results.json.
+and, where it applies, the raw socket (or the WSGI case's app with no NATS call) and
+natsio (on its own Python >= 3.13, after the other two) each run in a fresh worker
+process with a timeout; a failed run is recorded and the suite goes on. Spark runs
+last, in one child process of its own (request_udf first, then the JetStream parts).
+Writes BENCHMARKS.md, benchmarks/results.json, benchmarks/ratios.png and
+benchmarks/scaling.png (the thread-scaling curve); with ``--merge`` the runs of whatever
+this run left out are kept from the previous results.json.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from benchmarks.scenarios import (
     CASES,
     NATSIO,
     NATSPY,
-    RAW,
     SPARK_FULL,
     SPARK_JS_ALL,
     SPARK_JS_FULL,
@@ -220,8 +220,9 @@ def run_clients(
     for rep in range(reps):
         for case in cases:
             pair = [SYNC, NATSPY] if rep % 2 == 0 else [NATSPY, SYNC]
-            order = pair + [RAW] * (RAW in case.clients) + [NATSIO] * (
-                NATSIO in case.clients and not no_natsio)
+            # The raw socket (or the WSGI case's app without NATS) after both clients.
+            others = [client for client in case.clients if client not in (SYNC, NATSPY, NATSIO)]
+            order = pair + others + [NATSIO] * (NATSIO in case.clients and not no_natsio)
             for client in order:
                 try:
                     if responder.restart_if_dead():

@@ -10,6 +10,8 @@ NATSPY = "nats-py"
 RAW = "raw"
 #: The zero-dependency asyncio client, run on its own Python >= 3.13 (procs.python_for).
 NATSIO = "natsio"
+#: The WSGI case's app with no NATS call at all (its ceiling; benchmarks/wsgi_bench.py).
+NO_NATS = "no NATS"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,21 @@ def _scale_case(threads: int) -> Case:
 
 SCALE_CASES = tuple(_scale_case(threads) for threads in SCALE_THREADS)
 
+#: The WSGI row (issue 33): a gunicorn app (``-k gthread -w 1 --threads 16``) under
+#: ``ab -k -c 16``, each HTTP request making one 64 B request to the raw echo responder:
+#: nats_sync (one module-level client), nats-py through a background event-loop thread,
+#: and the same app with no NATS call (see benchmarks/wsgi_bench.py). Shown in a table
+#: of its own, with the NATS call's cost against the app's no-NATS throughput.
+WSGI_KEY = "wsgi_t16"
+WSGI_CLIENTS = (SYNC, NATSPY, NO_NATS)
+WSGI_METRICS = (("reqs_per_s", "HTTP throughput", "req/s"), ("p50_ms", "latency p50", "ms"),
+                ("p99_ms", "latency p99", "ms"),
+                ("app_cpu_us", "gunicorn worker CPU per request", "µs"),
+                ("errors", "failed requests or bad replies", "requests"))
+_WSGI_COMMON = {"size": 64, "threads": 16, "concurrency": 16}
+#: The largest share of the no-NATS throughput the NATS call may cost (issue 33's target).
+WSGI_MAX_COST = 0.20
+
 CASES: tuple[Case, ...] = (
     Case("publish_16", "publish 16 B", "publish",
          {"size": 16, "count": 800_000}, {"size": 16, "count": 50_000},
@@ -151,6 +168,10 @@ CASES: tuple[Case, ...] = (
     Case("micro_w4", "service echo 16 B, max_workers 4", "micro_service",
          {**_MICRO_FULL, "workers": 4}, {**_MICRO_QUICK, "workers": 4},
          metrics=_MICRO_METRICS),
+    Case(WSGI_KEY, "WSGI app, gunicorn 16 threads", "wsgi",
+         {**_WSGI_COMMON, "count": 10_000, "warmup": 500},
+         {**_WSGI_COMMON, "count": 1_000, "warmup": 100},
+         WSGI_CLIENTS, WSGI_METRICS),
     # JetStream last: a file store's background writes must not fall into the core cases.
     Case("js_publish_seq", "JetStream publish, sequential 128 B", "js_publish_seq",
          {"size": 128, "count": 3_000, "warmup": _WARMUP},
@@ -242,6 +263,11 @@ TARGETS: tuple[Target, ...] = (
            "≥ 1.5x, 0 wrong", zero=("errors",)),
     Target("service max_workers 4 req/s", "micro_w4", "reqs_per_s", SYNC, NATSPY, 1.5,
            "≥ 1.5x, 0 wrong", zero=("errors",)),
+    Target("WSGI app HTTP req/s vs nats-py through a loop thread", WSGI_KEY, "reqs_per_s",
+           SYNC, NATSPY, 1.3, "≥ 1.3x, 0 failed", zero=("errors",)),
+    Target("WSGI app HTTP req/s vs no NATS call", WSGI_KEY, "reqs_per_s", SYNC, NO_NATS,
+           1 - WSGI_MAX_COST, f"≥ {1 - WSGI_MAX_COST:.2f}x (NATS cost ≤ {WSGI_MAX_COST:.0%})",
+           zero=("errors",)),
     Target("JetStream publish p50 vs nats-py", "js_publish_seq", "p50_us", NATSPY, SYNC,
            1 / 0.75, "p50 ≤ 0.75x nats-py (ratio ≥ 1.33x)"),
     Target("JetStream publish_async acks/s", "js_publish_async", "acks_per_s", SYNC, NATSPY,

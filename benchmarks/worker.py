@@ -1,6 +1,7 @@
 """One measurement in a fresh process: ``python -m benchmarks.worker CLIENT SCENARIO JSON``.
 
-CLIENT is ``nats_sync``, ``nats-py``, ``natsio`` (on its own interpreter) or ``raw``;
+CLIENT is ``nats_sync``, ``nats-py``, ``natsio`` (on its own interpreter), ``raw`` or
+``no NATS`` (the WSGI case's app without a NATS call, ``wsgi_bench.py``);
 JSON holds the scenario's keyword arguments. Prints one JSON line:
 ``{"ok": true, "metrics": {...}}`` or ``{"ok": false, "error": "..."}``. Only the chosen
 client's module is imported, so the other client's import cost and threads never touch
@@ -20,6 +21,8 @@ MODULES = {
     "nats-py": "benchmarks.worker_natspy",
     "raw": "benchmarks.worker_raw",
     "natsio": "benchmarks.worker_natsio",
+    # The WSGI case's app without any NATS call: its driver is its own worker.
+    "no NATS": "benchmarks.wsgi_bench",
 }
 
 

@@ -15,7 +15,7 @@ from nats.errors import SlowConsumerError
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from benchmarks import common as c
-from benchmarks import micro_service
+from benchmarks import micro_service, wsgi_bench
 from benchmarks import request_many as request_many_case
 
 Metrics = dict[str, Any]
@@ -392,4 +392,6 @@ SCENARIOS = {
     # The service under test is nats-py's (a child process); the driver is nats_sync's
     # request_batch for both clients, so only the service differs.
     "micro_service": partial(micro_service.drive, "nats-py"),
+    # nats-py runs inside gunicorn, on a loop thread (benchmarks/wsgi_app.py), not here.
+    "wsgi": partial(wsgi_bench.drive, "nats-py"),
 }

@@ -11,7 +11,7 @@ from typing import Any
 
 import nats_sync
 from benchmarks import common as c
-from benchmarks import micro_service
+from benchmarks import micro_service, wsgi_bench
 from benchmarks import request_many as request_many_case
 
 Metrics = dict[str, Any]
@@ -439,4 +439,6 @@ SCENARIOS = {
     "obj_put": obj_put,
     "obj_get": obj_get,
     "micro_service": partial(micro_service.drive, "nats_sync"),
+    # The client under test runs inside gunicorn (benchmarks/wsgi_app.py), not here.
+    "wsgi": partial(wsgi_bench.drive, "nats_sync"),
 }
