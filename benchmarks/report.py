@@ -269,7 +269,7 @@ def wsgi_section(stats: dict[tuple[str, str], dict[str, Stat]],
             f"- nats_sync / nats-py through a loop thread, req/s = "
             f"**{against_natspy.ratio:.2f}x** (target ≥ {against_natspy.target.minimum}x): "
             f"**{against_natspy.status}**.")
-    return [*lines, ""]
+    return lines
 
 
 def spark_section(spark: dict[str, Any] | None, verdicts: list[Verdict]) -> list[str]:

@@ -128,7 +128,9 @@ def run_ab(port: int, concurrency: int, count: int) -> dict[str, float]:
     if keep_alive < complete * 0.99:
         raise RuntimeError(f"only {keep_alive:,.0f} of {complete:,.0f} requests were on "
                            "keep-alive connections: the figures would measure connecting")
-    metrics = {"reqs_per_s": complete / taken, "elapsed_s": taken,
+    # "ab_s", not "elapsed_s": run.add_peer_cpu would charge the server's and the
+    # responder's CPU over the whole worker (gunicorn's start, the warm-up) to this run.
+    metrics = {"reqs_per_s": complete / taken, "ab_s": taken,
                # A bad reply (500) counts under both of ab's lines; a lost request under
                # neither, hence the shortfall.
                "errors": max(_field(output, "Failed requests"),
