@@ -17,10 +17,12 @@ Also a worker module itself (``python -m benchmarks.worker "no NATS" wsgi ARGS``
 from __future__ import annotations
 
 import csv
+import ctypes
 import importlib.util
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +44,7 @@ AB_REQUEST_TIMEOUT = 10
 AB_RUN_TIMEOUT = 60.0
 #: The app's variant (BENCH_WSGI_VARIANT) for each client of the case.
 VARIANTS = {SYNC: "nats_sync", NATSPY: "nats-py", NO_NATS: "none"}
+PR_SET_PDEATHSIG = 1
 #: The latency percentiles reported, from ab's ``-e`` table (whole request, ms).
 PERCENTILES = (50, 90, 99)
 
@@ -58,6 +61,15 @@ def _tail(log: IO[bytes]) -> str:
     return log.read().decode(errors="replace")[-1500:]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the worker dies (Linux's PR_SET_PDEATHSIG),
+    so a worker killed at its timeout leaves no gunicorn holding a port and a connection."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the timeout path may leave it running
+        pass
+
+
 def _start_gunicorn(variant: str, url: str, size: int, threads: int, port: int,
                     log: IO[bytes]) -> subprocess.Popen[bytes]:
     if importlib.util.find_spec("gunicorn") is None:
@@ -69,7 +81,8 @@ def _start_gunicorn(variant: str, url: str, size: int, threads: int, port: int,
         [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1", "--threads",
          str(threads), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "5",
          "benchmarks.wsgi_app:app"],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT, env=env)
+        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT, env=env,
+        preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, no locks taken
 
 
 def _worker_pid(server: subprocess.Popen[bytes], port: int, log: IO[bytes]) -> int:
