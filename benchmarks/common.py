@@ -109,14 +109,17 @@ class SwitchCounter:
     ``perf`` cannot count, ``metrics`` is empty and says so under ``perf``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pid: int | None = None) -> None:
         self.events = perf_events()
         self.process: subprocess.Popen[str] | None = None
+        #: The process counted: this one unless told (the services case counts its
+        #: service process).
+        self.pid = os.getpid() if pid is None else pid
 
     def start(self) -> SwitchCounter:
         if self.events:
             self.process = subprocess.Popen(
-                ["perf", "stat", "-x,", "-e", ",".join(self.events), "-p", str(os.getpid())],
+                ["perf", "stat", "-x,", "-e", ",".join(self.events), "-p", str(self.pid)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             time.sleep(PERF_ATTACH_S)
         return self

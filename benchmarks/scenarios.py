@@ -73,6 +73,8 @@ _MICRO_FULL = {"size": 16, "count": 100_000, "warmup": 1_000}
 _MICRO_QUICK = {"size": 16, "count": 20_000, "warmup": 1_000}
 _MICRO_METRICS = (("reqs_per_s", "served", "req/s"),
                   ("service_cpu_us", "service process CPU per request", "µs"),
+                  ("service_cs_per_req", "service context switches per request", ""),
+                  ("service_futex_per_req", "service futex calls per request", ""),
                   ("cpu_us_per_req", "driver CPU per request (same driver)", "µs"),
                   ("errors", "missing or wrong replies", "requests"))
 
@@ -115,6 +117,20 @@ WSGI_METRICS = (("reqs_per_s", "HTTP throughput", "req/s"), ("p50_ms", "latency 
 _WSGI_COMMON = {"size": 64, "threads": 16, "concurrency": 16}
 #: The largest share of the no-NATS throughput the NATS call may cost (issue 33's target).
 WSGI_MAX_COST = 0.20
+
+#: The services curve (issue 33): one echo service process with ``max_workers`` W
+#: against nats-py's service (no worker pool: the same service at every W), under the
+#: same driver, a request_batch of 1,024 in flight (see benchmarks/micro_service.py).
+MICRO_WORKERS = (1, 4, 16)
+
+
+def _micro_case(workers: int) -> Case:
+    return Case(f"micro_w{workers}", f"service echo 16 B, max_workers {workers}",
+                "micro_service", {**_MICRO_FULL, "workers": workers},
+                {**_MICRO_QUICK, "workers": workers}, metrics=_MICRO_METRICS)
+
+
+MICRO_CASES = tuple(_micro_case(workers) for workers in MICRO_WORKERS)
 
 CASES: tuple[Case, ...] = (
     Case("publish_16", "publish 16 B", "publish",
@@ -161,13 +177,8 @@ CASES: tuple[Case, ...] = (
                   ("errors", "missing replies", "replies"))),
     # Services: one echo service process (nats_sync.micro or nats.micro) answering the
     # same driver, nats_sync's request_batch (see benchmarks/micro_service.py).
-    # nats-py's service has no worker pool: both keys run it the same way.
-    Case("micro_w1", "service echo 16 B, max_workers 1", "micro_service",
-         {**_MICRO_FULL, "workers": 1}, {**_MICRO_QUICK, "workers": 1},
-         metrics=_MICRO_METRICS),
-    Case("micro_w4", "service echo 16 B, max_workers 4", "micro_service",
-         {**_MICRO_FULL, "workers": 4}, {**_MICRO_QUICK, "workers": 4},
-         metrics=_MICRO_METRICS),
+    # nats-py's service has no worker pool: every key runs it the same way.
+    *MICRO_CASES,
     Case(WSGI_KEY, "WSGI app, gunicorn 16 threads", "wsgi",
          {**_WSGI_COMMON, "count": 10_000, "warmup": 500},
          {**_WSGI_COMMON, "count": 1_000, "warmup": 100},
