@@ -43,6 +43,11 @@ def _check_subject(
     subject = _check_framing(subject, what)
     if not strict:
         return _utf8(subject, what)
+    if ("*" not in subject and ">" not in subject and ".." not in subject
+            and subject[0] != "." and subject[-1] != "."):
+        # No empty token and no wildcard token can be in it: the token loop below would
+        # pass it (a reply to an inbox, checked for every reply, is the usual case).
+        return _utf8(subject, what)
     tokens = subject.split(".")
     last = len(tokens) - 1
     for index, token in enumerate(tokens):
