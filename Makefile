@@ -152,9 +152,10 @@ $(BENCH_STAMP): $(DEV_STAMP)
 # nats_sync vs nats-py side by side on one embedded nats-server, plus Spark: request_udf vs a
 # row-at-a-time UDF, and the JetStream source, sink and kv_lookup_udf against nats-py and
 # row-at-a-time peers (~18 min on 2 cores). Writes BENCHMARKS.md, benchmarks/results.json,
-# benchmarks/ratios.png and benchmarks/scaling.png (the thread-scaling curve, scale_t1 ...
-# scale_t64, with natsio where .venv-natsio or $NATSIO_PYTHON has it) and the WSGI row
-# (wsgi_t16: gunicorn + ab, nats_sync vs nats-py on a loop thread vs no NATS call).
+# benchmarks/ratios.png, benchmarks/scaling.png (the thread-scaling curve, scale_t1 ...
+# scale_t64, with natsio where .venv-natsio or $NATSIO_PYTHON has it), benchmarks/services.png
+# (the services curve, micro_w1/w4/w16) and the WSGI row (wsgi_t16: gunicorn + ab,
+# nats_sync vs nats-py on a loop thread vs no NATS call).
 # BENCH_ARGS: --quick (smoke test), --no-spark, --reps N, --only KEYS
 # (e.g. spark_js), --merge (keep the previous run's figures of what this run leaves out).
 bench: $(BENCH_STAMP)

@@ -1,5 +1,6 @@
 """benchmarks/ratios.png: each target's measured ratio as a bar, the target as a tick;
-benchmarks/scaling.png: the thread-scaling curve, req/s against T for each client."""
+benchmarks/scaling.png: the thread-scaling curve, req/s against T for each client;
+benchmarks/services.png: the services curve, req/s against max_workers W."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from benchmarks.analysis import all_stats, measured_text, verdicts_of
-from benchmarks.scenarios import NATSIO, NATSPY, SCALE_CASES, SYNC
+from benchmarks.scenarios import MICRO_CASES, NATSIO, NATSPY, SCALE_CASES, SYNC, Case
 
 
 def draw(results: dict[str, Any], path: Path) -> None:
@@ -43,33 +44,55 @@ def draw(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def draw_scale(results: dict[str, Any], path: Path) -> bool:
-    """Median req/s against the number of requesters T, one line per client.
-
-    Returns False (and draws nothing) when the results hold no point of the curve.
-    """
+def _draw_curve(results: dict[str, Any], path: Path, points_of: list[tuple[int, Case]],
+                clients: tuple[str, ...], xlabel: str, title: str) -> bool:
+    """Median req/s against x (``points_of``: (x, case)), one line per client; False
+    (nothing drawn) when the results hold no point."""
     stats = all_stats(results)
     fig = Figure(figsize=(7, 4.2))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     drawn = False
-    for client, style in ((SYNC, "o-"), (NATSPY, "s--"), (NATSIO, "^--")):
-        points = [(case.threads, stat.median) for case in SCALE_CASES
+    styles = {SYNC: "o-", NATSPY: "s--", NATSIO: "^--"}
+    for client in clients:
+        points = [(x, stat.median) for x, case in points_of
                   if (stat := stats.get((case.key, client), {}).get("reqs_per_s"))]
         if points:
-            ax.plot(*zip(*points, strict=True), style, label=client)
+            ax.plot(*zip(*points, strict=True), styles[client], label=client)
             drawn = True
     if not drawn:
         return False
     ax.set_xscale("log", base=2)
-    ax.set_xticks([case.threads for case in SCALE_CASES],
-                  [str(case.threads) for case in SCALE_CASES])
-    ax.set_xlabel("requesters T on one connection (threads; coroutines for the asyncio clients)")
+    ax.set_xticks([x for x, _ in points_of], [str(x) for x, _ in points_of])
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("requests per second (median)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
-    ax.set_title("Thread-scaling curve: sequential 64 B requests, raw echo responder")
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
+
+
+def draw_scale(results: dict[str, Any], path: Path) -> bool:
+    """Median req/s against the number of requesters T, one line per client.
+
+    Returns False (and draws nothing) when the results hold no point of the curve.
+    """
+    return _draw_curve(
+        results, path, [(case.threads, case) for case in SCALE_CASES], (SYNC, NATSPY, NATSIO),
+        "requesters T on one connection (threads; coroutines for the asyncio clients)",
+        "Thread-scaling curve: sequential 64 B requests, raw echo responder")
+
+
+def draw_services(results: dict[str, Any], path: Path) -> bool:
+    """Median req/s of the echo service against its ``max_workers`` W, per client.
+
+    Returns False (and draws nothing) when the results hold no point of the curve.
+    """
+    return _draw_curve(
+        results, path, [(case.args(False)["workers"], case) for case in MICRO_CASES],
+        (SYNC, NATSPY),
+        "max_workers W of the endpoint (nats-py: no pool, the same service at every W)",
+        "Services curve: echo endpoint, request_batch driver, 1,024 in flight")

@@ -20,6 +20,7 @@ from benchmarks.analysis import (
 )
 from benchmarks.scenarios import (
     CASES,
+    MICRO_CASES,
     NATSIO,
     NATSPY,
     NO_NATS,
@@ -156,6 +157,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines += _case_rows(case, stats, by_metric)
     lines += ["", *scale_section(stats)]
     lines += wsgi_section(stats, verdicts)
+    lines += services_section(stats)
     lines += ["", *spark_section(results.get("spark"), verdicts), ""]
     lines += [*spark_js_section(results.get("spark_js"), stats, verdicts), ""]
     lines += method_section(results)
@@ -269,6 +271,48 @@ def wsgi_section(stats: dict[tuple[str, str], dict[str, Stat]],
             f"- nats_sync / nats-py through a loop thread, req/s = "
             f"**{against_natspy.ratio:.2f}x** (target ≥ {against_natspy.target.minimum}x): "
             f"**{against_natspy.status}**.")
+    return lines
+
+
+def services_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
+    """The services curve (issue 33): one row per ``max_workers`` W."""
+    if not any((case.key, SYNC) in stats for case in MICRO_CASES):
+        return []
+
+    def cell(key: str, client: str, metric: str, unit: str) -> str:
+        return fmt_stat(stats.get((key, client), {}).get(metric), unit)
+
+    def pair(key: str, metric: str) -> str:
+        return " / ".join(
+            fmt_value(stat.median, "") if (stat := stats.get((key, c), {}).get(metric))
+            else "—" for c in (SYNC, NATSPY))
+
+    lines = [
+        "## Services curve: an echo endpoint with max_workers W",
+        "",
+        "Issue 33: one service process, nats_sync's `add_endpoint(..., max_workers=W)` "
+        "against nats-py's service (no worker pool: the same service at every W), both "
+        "answering the same `request_batch` driver with 1,024 requests in flight. Median "
+        "(min" + DASH + "max) req/s; the service process's CPU, context switches and futex "
+        "calls per request as nats_sync / nats-py (switches and futex calls from a second, "
+        "untimed round under `perf stat -p`).",
+        "",
+        "| W | nats_sync req/s | nats-py req/s | nats_sync / nats-py | service CPU µs "
+        "per request | service context switches per request | service futex calls "
+        "per request |",
+        "|---:|---:|---:|---:|---|---|---|",
+    ]
+    for case in MICRO_CASES:
+        ratio = better_ratio("reqs_per_s", stats.get((case.key, SYNC), {}).get("reqs_per_s"),
+                             stats.get((case.key, NATSPY), {}).get("reqs_per_s"))
+        lines.append(
+            f"| {case.args(False)['workers']} "
+            f"| {cell(case.key, SYNC, 'reqs_per_s', 'req/s')} "
+            f"| {cell(case.key, NATSPY, 'reqs_per_s', 'req/s')} "
+            f"| {f'{ratio:.2f}x' if ratio else '—'} | {pair(case.key, 'service_cpu_us')} "
+            f"| {pair(case.key, 'service_cs_per_req')} "
+            f"| {pair(case.key, 'service_futex_per_req')} |")
+    lines += ["", "![requests per second against max_workers](benchmarks/services.png)", ""]
     return lines
 
 
@@ -436,11 +480,13 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "responds with the request's data (nats_sync: `nats_sync.micro.add_service` + "
         "`add_endpoint(..., max_workers=W)`; nats-py: `nats.micro.add_service` + "
         "`await svc.add_endpoint(...)`). nats-py's service has no worker pool (handlers "
-        "run on its event loop), so its w1 and w4 rows run the same service. The driver is "
-        "the same for both: nats_sync's `request_batch` (1,024 in flight) of 16 B sequence "
-        "numbers, 1,000 warm-up requests first, every reply compared with its payload. "
-        "Service CPU is that process's CPU (`/proc`, clock ticks) over the timed section. "
-        "Driver, service and nats-server share the machine's cores.",
+        "run on its event loop), so its w1, w4 and w16 rows run the same service. The driver "
+        "is the same for both: nats_sync's `request_batch` (1,024 in flight) of 16 B "
+        "sequence numbers, 1,000 warm-up requests first, every reply compared with its "
+        "payload. Service CPU is that process's CPU (`/proc`, clock ticks) over the timed "
+        "section; its context switches and futex calls come from `perf stat -p` over a "
+        "second, untimed round of 20,000 requests. Driver, service and nats-server share "
+        "the machine's cores.",
         "- WSGI app: see its own section above (`benchmarks/wsgi_bench.py`, "
         "`benchmarks/wsgi_app.py`); each run is a fresh gunicorn, started by the worker.",
         "- JetStream: the same nats-server runs with JetStream (file store in its temp "
