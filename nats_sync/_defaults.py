@@ -61,6 +61,11 @@ LARGE_PAYLOAD_THRESHOLD = 8 * 1024
 #: How many buffers one ``sendmsg`` call takes at most (IOV_MAX is 1024 on Linux).
 MAX_IOVECS_PER_SEND = 256
 
+# --- micro services ----------------------------------------------------------------
+#: Requests a worker of a micro endpoint with ``max_workers`` > 1 takes from the
+#: subscription at once, at most: its share of those waiting (pending / workers).
+MICRO_WORKER_BATCH = 64
+
 # --- timeouts ----------------------------------------------------------------------
 DEFAULT_REQUEST_TIMEOUT = 0.5
 #: ``request_many``'s total wait: it gathers replies, so it waits longer than one reply.

@@ -7,10 +7,11 @@ queue subscription on its subject:
   delivery thread of that subscription (``nats_sync-sub-<sid>``) runs the handler, one
   request at a time, in arrival order.
 - ``max_workers=N`` subscribes without a callback and starts N threads
-  ``nats_sync-micro-<service>-<endpoint>-<i>`` that all iterate the same subscription.
-  There is no queue in between: a busy pool simply leaves requests in the
-  subscription's own bounded queue (backpressure, nothing dropped by the pool), and
-  each thread ends when the subscription does (stop, drain, the client closing).
+  ``nats_sync-micro-<service>-<endpoint>-<i>`` that all read the same subscription,
+  each taking its share of the requests waiting at once (``next_msgs``: one lock
+  round per batch). There is no queue in between: a busy pool simply leaves requests
+  in the subscription's own bounded queue (backpressure, nothing dropped by the pool),
+  and each thread ends when the subscription does (stop, drain, the client closing).
 
 Discovery is three callback subscriptions, ``$SRV.*``, ``$SRV.*.<name>`` and
 ``$SRV.*.<name>.<id>`` (no queue group: every instance answers), whose delivery threads
@@ -34,9 +35,15 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from nats_sync import _defaults as d
 from nats_sync._nuid import Nuid
 from nats_sync._validate import check_int, check_timeout
-from nats_sync.errors import Error, InvalidArgumentError
+from nats_sync.errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    Error,
+    InvalidArgumentError,
+)
 from nats_sync.micro._api import (
     DEFAULT_QUEUE_GROUP,
     VERBS,
@@ -113,10 +120,30 @@ class _Endpoint:
             worker.start()
 
     def _work(self, sub: Subscription, handle: Callable[[Msg], None]) -> None:
-        """Worker thread: handles requests until the subscription ends."""
+        """Worker thread: handles requests until the subscription ends.
+
+        It waits for one request, then takes its share of those waiting behind it in
+        one lock round (``next_msgs``): the pending count split over the workers, at
+        most ``MICRO_WORKER_BATCH`` in all, so that under load a worker pays a lock
+        round per batch rather than per request, and slow handlers still run side by
+        side. Requests it took are handled whatever happens to the subscription.
+        """
+        workers = self.max_workers
+        most = d.MICRO_WORKER_BATCH - 1
         try:
-            for msg in sub:
-                handle(msg)
+            while True:
+                batch = [sub.next_msg(timeout=None)]
+                # Its share of the waiting ones, this one included, rounded up.
+                share = min(-(-(sub.pending_msgs + 1) // workers) - 1, most)
+                if share:
+                    try:
+                        batch += sub.next_msgs(share, timeout=0)
+                    except Error:  # another worker took them, or the end: next turn
+                        pass
+                for msg in batch:
+                    handle(msg)
+        except (BadSubscriptionError, ConnectionClosedError):
+            return  # the subscription ended: stop, drain, the client closing
         except Error as err:  # e.g. the server refused the subscription
             log.error("nats_sync: endpoint %r of service %r stopped: %s",
                       self.name, self.service.name, err)
