@@ -138,3 +138,29 @@ def test_stop_answers_the_backlog_the_workers_took_and_left(connect: ClientFacto
     assert not stopper.is_alive()
     assert [future.result(15).data for future in futures] == payloads
     assert sorted(number for _, number in seen) == list(range(WORKERS + count))
+
+
+def test_an_idle_pool_keeps_one_worker_asleep_on_the_subscription_and_all_serve(
+        connect: ClientFactory) -> None:
+    nc, caller = connect(), connect()
+    workers = 8
+    all_in = threading.Barrier(workers, timeout=10)
+
+    def handler(req: Request) -> None:
+        all_in.wait()  # passes only if every worker runs a handler at the same time
+        req.respond(req.data)
+
+    svc = micro.add_service(nc, "idle", "1.0.0")
+    svc.add_endpoint("work", handler, max_workers=workers)
+    sub = svc._endpoints[0].sub
+    assert sub is not None
+    asleep = sub._messages._sleepers  # the test looks inside: who waits on the queue
+    deadline = time.monotonic() + 5
+    while len(asleep) != 1:  # the others wait for the lock, not on the subscription
+        assert time.monotonic() < deadline, f"{len(asleep)} workers asleep on it"
+        time.sleep(0.01)
+    for _ in range(2):  # idle in between: the lock is handed on each time
+        payloads = [b"%d" % n for n in range(2 * workers)]
+        replies = caller.request_batch("work", payloads, timeout=15)
+        assert [micro.check(reply).data for reply in replies] == payloads
+    svc.stop()
