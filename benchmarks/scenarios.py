@@ -73,8 +73,8 @@ _MICRO_FULL = {"size": 16, "count": 100_000, "warmup": 1_000}
 _MICRO_QUICK = {"size": 16, "count": 20_000, "warmup": 1_000}
 _MICRO_METRICS = (("reqs_per_s", "served", "req/s"),
                   ("service_cpu_us", "service process CPU per request", "µs"),
-                  ("service_cs_per_req", "service context switches per request", ""),
-                  ("service_futex_per_req", "service futex calls per request", ""),
+                  ("service_cs_per_req", "service context switches", "per request"),
+                  ("service_futex_per_req", "service futex calls", "per request"),
                   ("cpu_us_per_req", "driver CPU per request (same driver)", "µs"),
                   ("errors", "missing or wrong replies", "requests"))
 
