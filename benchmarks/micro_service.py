@@ -15,9 +15,9 @@ comes from ``/proc/<pid>/stat``; its context switches and futex calls per reques
 
 Why one ``request_batch`` and not T requester threads: it keeps 1,024 requests in
 flight (many concurrent callers, as far as the service can tell: each has its own
-reply subject) for about 6 µs of driver CPU per request, a sixth of what 16
-requester threads on one connection spend (37 µs, issue 33), so on two shared cores
-most of the machine is left to the service. The driver, the service and the server
+reply subject) for 6-9 µs of driver CPU per request, a quarter to a sixth of what
+16 requester threads on one connection spend (37 µs, issue 33), so on two shared
+cores most of the machine is left to the service. The driver, the service and the server
 still share those two cores: the service's own CPU per request is the figure that
 compares the services most directly.
 
