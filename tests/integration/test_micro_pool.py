@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 import nats_sync
-from nats_sync import micro
+from nats_sync import _defaults, micro
 from nats_sync._defaults import MICRO_WORKER_BATCH
 from nats_sync.micro import Request, ServiceError
 
@@ -20,6 +20,23 @@ pytestmark = pytest.mark.timeout(30)
 
 ClientFactory = Callable[..., nats_sync.Client]
 WORKERS = 4
+
+
+@pytest.fixture
+def batching_whatever_the_handlers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The held first requests make the handlers slow on average, which would turn the
+    shares off (MICRO_BATCH_HANDLER_NS): these tests are about the shares."""
+    monkeypatch.setattr(_defaults, "MICRO_BATCH_HANDLER_NS", 10**15)
+
+
+def _settled(svc: micro.Service, requests: int) -> micro.EndpointStats:
+    """The endpoint's stats once it counted ``requests`` (a handler counts its request
+    after it answered, so the last replies may arrive first)."""
+    deadline = time.monotonic() + 5
+    while (stats := svc.stats().endpoints[0]).num_requests < requests:
+        assert time.monotonic() < deadline, f"{stats.num_requests} of {requests} counted"
+        time.sleep(0.01)
+    return stats
 
 
 def _blocked_pool(connect: ClientFactory, name: str, handle: Callable[[Request], None]
@@ -78,6 +95,7 @@ def _sent_while_blocked(svc: micro.Service, caller: nats_sync.Client, count: int
     return results
 
 
+@pytest.mark.usefixtures("batching_whatever_the_handlers")
 def test_a_backlog_is_answered_once_in_queue_order_per_worker(
         connect: ClientFactory) -> None:
     count = 10 * MICRO_WORKER_BATCH
@@ -92,10 +110,11 @@ def test_a_backlog_is_answered_once_in_queue_order_per_worker(
         mine = [number for name, number in seen if name == worker]
         assert mine == sorted(mine), f"{worker} handled requests out of queue order"
     assert len({name for name, _ in seen}) == WORKERS
-    assert svc.stats().endpoints[0].num_requests == WORKERS + count
+    assert _settled(svc, WORKERS + count).num_requests == WORKERS + count
     svc.stop()
 
 
+@pytest.mark.usefixtures("batching_whatever_the_handlers")
 def test_a_failing_handler_in_a_batch_answers_only_its_own_request(
         connect: ClientFactory) -> None:
     def sometimes_fails(req: Request) -> None:
@@ -118,12 +137,13 @@ def test_a_failing_handler_in_a_batch_answers_only_its_own_request(
             assert caught.value.code == (409 if number % 3 == 0 else 500)
         else:
             assert micro.check(reply).data == b"%d" % number
-    stats = svc.stats().endpoints[0]
+    stats = _settled(svc, WORKERS + count)
     first_errors = sum(1 for n in range(WORKERS) if n % 3 == 0 or n % 7 == 0)
     assert stats.num_errors == errors + first_errors
     svc.stop()
 
 
+@pytest.mark.usefixtures("batching_whatever_the_handlers")
 def test_stop_answers_the_backlog_the_workers_took_and_left(connect: ClientFactory) -> None:
     count = 3 * MICRO_WORKER_BATCH
     svc, caller, release, seen = _blocked_pool(
@@ -138,6 +158,32 @@ def test_stop_answers_the_backlog_the_workers_took_and_left(connect: ClientFacto
     assert not stopper.is_alive()
     assert [future.result(15).data for future in futures] == payloads
     assert sorted(number for _, number in seen) == list(range(WORKERS + count))
+
+
+def test_with_slow_handlers_a_request_never_waits_behind_one_while_a_worker_is_idle(
+        connect: ClientFactory) -> None:
+    long = b"%d" % WORKERS  # payloads are numbers (see _blocked_pool)
+
+    def handler(req: Request) -> None:
+        if req.data == long:
+            time.sleep(0.8)
+        req.respond(req.data)
+
+    # The workers' first requests are held until release: seconds, far above
+    # MICRO_BATCH_HANDLER_NS on average, so from then on each worker takes one at a time.
+    svc, caller, release, _ = _blocked_pool(connect, "slow", handler)
+    payloads = [b"%d" % n for n in range(WORKERS, WORKERS + 8)]  # the long one first
+    futures = [caller.request_future("work", payload, timeout=15) for payload in payloads]
+    _queued(svc, len(payloads))
+    time.sleep(0.1)  # the held handlers' time, counted once they return
+    released = time.monotonic()
+    release.set()
+    for payload, future in zip(payloads[1:], futures[1:], strict=True):
+        assert future.result(5).data == payload
+        # A share taken with the long one would have waited 0.8 s behind it.
+        assert time.monotonic() - released < 0.6, f"{payload!r} waited behind the long one"
+    assert futures[0].result(5).data == long
+    svc.stop()
 
 
 def test_an_idle_pool_keeps_one_worker_asleep_on_the_subscription_and_all_serve(
