@@ -35,7 +35,13 @@ def servers(request: pytest.FixtureRequest, nats_server: NatsServer,
 def test_sixteen_threads_each_get_their_own_replies(connect: ClientFactory,
                                                     servers: str) -> None:
     responder = connect(servers=servers)
-    responder.subscribe("threads.echo", cb=lambda msg: msg.respond(b"re:" + msg.data))
+    seen: list[bytes] = []  # on the subscription's one delivery thread
+
+    def echo(msg: nats_sync.Msg) -> None:
+        seen.append(msg.data)
+        msg.respond(b"re:" + msg.data)
+
+    responder.subscribe("threads.echo", cb=echo)
     responder.flush(5)
     nc = connect(servers=servers)
     wrong: list[tuple[bytes, bytes]] = []
@@ -58,6 +64,42 @@ def test_sixteen_threads_each_get_their_own_replies(connect: ClientFactory,
         thread.join(50)
     assert not any(thread.is_alive() for thread in threads)
     assert errors == [] and wrong == []
+    # Each request reached the server once, however it was written (by its own thread,
+    # by another thread writing its own, or by the writer thread).
+    assert sorted(seen) == sorted(b"%d.%d" % (i, n) for i in range(16) for n in range(150))
+
+
+def test_each_threads_publishes_and_requests_keep_their_order(connect: ClientFactory,
+                                                              servers: str) -> None:
+    """Publishes go through the writer, requests may be written by their own or another
+    requesting thread: on the wire each thread's messages stay in the order it made them."""
+    recorder = connect(servers=servers)
+    wire = recorder.subscribe("order.>")
+    responder = connect(servers=servers)
+    responder.subscribe("order.req.*", cb=lambda msg: msg.respond(b"ok"))
+    recorder.flush(5)
+    responder.flush(5)
+    nc = connect(servers=servers)
+    threads_count, rounds = 8, 100
+
+    def worker(index: int) -> None:
+        for n in range(rounds):
+            nc.publish(f"order.pub.{index}", b"%d" % n)
+            nc.request(f"order.req.{index}", b"%d" % n, timeout=REQUEST_TIMEOUT)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(50)
+    assert not any(thread.is_alive() for thread in threads)
+    by_thread: dict[str, list[tuple[str, int]]] = {}
+    for _ in range(threads_count * rounds * 2):
+        msg = wire.next_msg(5)
+        _, kind, index = msg.subject.split(".")
+        by_thread.setdefault(index, []).append((kind, int(msg.data)))
+    expected = [(kind, n) for n in range(rounds) for kind in ("pub", "req")]
+    assert by_thread == {str(i): expected for i in range(threads_count)}
 
 
 def test_replies_that_come_together_reach_threads_that_request_no_more(
