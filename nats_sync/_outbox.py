@@ -197,22 +197,59 @@ class Outbox:
             self.out_bytes += payload_size
             return True
 
-    def release_direct(self, unsent: Remainder | None = None) -> None:
-        """Ends a direct write; the writer takes over whatever was queued meanwhile.
+    def queue_behind_direct(self, frame: bytes, payload_size: int) -> bool:
+        """Queues a message for the caller writing to the socket now, if one is.
+
+        That caller takes it with the next :meth:`release_direct` (or the writer, woken
+        there, does): no thread switch for it. False when no caller is writing (or it
+        does not fit): then it goes through :meth:`put_messages`.
+        """
+        with self.lock:
+            if not self.sending or not self.connected or self.size + len(frame) > self.limit:
+                return False
+            self.frames.append(frame)
+            self.size += len(frame)
+            self.out_msgs += 1
+            self.out_bytes += payload_size
+            return True
+
+    def release_direct(
+        self, unsent: Remainder | list[Frame] | None = None, take_more: bool = False
+    ) -> list[bytes] | None:
+        """Ends a direct write, or with ``take_more`` hands the caller what was queued
+        meanwhile to write next (only plain messages: control frames and large payloads
+        stay for the writer, which takes over whatever is left).
 
         Args:
-            unsent: the tail of the message the socket did not take; the writer sends
-                it before anything else.
+            unsent: the tail of what the socket did not take (a partly written message,
+                then the ones after it); the writer sends it before anything else.
+            take_more: whether the caller would write more (never with ``unsent``).
+
+        Returns:
+            The frames the caller now writes, still holding the claim; None once the
+            claim is released.
         """
         with self.lock:
             if unsent:
-                self.frames.insert(0, unsent)
-                self.size += len(unsent)
+                if isinstance(unsent, list):
+                    self.frames[:0] = unsent
+                    self.size += sum(frame_size(frame) for frame in unsent)
+                else:
+                    self.frames.insert(0, unsent)
+                    self.size += len(unsent)
+            elif take_more and self.frames and all(type(f) is bytes for f in self.frames):
+                frames: list[bytes] = self.frames  # type: ignore[assignment]  # checked
+                self.frames = []
+                self.size = 0
+                if self._room_sleepers:
+                    self._room_sleepers.wake_all()
+                return frames
             self.sending = 0
             # Only when there is something for it: waking the writer for nothing costs
             # a thread switch on every request.
             if self.writer_waiting and (self.frames or self.stopping):
                 self.wake_writer()
+            return None
 
     def put_control(self, frame: bytes) -> None:
         """Queues a control frame (SUB, UNSUB, PONG, ...); never refused."""

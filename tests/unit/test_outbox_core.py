@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from nats_sync._connection import _unsent_messages
 from nats_sync._outbox import ControlFrame, Frame, Outbox, Remainder, frame_size, remainder
 from nats_sync._proto import PING
 from nats_sync.errors import ConnectionClosedError, OutboundBufferLimitError
@@ -444,3 +445,58 @@ def test_release_direct_with_a_tail_counts_its_bytes() -> None:
         assert writer.outcome() == [whole[3:]]
     # take() made the room again; the message itself was counted once, at the claim.
     assert (outbox.size, outbox.out_msgs, outbox.out_bytes) == (0, 1, 5)
+
+
+# --- messages queued behind a direct send (issue 33) --------------------------------
+
+
+def test_a_message_queues_behind_a_direct_send_and_that_caller_takes_it() -> None:
+    outbox = new_outbox()
+    first, second, third = pub("a", b"1"), pub("b", b"22"), pub("c", b"333")
+    assert not outbox.queue_behind_direct(second, 2)  # nobody writing: the usual path
+    with writer_waiting_in_take(outbox) as writer:
+        assert outbox.claim_direct(1)
+        assert outbox.queue_behind_direct(second, 2)
+        assert outbox.queue_behind_direct(third, 3)
+        assert outbox.writer_waiting  # not woken for them: the direct writer takes them
+        assert outbox.release_direct(None, take_more=True) == [second, third]
+        assert outbox.sending  # still the caller's turn
+        assert outbox.release_direct(None, take_more=True) is None  # nothing more
+        assert not outbox.sending and outbox.writer_waiting
+        put(outbox, first)
+        assert writer.outcome() == [first]
+    # Each counted once: 1 + 2 + 3 payload bytes, and put() counts a whole frame.
+    assert (outbox.out_msgs, outbox.out_bytes) == (4, 6 + len(first))
+
+
+def test_control_frames_and_large_payloads_stay_for_the_writer() -> None:
+    outbox = new_outbox()
+    message = pub("a", b"1")
+    with writer_waiting_in_take(outbox) as writer:
+        assert outbox.claim_direct(1)
+        assert outbox.queue_behind_direct(message, 1)
+        outbox.put_control(b"SUB x 1\r\n")  # the writer wakes, finds the claim, waits
+        wait_until(lambda: outbox.writer_waiting, "the writer waits for the direct send")
+        assert outbox.release_direct(None, take_more=True) is None  # a control frame
+        taken = writer.outcome()
+    assert taken == [message, b"SUB x 1\r\n"] and type(taken[1]) is ControlFrame
+
+
+def test_what_a_cut_write_of_several_messages_leaves_goes_to_the_writer_first() -> None:
+    outbox = new_outbox()
+    one, two, three = pub("a", b"1"), pub("b", b"22"), pub("c", b"333")
+    later = pub("d", b"4")
+    with writer_waiting_in_take(outbox) as writer:
+        assert outbox.claim_direct(1)
+        outbox.queue_behind_direct(two, 2)
+        outbox.queue_behind_direct(three, 3)
+        assert outbox.release_direct(None, take_more=True) == [two, three]
+        put(outbox, later)
+        wait_until(lambda: outbox.writer_waiting, "the writer waits for the direct send")
+        cut = len(two) + 4  # "two" went out, "three" only in part
+        outbox.release_direct(_unsent_messages([two, three], cut))
+        taken = writer.outcome()
+    assert taken == [three[4:], later]
+    assert type(taken[0]) is Remainder and taken[0].whole is three
+    assert _unsent_messages([one, two], 0) == [one, two]  # nothing went out: all whole
+    assert _unsent_messages([one, two], len(one) + len(two)) == []
