@@ -333,3 +333,59 @@ def test_publish_async_window_from_many_threads(jetstream_server: NatsServer,
     nc.jetstream().create_stream(name="FT", subjects=["ft.js.>"])
     for round_number in range(ROUNDS):
         publish_async_round(nc, round_number)
+
+
+def unsubscribe_round(nc: nats_sync.Client, publisher: nats_sync.Client,
+                      round_number: int) -> None:
+    """One round: a callback subscription is unsubscribed while the reader still
+    queues messages for it; every message delivered is then handed, discarded or
+    still pending, none lost from the counts."""
+    handed = [0]
+    subject = f"ft.unsub.{round_number}"
+
+    def slow_callback(msg: Msg) -> None:
+        handed[0] += 1  # the delivery thread only
+        time.sleep(0.0005)
+
+    sub = nc.subscribe(subject, cb=slow_callback, pending_msgs_limit=1_000_000)
+    nc.flush(5)
+    flooding = threading.Event()
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            for _ in range(500):
+                publisher.publish(subject, b"x")
+            flooding.set()
+            publisher.flush(10)
+
+    flooder = threading.Thread(target=flood, daemon=True)
+    flooder.start()
+    try:
+        assert flooding.wait(10)
+        time.sleep(0.2)  # the reader is appending to the queue as fast as it can
+        sub.unsubscribe()
+    finally:
+        stop.set()
+        flooder.join(20)
+    assert not flooder.is_alive()
+    deadline = time.monotonic() + 10
+    while sub in nc._handler._deliveries.subscriptions() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sub not in nc._handler._deliveries.subscriptions(), "the delivery thread hung"
+    assert sub.dropped == 0
+    assert sub.delivered == handed[0] + sub.discarded + sub.pending_msgs, (
+        f"round {round_number} ({gil_state()}): delivered {sub.delivered}, handed "
+        f"{handed[0]}, discarded {sub.discarded}, pending {sub.pending_msgs}")
+    assert sub.discarded > 0  # the unsubscribe did land among queued messages
+
+
+@pytest.mark.timeout(180)
+def test_unsubscribe_while_the_reader_delivers_counts_every_message(
+    connect: ClientFactory,
+) -> None:
+    publisher = connect()
+    for round_number in range(ROUNDS):
+        nc = connect()
+        unsubscribe_round(nc, publisher, round_number)
+        nc.close()
