@@ -92,10 +92,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Leaves out the test files whose module has no free-threaded wheel (named in the
     header and summary)."""
-    if collection_path in _left_out:
+    if collection_path not in _left_out:
+        return None
+    # Named in the summary only when asked for (pytest also looks at a file's siblings).
+    asked = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    if any(path == collection_path or path in collection_path.parents for path in asked):
         _ignored.append(collection_path)
-        return True
-    return None
+    return True
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
