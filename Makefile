@@ -84,7 +84,7 @@ test-min: $(MIN_STAMP)
 # into FT_PREFIX, outside the repository, where later runs find it; then .venv-ft/ with the
 # dev extra (tools/make_ft_venv.sh). trustme and nkeys have no free-threaded wheel (they
 # need cryptography and pynacl): their test files are left out, each named with the reason.
-# Not in .ci/run (it would take CI past its time); ~4 min once built. docs/platforms.md.
+# Not in .ci/run (it would take CI past its time); ~8 min once built. docs/platforms.md.
 FT_PREFIX ?= $(HOME)/.cache/nats_sync/python3.13t
 FT_PYTHON := $(FT_PREFIX)/bin/python3.13t
 FT_VENV := .venv-ft
