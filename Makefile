@@ -7,7 +7,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DOCS_STAMP := $(VENV)/.installed-docs
 RELEASE_STAMP := $(VENV)/.installed-release
 
-.PHONY: test test-fast test-matrix test-min lint docs docs-shots dist demo demo-cluster bench reliability fuzz soak clean
+.PHONY: test test-fast test-matrix test-min test-ft lint docs docs-shots dist demo demo-cluster bench reliability fuzz soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,35 @@ test-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python -m pip list --disable-pip-version-check 2>/dev/null \
 		| grep -iE '^(tenacity|pyspark|pandas|pyarrow|numpy|nkeys|wsproto) '
 	$(MIN_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# test-fast's selection, then the thread stress run (tests/integration/test_free_threaded_stress.py),
+# on a free-threaded CPython 3.13 ("3.13t") with the GIL off (PYTHON_GIL=0; the run fails
+# unless sys._is_gil_enabled() is False at its start and end, see tests/conftest.py). No
+# free-threaded interpreter installs from the registries, so the first run builds one from
+# Debian trixie's python3.13 source package (tools/build_python_ft.sh: a deb-src entry,
+# apt-get source, configure --disable-gil; needs root or sudo for apt; ~8 min on 2 cores)
+# into FT_PREFIX, outside the repository, where later runs find it; then .venv-ft/ with the
+# dev extra (tools/make_ft_venv.sh). trustme and nkeys have no free-threaded wheel (they
+# need cryptography and pynacl): their test files are left out, each named with the reason.
+# Not in .ci/run (it would take CI past its time); ~8 min once built. docs/platforms.md.
+FT_PREFIX ?= $(HOME)/.cache/nats_sync/python3.13t
+FT_PYTHON := $(FT_PREFIX)/bin/python3.13t
+FT_VENV := .venv-ft
+FT_STAMP := $(FT_VENV)/.installed-ft
+FT_ENV := NATS_SYNC_TEST_FREE_THREADED=1 PYTHON_GIL=0
+
+$(FT_PYTHON):
+	sh tools/build_python_ft.sh $(FT_PREFIX)
+
+$(FT_STAMP): setup.cfg pyproject.toml tools/make_ft_venv.sh | $(FT_PYTHON)
+	sh tools/make_ft_venv.sh $(FT_VENV) $(FT_PYTHON)
+	touch $@
+
+# --ignore=tests/spark: every test there is a Spark test (deselected by the -m anyway), and
+# their modules import pyspark and pyarrow, which the free-threaded venv does not have.
+test-ft: $(FT_STAMP)
+	$(FT_ENV) $(FT_VENV)/bin/python -m pytest -m "not slow and not spark" --ignore=tests/spark $(PYTEST_ARGS)
+	$(FT_ENV) $(FT_VENV)/bin/python -m pytest tests/integration/test_free_threaded_stress.py $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check nats_sync tests examples benchmarks tools
@@ -188,4 +217,4 @@ soak: $(DEV_STAMP)
 	$(PY) -m tools.soak $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-3.* .venv-min .venv-dist .venv-natsio site build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .venv-min .venv-dist .venv-natsio .venv-ft site build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

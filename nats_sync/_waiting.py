@@ -136,6 +136,9 @@ class Signal:
         if self._set:
             return True
         if sleep(self._lock, timeout):
-            self._lock.release()  # for a later wait(): the event stays set
+            try:
+                self._lock.release()  # for a later wait(): the event stays set
+            except RuntimeError:
+                pass  # a second set() released it meanwhile: it is released either way
             return True
         return self._set

@@ -100,10 +100,14 @@ class _MessageQueue:
         return self._bytes_in - self._bytes_out
 
     def __len__(self) -> int:
-        count = len(self._items)
-        if count and self._items[-1] is _END:
-            count -= 1
-        return count
+        # Under the lock: a consumer popping the last item between the length and the
+        # look at the tail would make ``[-1]`` raise IndexError (the producer only
+        # appends messages, so with consumers held off the tail is there).
+        with self._lock:
+            count = len(self._items)
+            if count and self._items[-1] is _END:
+                count -= 1
+            return count
 
     def get(self, timeout: float | None) -> Msg | _End:
         """The next item; the end marker stays queued for every later caller.
@@ -186,14 +190,25 @@ class _MessageQueue:
 
     def discard(self) -> int:
         """Drops every queued message (the end marker stays); returns how many."""
+        # Popped one by one, not iterated then cleared: the reader appends without the
+        # lock, so an iteration could meet "deque mutated during iteration" and a clear()
+        # could drop a message appended meanwhile without counting it.
         with self._lock:
-            messages = [item for item in self._items if type(item) is Msg]
-            ended = len(messages) < len(self._items)
-            self._bytes_out += sum(len(msg.data) for msg in messages)
-            self._items.clear()
+            items = self._items
+            count = 0
+            size = 0
+            ended = False
+            while items:
+                item = items.popleft()
+                if type(item) is _End:
+                    ended = True
+                else:
+                    count += 1
+                    size += len(item.data)  # type: ignore[union-attr]  # not _End
+            self._bytes_out += size
             if ended:
-                self._items.append(_END)
-            return len(messages)
+                items.append(_END)
+            return count
 
 
 class SubscriptionOwner(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -293,6 +294,11 @@ def test_stats_count_a_known_exchange(client: nats_sync.Client) -> None:
     client.publish("elsewhere", b"4444")
     client.flush(timeout=5)
     collect(sub, 3)
+    # The reader adds a read's messages to the counts once it has dispatched them all:
+    # without the GIL this thread can look in between.
+    deadline = time.monotonic() + 5
+    while client.stats["in_msgs"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
     stats = client.stats
     assert stats["out_msgs"] == 4
     assert stats["out_bytes"] == 1 + 2 + 3 + 4

@@ -41,10 +41,19 @@ class Events:
         }
 
 
-def gated_delay(gate: threading.Event) -> Callable[[int], float]:
-    """A reconnect_delay_cb that holds every pass after the first until ``gate`` is set."""
+def gated_delay(
+    gate: threading.Event, first_pass_failed: threading.Event | None = None
+) -> Callable[[int], float]:
+    """A reconnect_delay_cb that holds every pass after the first until ``gate`` is set.
+
+    The first pass starts at once; ``first_pass_failed`` (if given) is set when it has
+    failed, so that a test can restart the server only then: without the GIL the test
+    thread may otherwise restart it before that first pass runs, which then reconnects.
+    """
 
     def delay(attempt: int) -> float:
+        if first_pass_failed is not None:
+            first_pass_failed.set()
         assert gate.wait(30), "the test never opened the reconnect gate"
         return 0.0
 
@@ -75,8 +84,9 @@ def test_restart_keeps_subscriptions_and_delivers_every_buffered_publish(
     receiver = connect(reconnect_delay_cb=fast_delay, **receiver_events.options())
     sub = receiver.subscribe("r.data", pending_msgs_limit=100_000)
     receiver.flush()
-    gate = threading.Event()
-    sender = connect(reconnect_delay_cb=gated_delay(gate), **sender_events.options())
+    gate, first_pass_failed = threading.Event(), threading.Event()
+    sender = connect(reconnect_delay_cb=gated_delay(gate, first_pass_failed),
+                     **sender_events.options())
 
     nats_server.kill()
     assert sender_events.disconnected.wait(10) and receiver_events.disconnected.wait(10)
@@ -86,6 +96,7 @@ def test_restart_keeps_subscriptions_and_delivers_every_buffered_publish(
         sender.publish("r.data", payload)  # buffered in the outbox
     assert sender.pending_data_size > 0
 
+    assert first_pass_failed.wait(10)  # the sender now waits for the gate
     nats_server.start()
     assert receiver_events.reconnected.wait(15), "the receiver never reconnected"
     receiver.flush()  # its SUB is replayed before the sender's buffer flows
@@ -106,9 +117,10 @@ def test_a_full_disconnect_buffer_raises_and_keeps_what_it_holds(
     receiver = connect(reconnect_delay_cb=fast_delay, **receiver_events.options())
     sub = receiver.subscribe("r.overflow")
     receiver.flush()
-    gate = threading.Event()
+    gate, first_pass_failed = threading.Event(), threading.Event()
     sender = connect(
-        pending_size=1_000, reconnect_delay_cb=gated_delay(gate), **sender_events.options()
+        pending_size=1_000, reconnect_delay_cb=gated_delay(gate, first_pass_failed),
+        **sender_events.options()
     )
     nats_server.kill()
     assert sender_events.disconnected.wait(10)
@@ -120,6 +132,7 @@ def test_a_full_disconnect_buffer_raises_and_keeps_what_it_holds(
             accepted.append(payload)
     assert 10 < len(accepted) < 100  # ~30-byte frames in a 1,000-byte buffer
 
+    assert first_pass_failed.wait(10)  # the sender now waits for the gate
     nats_server.start()
     assert receiver_events.reconnected.wait(15)
     receiver.flush()
