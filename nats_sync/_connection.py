@@ -156,9 +156,12 @@ class Connection:
         self.wake_reader()
 
     def _lost(self, error: Error) -> None:
-        if self.finished:
-            return
-        self.finished = True
+        # Test-and-set under a lock: the reader and the writer (or a direct sender)
+        # failing at once must report one loss, GIL or not.
+        with self._running_lock:
+            if self.finished:
+                return
+            self.finished = True
         self.transport.shutdown()
         self.wake_reader()
         self._on_lost(self, error)

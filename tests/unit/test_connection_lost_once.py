@@ -1,0 +1,50 @@
+"""A connection reports its loss once, however many of its threads see it fail at the
+same moment (the reader, the writer, a direct sender): one check-and-set under a lock,
+not a check then a set that two threads can both pass (issue 33's free-threading audit)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+
+import pytest
+
+from nats_sync._connection import Connection
+from nats_sync._outbox import Outbox
+from nats_sync._proto import Parser
+from nats_sync._transport import TcpStream
+from nats_sync.errors import Error, NatsConnectionError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def switch_often() -> object:
+    """The GIL handed over every microsecond, so that a check-then-set race shows."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def test_threads_failing_together_report_one_loss(switch_often: object) -> None:
+    reports: list[Error] = []
+    for _ in range(100):
+        ours, theirs = socket.socketpair()
+        conn = Connection(TcpStream(ours), Parser(), Outbox(1 << 20, 1.0), lambda ops: None,
+                          lambda connection, error: reports.append(error))
+        start = threading.Barrier(4)
+
+        def fail(conn: Connection = conn, start: threading.Barrier = start) -> None:
+            start.wait()
+            conn._lost(NatsConnectionError("gone"))
+
+        threads = [threading.Thread(target=fail) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        theirs.close()
+        ours.close()
+    assert len(reports) == 100
