@@ -1,6 +1,9 @@
 """A connection reports its loss once, however many of its threads see it fail at the
-same moment (the reader, the writer, a direct sender): one check-and-set under a lock,
-not a check then a set that two threads can both pass (issue 33's free-threading audit)."""
+same moment (the reader, the writer, a direct sender). The check and the set of
+``finished`` are one step under a lock (issue 33's free-threading audit); this test
+fails if a loss is reported per caller, but cannot force two threads into the narrow
+gap between a check and a set (tried on 3.13t with the GIL off: the old code passed it
+too), which is why that gap is closed by construction rather than by test."""
 
 from __future__ import annotations
 
