@@ -16,6 +16,7 @@ from nats_sync.errors import NotSupportedError
 if TYPE_CHECKING:
     from nats_sync._handler import Handler
     from nats_sync._instrumentation import Instrumentation
+    from nats_sync._port import ClientPort
     from nats_sync.client import Client
 
 
@@ -56,16 +57,18 @@ def check_websocket_support(urls: Sequence[str]) -> None:
         )
 
 
-def bind_traced_methods(client: Client, otel: Instrumentation) -> None:
-    """Replaces the client's publish and request methods (instance attributes) with the
-    traced ones ``otel`` makes from them (``Client._instrument``)."""
+def bind_traced_methods(client: Client, port: ClientPort, otel: Instrumentation) -> None:
+    """Replaces the client's publish and request methods (instance attributes) and the
+    port's ``publish_inbox`` with the traced ones ``otel`` makes from them
+    (``Client._instrument``)."""
     methods: dict[str, Callable[..., Any]] = {
         "publish": client.publish,
-        "_publish_inbox": client._publish_inbox,
+        "_publish_inbox": port.publish_inbox,
         "request": client.request,
         "request_future": client.request_future,
         "request_batch": client.request_batch,
     }
     otel.wrap_client_methods(methods)
+    port.publish_inbox = methods.pop("_publish_inbox")
     for name, method in methods.items():
         setattr(client, name, method)

@@ -1,10 +1,10 @@
 """The instrumentation hook: what the client calls when tracing is on (no OpenTelemetry).
 
 How it works: a client has no instrumentation by default (``None``) and its hot paths
-are exactly as without this module. ``Client._instrument(hooks)`` (called by
-``nats_sync.otel.instrument``) binds the traced ``publish``, ``request``,
-``request_future``, ``request_batch`` and ``_publish_inbox`` the hooks make in place
-of the plain ones, and keeps the hooks for what cannot be rebound: a subscription's
+are exactly as without this module. The client port's ``instrument(hooks)`` (called
+by ``nats_sync.otel.instrument``) binds the traced ``publish``, ``request``,
+``request_future``, ``request_batch`` and the port's ``publish_inbox`` the hooks make
+in place of the plain ones, and keeps the hooks for what cannot be rebound: a subscription's
 callback (wrapped once, at ``subscribe``), ``next_msg``/``next_msgs`` (one attribute
 check per call) and micro handlers. ``nats_sync.otel`` is the only implementation and
 the only module that imports OpenTelemetry.

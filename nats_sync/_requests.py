@@ -271,7 +271,7 @@ class InboxRoute(NamedTuple):
     """What a component that awaits replies on the client's shared request inbox uses
     (JetStream's ``publish_async``): it registers its own waiters (see :class:`Waiter`;
     completed on the reader thread, so they must never block or run user code) and
-    publishes with their reply subjects (``Client._publish_inbox``).
+    publishes with their reply subjects (the client port's ``publish_inbox``).
     """
 
     #: The client's request multiplexer (its inbox is subscribed).

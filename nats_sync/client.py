@@ -35,8 +35,8 @@ from nats_sync._options import (
     server_urls,
 )
 from nats_sync._pool import Server
-from nats_sync._publishing import HeadersArg, HeadersOrBlock
-from nats_sync._requests import InboxRoute
+from nats_sync._port import ClientPort
+from nats_sync._publishing import HeadersArg
 from nats_sync._state import State
 from nats_sync._trace import MessageTrace, trace
 from nats_sync._validate import check_int
@@ -220,9 +220,16 @@ class Client:
         self._context = context
         # The hot path without this method's own frame: same signature, same behaviour.
         self.publish = handler.publisher.publish  # type: ignore[method-assign]
-        self._publish_inbox = handler.publisher.publish_inbox  # type: ignore[method-assign]
         #: None until ``_instrument``: the uninstrumented paths are exactly as before.
         self._otel: Instrumentation | None = None
+        #: What the extensions use besides the public API (``_port.port_of``).
+        self._port = ClientPort(
+            add_status_listener=handler.add_status_listener,
+            inbox_route=handler.requester.inbox_route,
+            publish_inbox=handler.publisher.publish_inbox,
+            schedule=handler.timer.schedule,
+            instrument=self._instrument,
+        )
 
     # --- publishing and subscribing -------------------------------------------------
 
@@ -470,54 +477,16 @@ class Client:
         """
         return self.jetstream(domain=domain, api_prefix=prefix, timeout=timeout)
 
-    def _publish_inbox(
-        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersOrBlock = None
-    ) -> None:
-        """Internal hook for JetStream's per-message publishes (``publish_async``, fast
-        ingest): ``publish`` with a reply subject the caller made under one of its own
-        inboxes, so it is not validated (bytes, ready for the wire); ``headers`` may be a
-        header block already encoded by JetStream (a ``Nats-Msg-Id``). Raises as
-        ``publish``."""
-        self._handler.publisher.publish_inbox(subject, payload, inbox, headers)
-
     def _instrument(self, otel: Instrumentation) -> None:
-        """Internal hook for ``nats_sync.otel.instrument``: binds the traced publish and
-        request methods ``otel`` makes and keeps it for subscriptions made from now on
-        (their callbacks and ``next_msg``) and for micro services. Once per client: else
-        InvalidArgumentError."""
+        """The port's ``instrument`` (``nats_sync.otel.instrument``): binds the traced
+        publish and request methods ``otel`` makes and keeps it for subscriptions made
+        from now on (their callbacks and ``next_msg``) and for micro services. Once per
+        client: else InvalidArgumentError."""
         if self._otel is not None:
             raise InvalidArgumentError("this client is instrumented already")
-        bind_traced_methods(self, otel)
+        bind_traced_methods(self, self._port, otel)
         self._otel = otel
-
-    @property
-    def _instrumentation(self) -> Instrumentation | None:
-        """Internal hook for micro services: the client's instrumentation, or None."""
-        return self._otel
-
-    def _inbox_route(self) -> InboxRoute:
-        """Internal hook for JetStream's ``publish_async``: the client's shared request
-        inbox (subscribed on first use) and the callback thread's runner. Waiters
-        registered in its mux are completed on the reader thread: they must not block
-        or run user code; their messages go out with ``_publish_inbox``.
-
-        Raises:
-            ConnectionClosedError: the client is closed.
-        """
-        return self._handler.requester.inbox_route()
-
-    def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
-        """Internal hook for readers built on this client (JetStream consumers, KV
-        watchers): ``listener(event)`` gets ``"disconnected"``, ``"reconnected"`` and
-        ``"closed"`` on the client's own threads and must return at once (on "closed" it
-        may wait ``CLOSE_CALLBACK_GRACE`` for a thread of its own). Returns the call that
-        removes it."""
-        return self._handler.add_status_listener(listener)
-
-    def _schedule(self, deadline: float, fn: Callable[[], None]) -> None:
-        """Internal hook (fast-ingest keep-alive): ``fn()`` on the timer thread at
-        ``deadline`` (``time.monotonic()``), returning at once; never once closed."""
-        self._handler.timer.schedule(deadline, fn)
+        self._port.instrumentation = otel
 
     def set_server_pool(self, servers: str | Sequence[str]) -> None:
         """Replaces the server pool (nats-py's ``set_server_pool``).

@@ -12,10 +12,10 @@ library that imports OpenTelemetry; it is imported only by the caller or by
 ``connect(tracing=True)``; an uninstrumented client runs exactly its plain code.
 
 How it works: :func:`instrument` makes an :class:`_Instrumentation` for one client and
-hands it to the client's ``_instrument`` hook (``nats_sync._instrumentation``). The
-client then binds this module's traced ``publish``, ``request``, ``request_future``,
-``request_batch`` and ``_publish_inbox`` (JetStream's ``publish_async`` and fast
-ingest) instead of its plain ones, wraps the callbacks of the subscriptions made from
+hands it to the client's port (``nats_sync._port``, its ``instrument``). The client
+then binds this module's traced ``publish``, ``request``, ``request_future`` and
+``request_batch``, and the port's ``publish_inbox`` (JetStream's ``publish_async`` and
+fast ingest), instead of the plain ones, wraps the callbacks of the subscriptions made from
 then on, and tells it of each message ``next_msg`` returns.
 """
 
@@ -33,6 +33,7 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from nats_sync import _defaults as d
+from nats_sync._port import port_of
 from nats_sync._version import __version__
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def instrument(
     Raises:
         InvalidArgumentError: the client is instrumented already.
     """
-    nc._instrument(_Instrumentation(nc, tracer_provider, meter_provider))
+    port_of(nc).instrument(_Instrumentation(nc, tracer_provider, meter_provider))
 
 
 def trace_headers() -> dict[str, str]:

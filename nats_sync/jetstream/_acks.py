@@ -54,6 +54,7 @@ from concurrent.futures._base import RUNNING as _RUNNING_STATE
 from typing import TYPE_CHECKING, Any
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
+from nats_sync._port import port_of
 from nats_sync._threads import run_to_completion
 from nats_sync._validate import check_int, check_timeout
 from nats_sync._waiting import Sleepers, wait_until
@@ -304,8 +305,8 @@ class AckFuture(Future[PubAck]):
             for fn in lazy.get("_done_callbacks", ()):
                 self._run_callback(fn, self)
         owner = self._owner  # AsyncPublisher._settled, inlined: this runs per message
-        if owner._otel is not None:  # a kept ack is an ack: decoded only when asked
-            owner._otel.js_acked(self.subject, self._exception)
+        if owner._tracing is not None:  # a kept ack is an ack: decoded only when asked
+            owner._tracing.js_acked(self.subject, self._exception)
         in_flight = owner._in_flight
         in_flight.discard(self)
         if owner._room_sleepers or not in_flight:
@@ -337,8 +338,9 @@ class AsyncPublisher:
         check_timeout(stall_wait, "stall_wait", zero_ok=True)
         self._js = js
         self._client = js.client
+        self._port = port = port_of(js.client)
         #: The client's instrumentation (its ack and failure counts), or None.
-        self._otel = js.client._instrumentation
+        self._tracing = port.instrumentation
         self._max_pending_acks = max_pending_acks
         self._stall_wait = float(stall_wait)
         self._lock = threading.Lock()
@@ -426,8 +428,8 @@ class AsyncPublisher:
         if deadline < self._next_wake:  # only an earlier deadline than planned wakes it
             with self._lock:
                 self._wake.notify_all()
-        self._client._publish_inbox(waiter.subject, waiter._payload, reply.encode(),
-                                    waiter._headers)
+        self._port.publish_inbox(waiter.subject, waiter._payload, reply.encode(),
+                                 waiter._headers)
 
     def pending(self) -> int:
         """See ``JetStream.publish_async_pending``."""
@@ -509,8 +511,8 @@ class AsyncPublisher:
             session = self._session
             if session is not None:
                 return session
-            session = _Session(self._client._inbox_route())
-            session.remove_listener = self._client._add_status_listener(
+            session = _Session(self._port.inbox_route())
+            session.remove_listener = self._port.add_status_listener(
                 lambda event: self._on_status(event, session))
             with self._lock:
                 self._session = session

@@ -9,8 +9,9 @@ nanoseconds, aware UTC ``datetime`` <-> RFC 3339 with nanoseconds, epoch nanosec
 -> ``datetime``) and validate stream and consumer names.
 
 Nothing here imports the client: what JetStream needs from it is :class:`CoreClient`
-(the public API plus the internal status-listener hook), which keeps the package's
-layers one-way (``docs/ARCHITECTURE.md``).
+(its public API) and its port (``nats_sync._port.port_of``: status listeners, the
+shared inbox, the timer, the instrumentation), which keeps the package's layers one-way
+(``docs/ARCHITECTURE.md``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from nats_sync._instrumentation import Instrumentation
-from nats_sync._requests import InboxRoute
 from nats_sync._validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError, NoRespondersError
 from nats_sync.jetstream.errors import (
@@ -89,28 +88,6 @@ class CoreClient(Protocol):
     def max_payload(self) -> int:
         """The largest payload the server accepts."""
         ...
-
-    def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
-        """The internal disconnected/reconnected/closed hook."""
-        ...
-
-    @property
-    def _instrumentation(self) -> Instrumentation | None:
-        """The internal tracing hook: the client's instrumentation, or None."""
-        ...
-
-    def _inbox_route(self) -> InboxRoute:
-        """The internal hook of the shared request inbox (``publish_async``'s acks)."""
-        ...
-
-    def _publish_inbox(
-        self, subject: str, payload: bytes, inbox: bytes, headers: Headers | bytes = None
-    ) -> None:
-        """The internal hook of a publish whose reply is our own inbox (unchecked);
-        ``headers`` may be an encoded block (:func:`msg_id_block`)."""
-
-    def _schedule(self, deadline: float, fn: Callable[[], None]) -> None:
-        """The internal hook of the client's timer thread (fast ingest's keep-alive)."""
 
 
 # --- units -------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
+from nats_sync._port import port_of
 from nats_sync._validate import check_timeout
 from nats_sync.errors import BadSubscriptionError, ConnectionClosedError, Error, TimeoutError
 from nats_sync.jetstream._msg import JsMsg
@@ -338,7 +339,7 @@ class MessageStream:
                 stream._on_client_event(event)
 
         try:
-            remove = client._add_status_listener(listener)
+            remove = port_of(client).add_status_listener(listener)
         except BaseException:
             _forget(self._sub)
             raise

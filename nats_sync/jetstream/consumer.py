@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE, JS_PIN_RETRY_MIN_WAIT
+from nats_sync._port import port_of
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
@@ -411,14 +412,15 @@ class ConsumeContext:
     def __init__(self, stream: MessageSource, cb: Callable[[JsMsg], None],
                  error_cb: ErrorCallback | None, name: str, client: CoreClient) -> None:
         self._stream = stream
-        otel = client._instrumentation
+        port = port_of(client)
+        otel = port.instrumentation
         # Traced: each cb runs in a CONSUMER process span, child of the publisher's.
         self._cb = cb if otel is None else otel.wrap_callback(name, cb)
         self._error_cb = error_cb
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"nats_sync-js-consume-{name}",
                                         daemon=True)
-        self._remove_listener = client._add_status_listener(self._on_status)
+        self._remove_listener = port.add_status_listener(self._on_status)
         self._thread.start()
 
     def _on_status(self, event: str) -> None:

@@ -62,6 +62,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from nats_sync._defaults import DEFAULT_SUB_PENDING_MSGS_LIMIT
+from nats_sync._port import port_of
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 from nats_sync.jetstream._api import Headers, js_headers, msg_id_block
@@ -164,8 +165,9 @@ class FastPublisher:
         if error_cb is not None and not callable(error_cb):
             raise InvalidArgumentError(f"error_cb must be callable, got {error_cb!r}")
         self._client = js.client
-        # A reply under our own inbox needs no check per message (see CoreClient).
-        self._publish = js.client._publish_inbox
+        self._client_port = port = port_of(js.client)
+        # A reply under our own inbox needs no check per message (see ClientPort).
+        self._publish = port.publish_inbox
         self._ack_timeout = float(ack_timeout)
         self._ping_every = min(PING_INTERVAL, self._ack_timeout / 4)
         self._gap_ok = continue_on_gap
@@ -653,7 +655,7 @@ class _KeepAlive:
     def __init__(self, publisher: FastPublisher, sub: Subscription) -> None:
         self._publisher = weakref.ref(publisher)
         self._sub = sub
-        self._schedule = publisher._client._schedule
+        self._schedule = publisher._client_port.schedule
         self._seen = (publisher._seq, publisher._pings)
 
     def schedule(self) -> None:

@@ -37,6 +37,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
+from nats_sync._port import port_of
 from nats_sync._waiting import Signal
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream.consumer import ConsumeContext
@@ -102,7 +103,7 @@ class OrderedConsumer:
         self._consumer_seq = 0
         self._reset_needed = False
         self._stopped = Signal()  # not threading.Event: see nats_sync._waiting
-        self._remove_listener = js.client._add_status_listener(self._on_status)
+        self._remove_listener = port_of(js.client).add_status_listener(self._on_status)
 
     def __repr__(self) -> str:
         return f"<nats_sync.jetstream.OrderedConsumer on {self._stream!r}>"

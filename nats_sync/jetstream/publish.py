@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from nats_sync._port import port_of
 from nats_sync._validate import check_timeout
 from nats_sync.errors import InvalidArgumentError, NoRespondersError, TimeoutError
 from nats_sync.jetstream._acks import (
@@ -58,6 +59,7 @@ class JsPublisher:
     def __init__(self, js: JsContext, max_pending_acks: int, stall_wait: float) -> None:
         self._js = js
         self._client = js.client
+        self._port = port_of(js.client)
         self._max_pending_acks = max_pending_acks
         self.window = AsyncPublisher(js, max_pending_acks, stall_wait)
         # Bound, not wrapped: publish_async runs per message.
@@ -80,7 +82,7 @@ class JsPublisher:
         check_retries(retry_attempts, retry_wait)
         merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
                             expected_last_subject_seq, expected_last_msg_id, ttl)
-        otel = self._client._instrumentation
+        otel = self._port.instrumentation
         if otel is None:
             return self._publish(subject, payload, merged, timeout, retry_attempts,
                                  retry_wait)
@@ -138,7 +140,7 @@ class JsPublisher:
                 results.append(reply)
             else:
                 raise reply  # KeyboardInterrupt and the like are not an item's result
-        otel = self._client._instrumentation
+        otel = self._port.instrumentation
         if otel is not None:
             for result in results:
                 otel.js_acked(subject, result if isinstance(result, Exception) else None)

@@ -105,7 +105,7 @@ class Request:
         msg: the received message.
     """
 
-    __slots__ = ("_error", "_otel", "_responded", "msg")
+    __slots__ = ("_error", "_responded", "_tracing", "msg")
 
     def __init__(self, msg: Msg) -> None:
         self.msg = msg
@@ -113,7 +113,7 @@ class Request:
         self._responded = False
         #: The service's instrumentation (set by the endpoint): the answer then carries
         #: the handler's trace context.
-        self._otel: Instrumentation | None = None
+        self._tracing: Instrumentation | None = None
 
     @property
     def subject(self) -> str:
@@ -148,8 +148,8 @@ class Request:
             ConnectionClosedError: the client is closed.
         """
         self._responded = True
-        if self._otel is not None:
-            headers = self._otel.inject(headers)
+        if self._tracing is not None:
+            headers = self._tracing.inject(headers)
         self.msg.respond(data, headers)
 
     def respond_error(self, code: int | str, description: str, data: bytes = b"",

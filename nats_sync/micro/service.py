@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
 from nats_sync._nuid import Nuid
+from nats_sync._port import port_of
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
@@ -103,7 +104,7 @@ class _Endpoint:
         self.otel: Instrumentation | None = None
 
     def start(self, nc: Client) -> None:
-        self.otel = otel = nc._instrumentation
+        self.otel = otel = port_of(nc).instrumentation
         handle: Callable[[Msg], None] = self.handle
         if otel is not None:
             handle = otel.wrap_service_handler(self.name, self.subject, handle)
@@ -170,7 +171,7 @@ class _Endpoint:
     def handle(self, msg: Msg) -> None:
         """Runs the handler for one request and counts it (a handler thread)."""
         request = Request(msg)
-        otel = request._otel = self.otel
+        otel = request._tracing = self.otel
         start = time.perf_counter_ns()
         try:
             self.handler(request)

@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import nats_sync
 from nats_sync import micro, otel
+from nats_sync._port import port_of
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -320,7 +321,7 @@ def test_slow_consumer_drops_are_counted(
 
 def test_connect_tracing_uses_the_global_providers(connect: ClientFactory) -> None:
     nc = connect(tracing=True)
-    assert nc._instrumentation is not None
+    assert port_of(nc).instrumentation is not None
     with pytest.raises(nats_sync.InvalidArgumentError, match="instrumented already"):
         otel.instrument(nc)
     with pytest.raises(nats_sync.InvalidArgumentError, match="tracing must be a bool"):

@@ -3,7 +3,9 @@ circle: a module imports only modules of its own layer or below (``TYPE_CHECKING
 imports included), and the imports that run form no circle (a ``TYPE_CHECKING`` import
 of a module of the same layer, for a type, is allowed to point back). Within
 ``jetstream/``, no part imports the context (``TYPE_CHECKING`` included): they take it as
-``jetstream._context_api.JsContext``."""
+``jetstream._context_api.JsContext``. Above the client's own modules, nothing touches
+the client's private attributes: extensions go through its port
+(``nats_sync._port.port_of``)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ for _layer, _modules in enumerate([
     ["_outbox", "_connection", "_callbacks", "_timer", "_threads", "_waiting"],
     # 3 components the handler composes
     ["_requests", "subscription", "_publishing", "_requesting", "_request_many",
-     "_reconnect", "_pings", "_instrumentation"],
+     "_reconnect", "_pings", "_instrumentation", "_port"],
     # 4 the handler
     ["_handler"],
     # 5 JetStream: on the client's public API (a protocol of it), below the client
@@ -183,3 +185,38 @@ def test_there_is_no_import_circle() -> None:
 def test_the_checker_sees_a_known_import() -> None:
     assert "_handler" in _graph()["client"]
     assert "_proto" in _graph()["_publishing"]
+
+
+#: The client's own modules: the only ones that may touch its private attributes.
+CLIENT_MODULES = {"client", "_client_support", "_port"}
+#: The client's private attributes, and the hooks the port replaced (so that none comes
+#: back as a side door).
+CLIENT_PRIVATE = {
+    "_handler", "_context", "_otel", "_port", "_instrument",
+    "_add_status_listener", "_instrumentation", "_inbox_route", "_publish_inbox", "_schedule",
+}
+
+
+def _private_client_uses(source: str) -> list[str]:
+    """``line: x.<name>`` for a name of CLIENT_PRIVATE, ``x`` not ``self`` or ``cls``."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Attribute) and node.attr in CLIENT_PRIVATE
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_extensions_reach_the_client_through_its_port_only() -> None:
+    uses = [
+        f"{_module_name(path)}:{use}" for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if LAYERS.get(_module_name(path), 0) >= LAYERS["_handler"]
+        and _module_name(path) not in CLIENT_MODULES
+        for use in _private_client_uses(path.read_text())
+    ]
+    assert uses == [], "use nats_sync._port.port_of(client) instead: " + "; ".join(uses)
+
+
+def test_the_port_check_sees_a_private_use() -> None:
+    sample = "def f(nc, js):\n    return nc._add_status_listener, js.client._port, self._port\n"
+    assert _private_client_uses(sample) == ["2: nc._add_status_listener", "2: js.client._port"]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from nats_sync import errors as core
+from nats_sync._port import ClientPort
 from nats_sync._proto import encode_headers
 from nats_sync._requests import InboxRoute, RequestMux
 from nats_sync.jetstream import errors as js_errors
@@ -127,22 +128,31 @@ class FakeClient:
         self.is_closed = False
         self.publish_error: BaseException | None = None
         self._inboxes = 0
-        self._instrumentation = None  # not instrumented (nats_sync.otel)
+        # What the extensions reach through nats_sync._port.port_of (not instrumented).
+        self._port = ClientPort(add_status_listener=self.add_status_listener,
+                                inbox_route=self.inbox_route, publish_inbox=self.publish_inbox,
+                                schedule=self.schedule, instrument=self.instrument)
 
     def new_inbox(self) -> str:
         self._inboxes += 1
         return f"_INBOX.fake{self._inboxes}"
 
-    def _inbox_route(self) -> InboxRoute:
+    def schedule(self, deadline: float, fn: Callable[[], None]) -> None:
+        raise AssertionError("the publisher never schedules")
+
+    def instrument(self, otel: Any) -> None:
+        raise AssertionError("not instrumented here")
+
+    def inbox_route(self) -> InboxRoute:
         if self.is_closed:
             raise core.ConnectionClosedError("closed")
         return InboxRoute(self.mux, lambda fn, *args: fn(*args))
 
-    def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+    def add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         self.listeners.append(listener)
         return lambda: self.listeners.remove(listener)
 
-    def _publish_inbox(self, subject: str, payload: bytes, reply: bytes,
+    def publish_inbox(self, subject: str, payload: bytes, reply: bytes,
                        headers: Any = None) -> None:
         if self.publish_error is not None:
             raise self.publish_error

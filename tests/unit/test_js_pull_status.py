@@ -16,6 +16,7 @@ import pytest
 
 from nats_sync import _proto as proto
 from nats_sync import errors as core
+from nats_sync._port import ClientPort
 from nats_sync.jetstream._pull import MessageBatch, MessageStream
 from nats_sync.jetstream._pull_wire import classify, message_size, pull_body
 from nats_sync.jetstream.errors import (
@@ -149,13 +150,20 @@ class FakeSub:
         self.unsubscribe()
 
 
+def _unused(*args: Any) -> Any:
+    raise AssertionError("a pull never uses this part of the port")
+
+
 class FakeClient:
     def __init__(self) -> None:
         self.subs: list[FakeSub] = []
         self.pulls: list[dict[str, Any]] = []
         self.listeners: list[Callable[[str], None]] = []
         self._count = 0
-        self._instrumentation = None  # not instrumented (nats_sync.otel)
+        # What the extensions reach through nats_sync._port.port_of (not instrumented).
+        self._port = ClientPort(add_status_listener=self.add_status_listener,
+                                inbox_route=_unused, publish_inbox=_unused,
+                                schedule=_unused, instrument=_unused)
 
     def new_inbox(self) -> str:
         self._count += 1
@@ -172,7 +180,7 @@ class FakeClient:
         assert subject == NEXT and reply == self.subs[-1].subject
         self.pulls.append(json.loads(payload))
 
-    def _add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+    def add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         self.listeners.append(listener)
         return lambda: self.listeners.remove(listener)
 
