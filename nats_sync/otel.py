@@ -116,8 +116,8 @@ class _Instrumentation:
         self._tracer: Tracer = trace.get_tracer(SCOPE, __version__, tracer_provider)
         meter: Meter = metrics.get_meter(SCOPE, __version__, meter_provider)
         self._lock = threading.Lock()
-        self._server_url: str | None = None
-        self._base: dict[str, Any] = {_SYSTEM: "nats"}
+        #: The connected URL these span attributes were made for, and the attributes.
+        self._base_for: tuple[str | None, dict[str, Any]] = (None, {_SYSTEM: "nats"})
         # Slow-consumer drops: subscriptions made since, and the last count seen of
         # each (by sid), so that an ended subscription's drops stay counted.
         self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
@@ -139,12 +139,18 @@ class _Instrumentation:
 
     def _refresh_base(self) -> dict[str, Any]:
         """The attributes every span and metric of this client has (the server's are
-        made again when the connected URL changes)."""
+        made again when the connected URL changes).
+
+        Any thread: the URL and the attributes made for it are one tuple, replaced
+        whole, so a reader never pairs one URL with another's attributes; two threads
+        seeing a new URL at once both make the same dict, and either may win.
+        """
+        url_seen, base = self._base_for
         nc = self._client()
         if nc is not None:
             url = nc.connected_url
-            if url != self._server_url:
-                base: dict[str, Any] = {_SYSTEM: "nats"}
+            if url != url_seen:
+                base = {_SYSTEM: "nats"}
                 if url:
                     parts = urlsplit(url)
                     if parts.hostname:
@@ -154,8 +160,8 @@ class _Instrumentation:
                 client_id = nc.client_id
                 if client_id is not None:
                     base[_CLIENT_ID] = str(client_id)
-                self._base, self._server_url = base, url
-        return self._base
+                self._base_for = (url, base)
+        return base
 
     def _attributes(self, destination: str, operation_type: str,
                     operation_name: str) -> dict[str, Any]:

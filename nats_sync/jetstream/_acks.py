@@ -551,34 +551,31 @@ class AsyncPublisher:
 
     def _timer_loop(self, session: _Session) -> None:
         mux = session.route.mux
-        with self._lock:
-            while True:
-                if session.closed:
+        while True:
+            with self._lock:
+                closed = session.closed
+                if closed:
                     self._session = None
-                    self._lock.release()
-                    try:
-                        self._fail_all(mux)
-                    finally:
-                        self._lock.acquire()
-                    return
-                self._next_wake = _RUNNING
-                now = time.monotonic()
-                due = [waiter for when, waiter in self._retries if when <= now]
-                if due:
-                    self._retries = [item for item in self._retries if item[0] > now]
-                scan = now >= self._next_orphan_scan and bool(self._in_flight)
-                if scan:
-                    self._next_orphan_scan = now + _ORPHAN_SCAN
-                    retrying = {waiter for _, waiter in self._retries} | set(due)
-                self._lock.release()
-                try:
-                    next_wake = self._expire(mux, now)
-                    for waiter in due:
-                        self._resend(waiter, session.route, now)
+                else:
+                    self._next_wake = _RUNNING
+                    now = time.monotonic()
+                    due = [waiter for when, waiter in self._retries if when <= now]
+                    if due:
+                        self._retries = [item for item in self._retries if item[0] > now]
+                    scan = now >= self._next_orphan_scan and bool(self._in_flight)
                     if scan:
-                        self._reap_orphans(mux, retrying)
-                finally:
-                    self._lock.acquire()
+                        self._next_orphan_scan = now + _ORPHAN_SCAN
+                        retrying = {waiter for _, waiter in self._retries} | set(due)
+            if closed:
+                self._fail_all(mux)
+                return
+            # Without the lock: these complete waiters and publish.
+            next_wake = self._expire(mux, now)
+            for waiter in due:
+                self._resend(waiter, session.route, now)
+            if scan:
+                self._reap_orphans(mux, retrying)
+            with self._lock:
                 for when, _ in self._retries:
                     next_wake = min(next_wake, when)
                 if not self._in_flight:
