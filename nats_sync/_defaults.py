@@ -111,6 +111,8 @@ UNCACHED_SUBJECT_PREFIXES = (DEFAULT_INBOX_PREFIX + ".", "$JS.ACK.")
 STATUS_NO_RESPONDERS = 503
 STATUS_REQUEST_TIMEOUT = 408
 STATUS_NOT_FOUND = 404
+#: The end of a batched direct get's replies (ADR-31).
+STATUS_END_OF_BATCH = 204
 STATUS_CONTROL = 100
 #: A pull refused for a pin id that is no longer the pin (ADR-42 priority groups).
 STATUS_PIN_MISMATCH = 423

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from nats_sync import _defaults as d
 from nats_sync.errors import TimeoutError
 from nats_sync.jetstream._api import format_time, header_int, header_value
 from nats_sync.jetstream._kv_watch import operation_of
@@ -60,8 +61,6 @@ _MARKER_HEADERS = frozenset({"KV-Operation", "Nats-Marker-Reason"})
 #: Bytes of values one request may bring back before the server pauses it (an EOB with
 #: messages pending; the rest is asked for again).
 REQUEST_MAX_BYTES = 8 * 1024 * 1024
-_END_OF_BATCH = 204
-_NOT_FOUND = 404
 #: Statuses of a server that does not know multi_last requests (bad or empty request,
 #: request timeout, required API level).
 _UNSUPPORTED = frozenset({400, 408, 412})
@@ -246,14 +245,14 @@ class _Lookup:
         subjects = self._awaiting.pop(token, None)
         if subjects is None:
             return False  # not a request of ours (never expected on a fresh inbox)
-        if status == _END_OF_BATCH:
+        if status == d.STATUS_END_OF_BATCH:
             self._answered = True
             resume = _resume(reply)
             if resume is not None:
                 self._send(token, subjects, resume)
                 return False
             return True
-        if status == _NOT_FOUND:
+        if status == d.STATUS_NOT_FOUND:
             self._answered = True
             return True
         if not self._answered and (reply.is_no_responders or status in _UNSUPPORTED):

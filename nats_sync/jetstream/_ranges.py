@@ -43,7 +43,6 @@ _DIRECT_HEADERS = frozenset({
     "Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
     "Nats-Last-Sequence",
 })
-_END_OF_BATCH = 204
 #: Bytes a bulk read's pull asks for at most (unless the caller says), at least 4
 #: messages of the server's largest size.
 _BULK_PULL_BYTES = 16 * 1024 * 1024
@@ -130,7 +129,7 @@ def _read_direct(js: JsContext, stream: str, start: int, subject: str | None,
                     raise core_errors.TimeoutError(
                         f"no direct get reply from stream {stream!r} within {wait}s"
                     ) from None
-                if reply.status == _END_OF_BATCH:
+                if reply.status == d.STATUS_END_OF_BATCH:
                     break
                 if reply.status == d.STATUS_NOT_FOUND:
                     return

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
 from nats_sync._validate import check_timeout
 from nats_sync.errors import InvalidArgumentError
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueStatus", "KeyWatcher"]
 
-_NOT_FOUND = 404
 _OPERATION = "KV-Operation"
 
 
@@ -203,7 +203,7 @@ class KeyValue:
             reply = self._js.client.request(call, payload, timeout=timeout or self._js.timeout)
         except core_errors.NoRespondersError:
             return None  # direct gets were turned off since the bind
-        if reply.status == _NOT_FOUND:
+        if reply.status == d.STATUS_NOT_FOUND:
             raise KeyNotFoundError(self._not_found(subject, revision))
         if reply.status is not None:
             raise StatusError(status=reply.status, description=reply.description)
