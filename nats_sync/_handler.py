@@ -2,15 +2,14 @@
 
 How it works: ``Handler`` composes narrow objects, each owning its state and lock:
 
-- ``Outbox`` (``_outbox``): frames waiting for the writer; the disconnect buffer.
-- ``Publisher`` (``_publishing``): encodes messages into the outbox (the hot path).
+- ``Outbox`` (``_outbox``): frames for the writer, and the disconnect buffer, into
+  which ``Publisher`` (``_publishing``) encodes messages (the hot path).
 - ``Requester`` (``_requesting``): request-reply over one inbox subscription, which
   the handler subscribes and routes for it (``open_request_inbox``).
 - ``Reconnector`` (``_reconnect``): the server pool, the first connection and the
   reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
-- ``Timer`` (``_timer``): the timer thread (keepalive, ``request_future`` deadlines).
-- ``Pings`` (``_pings``): the keepalive PINGs, stale detection and flush.
-- ``CallbackRunner`` (``_callbacks``): the callback thread (``error_cb``, ...).
+- ``Timer`` (``_timer``: the timer thread), ``Pings`` (``_pings``: keepalive PINGs,
+  stale detection, flush), ``CallbackRunner`` (``_callbacks``: the callback thread).
 - ``Connection`` (``_connection``): the reader and writer threads of one transport.
 
 The handler itself keeps the life-cycle state, the subscriptions, the connection swap
@@ -289,13 +288,8 @@ class Handler:
         subscription, no request or flush waiting (their replies come unasked).
         """
         mux = self._inbox
-        return (
-            mux is not None
-            and not mux
-            and not self.subs
-            and not self.outbox.pong_waiters
-            and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE
-        )
+        return (mux is not None and not mux and not self.subs and not self.outbox.pong_waiters
+                and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE)
 
     def _on_ops(self, ops: list[Any]) -> None:  # ServerOps, with messages as Msg
         """Reader thread: acts on the ops of one read, in order. Never runs user code.
@@ -694,15 +688,12 @@ class Handler:
     def debug_snapshot(self) -> dict[str, Any]:
         """What the client holds right now, for tests and debugging (not an API)."""
         with self._lock:
-            conn = self._conn
+            mux = self._inbox
             return {
-                "state": self.state,
-                "subscriptions": len(self.subs),
-                "requests_in_flight": len(self._inbox) if self._inbox is not None else 0,
-                "late_replies": self._inbox.late_replies if self._inbox is not None else 0,
-                "request_inbox": self._inbox.subject if self._inbox is not None else None,
-                "timer_entries": len(self.timer),
-                "delivery_threads": self._deliveries.threads(),
-                "connection_threads": list(self._conn_threads),
-                "connection": conn,
+                "state": self.state, "subscriptions": len(self.subs),
+                "requests_in_flight": len(mux) if mux is not None else 0,
+                "late_replies": mux.late_replies if mux is not None else 0,
+                "request_inbox": mux.subject if mux is not None else None,
+                "timer_entries": len(self.timer), "delivery_threads": self._deliveries.threads(),
+                "connection_threads": list(self._conn_threads), "connection": self._conn,
             }
