@@ -62,13 +62,13 @@ from typing import TYPE_CHECKING, Any
 from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 from nats_sync.jetstream._api import Headers, decode_reply, js_headers, ttl_header
+from nats_sync.jetstream._batch_replies import status_error, unsubscribe_quietly
 from nats_sync.jetstream.api import BatchAck
 from nats_sync.jetstream.errors import (
     BatchClosedError,
     BatchCommitInvalidError,
     BatchTooLargeError,
     JetStreamError,
-    NoStreamResponseError,
     PublishAckTimeoutError,
 )
 from nats_sync.msg import Msg
@@ -475,13 +475,9 @@ class AtomicBatch:
     def _refusal(self, msg: Msg, seq: int) -> BaseException | None:
         """The error a reply carries (None for an ack, empty or a PubAck)."""
         if msg.status is not None:
-            if msg.is_no_responders:
-                subject = self._subjects[seq - 1] if 0 < seq <= len(self._subjects) else "?"
-                return NoStreamResponseError(
-                    f"no stream stores {subject!r} (message {seq} of atomic batch "
-                    f"{self._id}); nothing of the batch is stored")
-            return JetStreamError(f"message {seq} of atomic batch {self._id} was answered "
-                                  f"with status {msg.status} {msg.description!r}")
+            subject = self._subjects[seq - 1] if 0 < seq <= len(self._subjects) else "?"
+            what = f"message {seq} of atomic batch {self._id}"
+            return status_error(msg, subject, what, what, "; nothing of the batch is stored")
         if not msg.data:
             return None
         try:
@@ -509,11 +505,7 @@ class AtomicBatch:
             except Error:
                 pass
         sub, self._sub = self._sub, None
-        if sub is not None:
-            try:
-                sub.unsubscribe()
-            except Error:
-                pass  # the client closed: the subscription ended with it
+        unsubscribe_quietly(sub)
 
 
 def publish_atomic(

@@ -66,6 +66,7 @@ from nats_sync._port import port_of
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 from nats_sync.jetstream._api import Headers, js_headers, msg_id_block
+from nats_sync.jetstream._batch_replies import status_error, unsubscribe_quietly
 from nats_sync.jetstream.api import BatchAck, FastPubAck
 from nats_sync.jetstream.errors import (
     APIError,
@@ -74,7 +75,6 @@ from nats_sync.jetstream.errors import (
     BatchMessageError,
     FastBatchUnknownError,
     JetStreamError,
-    NoStreamResponseError,
     PublishAckTimeoutError,
     api_error,
 )
@@ -519,11 +519,7 @@ class FastPublisher:
     def _unsubscribe(self) -> None:
         sub, self._sub = self._sub, None
         self._answers = ()
-        if sub is not None:
-            try:
-                sub.unsubscribe()
-            except Error:
-                pass  # the client closed: the subscription ended with it
+        unsubscribe_quietly(sub)
 
     # --- the server's answers ----------------------------------------------------------
 
@@ -551,13 +547,8 @@ class FastPublisher:
 
     def _on_answer(self, msg: Msg) -> None:
         if msg.status is not None:
-            if msg.is_no_responders:
-                error: JetStreamError = NoStreamResponseError(
-                    f"no stream stores {self._subject!r} (no responders)")
-            else:
-                error = JetStreamError(f"fast batch {self._batch_id} was answered with "
-                                       f"status {msg.status} {msg.description!r}")
-            self._end_with_error(error)
+            self._end_with_error(status_error(msg, self._subject, f"fast batch {self._batch_id}",
+                                              "no responders"))
             return
         try:
             reply = json.loads(msg.data)

@@ -37,7 +37,7 @@ for _layer, _modules in enumerate([
      "jetstream.stream", "jetstream._ranges", "jetstream._acks", "jetstream.publish",
      "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
-     "jetstream.atomic", "jetstream.fast",
+     "jetstream.atomic", "jetstream.fast", "jetstream._batch_replies",
      "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
      "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
      "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config",
