@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 import pytest
+from threads_helper import run_threads as run_threads_bounded
 
 import nats_sync
 from nats_sync.jetstream import PubAck
@@ -42,27 +43,9 @@ def gil_state() -> str:
 
 
 def run_threads(count: int, body: Callable[[int], None]) -> list[BaseException]:
-    """Runs ``body(index)`` on ``count`` threads released together; returns their errors."""
-    barrier = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait(10)
-            body(index)
-        except BaseException as err:
-            errors.append(err)
-
-    threads = [threading.Thread(target=run, args=(i,), name=f"stress-{i}", daemon=True)
-               for i in range(count)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + JOIN_TIMEOUT
-    for thread in threads:
-        thread.join(max(deadline - time.monotonic(), 0.0))
-    hung = [thread.name for thread in threads if thread.is_alive()]
-    assert not hung, f"worker threads hung ({gil_state()}): {hung}"
-    return errors
+    """``threads_helper.run_threads`` with this module's bound and the GIL's state named."""
+    return run_threads_bounded(count, body, join_within=JOIN_TIMEOUT,
+                               label=f"stress ({gil_state()})")
 
 
 def echo_responder(connect: ClientFactory, subject: str) -> nats_sync.Client:

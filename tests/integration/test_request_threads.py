@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from threads_helper import run_threads
 
 import nats_sync
 from nats_sync.testing import NatsServer
@@ -45,25 +46,16 @@ def test_sixteen_threads_each_get_their_own_replies(connect: ClientFactory,
     responder.flush(5)
     nc = connect(servers=servers)
     wrong: list[tuple[bytes, bytes]] = []
-    errors: list[BaseException] = []
 
     def requester(index: int) -> None:
-        try:
-            for n in range(150):
-                data = b"%d.%d" % (index, n)
-                got = nc.request("threads.echo", data, timeout=REQUEST_TIMEOUT).data
-                if got != b"re:" + data:
-                    wrong.append((data, got))
-        except BaseException as error:  # reported below
-            errors.append(error)
+        for n in range(150):
+            data = b"%d.%d" % (index, n)
+            got = nc.request("threads.echo", data, timeout=REQUEST_TIMEOUT).data
+            if got != b"re:" + data:
+                wrong.append((data, got))
 
-    threads = [threading.Thread(target=requester, args=(index,)) for index in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(50)
-    assert not any(thread.is_alive() for thread in threads)
-    assert errors == [] and wrong == []
+    assert run_threads(16, requester, join_within=50) == []
+    assert wrong == []
     # Each request reached the server once, however it was written (by its own thread,
     # by another thread writing its own, or by the writer thread).
     assert sorted(seen) == sorted(b"%d.%d" % (i, n) for i in range(16) for n in range(150))
@@ -87,12 +79,7 @@ def test_each_threads_publishes_and_requests_keep_their_order(connect: ClientFac
             nc.publish(f"order.pub.{index}", b"%d" % n)
             nc.request(f"order.req.{index}", b"%d" % n, timeout=REQUEST_TIMEOUT)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(threads_count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(50)
-    assert not any(thread.is_alive() for thread in threads)
+    assert run_threads(threads_count, worker, join_within=50) == []
     by_thread: dict[str, list[tuple[str, int]]] = {}
     for _ in range(threads_count * rounds * 2):
         msg = wire.next_msg(5)

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from threads_helper import run_threads
 
 import nats_sync
 from nats_sync.msg import Msg
@@ -16,27 +17,6 @@ PUBLISHERS = 16
 PER_PUBLISHER = 5_000
 REQUESTERS = 8
 PER_REQUESTER = 500
-
-
-def _run_threads(count: int, body: Callable[[int], None]) -> list[BaseException]:
-    """Runs ``body(index)`` on ``count`` threads started together; returns their errors."""
-    barrier = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait(10)
-            body(index)
-        except BaseException as err:
-            errors.append(err)
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads), "a worker thread hung"
-    return errors
 
 
 @pytest.mark.timeout(60)
@@ -53,7 +33,7 @@ def test_concurrent_publishers_lose_and_reorder_nothing(connect: ClientFactory) 
         for seq in range(PER_PUBLISHER):
             publisher.publish("ts.pub", f"{index}:{seq}".encode())
 
-    errors = _run_threads(PUBLISHERS, publish_all)
+    errors = run_threads(PUBLISHERS, publish_all)
     assert errors == []
     publisher.flush(20)
     receiver.flush(20)
@@ -95,7 +75,7 @@ def test_concurrent_requesters_each_get_their_own_replies(connect: ClientFactory
                 mismatches.append((payload, reply.data))
             replies[index].append(reply.data)
 
-    errors = _run_threads(REQUESTERS, request_all)
+    errors = run_threads(REQUESTERS, request_all)
 
     assert errors == []
     assert mismatches == []
@@ -125,7 +105,7 @@ def test_concurrent_subscribe_and_unsubscribe_keep_sids_apart(connect: ClientFac
             assert msg.sid == sub.sid
             sub.unsubscribe()
 
-    errors = _run_threads(8, churn)
+    errors = run_threads(8, churn)
 
     assert errors == []
     assert nc._handler.debug_snapshot()["subscriptions"] == 0
