@@ -8,8 +8,10 @@ context), ``"<subject> receive"`` (CONSUMER, ``next_msg``'s, linked to the sende
 context) and ``"<endpoint> process"`` (SERVER, a micro handler's). Metrics are read
 from the client's counters when the meter collects (observable instruments: nothing on
 the hot path), but for the request duration histogram. This is the only module of the
-library that imports OpenTelemetry; it is imported only by the caller or by
-``connect(tracing=True)``; an uninstrumented client runs exactly its plain code.
+library that imports OpenTelemetry; it is imported by the caller, by
+``connect(tracing=True)``, or by ``spark.udf`` once the program itself has loaded
+OpenTelemetry (for the trace headers of its requests); an uninstrumented client runs
+exactly its plain code.
 
 How it works: :func:`instrument` makes an :class:`_Instrumentation` for one client and
 hands it to the client's port (``nats_sync._port``, its ``instrument``). The client
@@ -17,6 +19,15 @@ then binds this module's traced ``publish``, ``request``, ``request_future`` and
 ``request_batch``, and the port's ``publish_inbox`` (JetStream's ``publish_async`` and
 fast ingest), instead of the plain ones, wraps the callbacks of the subscriptions made from
 then on, and tells it of each message ``next_msg`` returns.
+
+Threads and state: it starts no thread. Spans are made on whichever thread publishes,
+requests, runs a callback or a micro handler, or completes a ``request_future`` (the
+callback thread). An ``_Instrumentation``'s ``_lock`` guards its sets of subscriptions
+(``subscribed``, ``serving``) and their drop counts; its span attributes and the URL
+they were made for are one tuple replaced whole (no lock). The meter's collection
+thread calls the observable instruments' callbacks: ``_Observers`` (one per meter,
+found under the module's ``_observers_lock``) copies its weak set of clients under its
+own ``_lock`` and reads each client's counters without one (plain int reads).
 """
 
 from __future__ import annotations
