@@ -18,9 +18,8 @@ hands it to the client's port (``nats_sync._port``, its ``instrument``). The cli
 then binds this module's traced ``publish``, ``request``, ``request_future`` and
 ``request_batch``, and the port's ``publish_inbox`` (JetStream's ``publish_async`` and
 fast ingest), instead of the plain ones, wraps the callbacks of the subscriptions made from
-then on, and tells it of each message ``next_msg`` returns.
-
-Threads and state: it starts no thread. Spans are made on whichever thread publishes,
+then on, and tells it of each message ``next_msg`` returns. Threads and state: it starts
+no thread. Spans are made on whichever thread publishes,
 requests, runs a callback or a micro handler, or completes a ``request_future`` (the
 callback thread). An ``_Instrumentation``'s ``_lock`` guards its sets of subscriptions
 (``subscribed``, ``serving``) and their drop counts; its span attributes and the URL
