@@ -14,19 +14,19 @@ OpenTelemetry (for the trace headers of its requests); an uninstrumented client 
 exactly its plain code.
 
 How it works: :func:`instrument` makes an :class:`_Instrumentation` for one client and
-hands it to the client's port (``nats_sync._port``, its ``instrument``). The client
-then binds this module's traced ``publish``, ``request``, ``request_future`` and
+hands it to the client's port (``nats_sync._port``, its ``instrument``). The client then
+binds this module's traced ``publish``, ``request``, ``request_future`` and
 ``request_batch``, and the port's ``publish_inbox`` (JetStream's ``publish_async`` and
-fast ingest), instead of the plain ones, wraps the callbacks of the subscriptions made from
-then on, and tells it of each message ``next_msg`` returns. Threads and state: it starts
-no thread. Spans are made on whichever thread publishes,
-requests, runs a callback or a micro handler, or completes a ``request_future`` (the
-callback thread). An ``_Instrumentation``'s ``_lock`` guards its sets of subscriptions
-(``subscribed``, ``serving``) and their drop counts; its span attributes and the URL
-they were made for are one tuple replaced whole (no lock). The meter's collection
-thread calls the observable instruments' callbacks: ``_Observers`` (one per meter,
-found under the module's ``_observers_lock``) copies its weak set of clients under its
-own ``_lock`` and reads each client's counters without one (plain int reads).
+fast ingest), instead of the plain ones, wraps the callbacks of the subscriptions made
+from then on, and tells it of each message ``next_msg`` returns. Threads and state: it
+starts no thread. Spans are made on whichever thread publishes, requests, runs a
+callback or a micro handler, or completes a ``request_future`` (the callback thread). An
+``_Instrumentation``'s ``_lock`` guards its sets of subscriptions (``subscribed``,
+``serving``) and their drop counts; its span attributes and the URL they were made for
+are one tuple replaced whole (no lock). The meter's collection thread calls the
+observable instruments' callbacks: ``_Observers`` (one per meter, found under the
+module's ``_observers_lock``) copies its weak set of clients under its own ``_lock`` and
+reads each client's counters without one (plain int reads).
 """
 
 from __future__ import annotations
