@@ -17,7 +17,26 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from nats_sync.msg import Msg
-    from nats_sync.subscription import Subscription
+
+
+class SubscriptionView(Protocol):
+    """What the instrumentation reads of a subscription (a protocol: ``subscription``
+    imports this module, so this one does not import it back, even for types)."""
+
+    @property
+    def subject(self) -> str:
+        """The subject subscribed to."""
+        ...
+
+    @property
+    def sid(self) -> int:
+        """Its subscription id."""
+        ...
+
+    @property
+    def dropped(self) -> int:
+        """Messages it dropped for falling behind."""
+        ...
 
 
 class Instrumentation(Protocol):
@@ -34,13 +53,13 @@ class Instrumentation(Protocol):
         ``subject`` (a ``Msg``) or of a JetStream ``consume`` named ``subject`` (a
         ``JsMsg``: ``subject``, ``data`` and ``headers`` as a ``Msg``)."""
 
-    def subscribed(self, sub: Subscription) -> None:
+    def subscribed(self, sub: SubscriptionView) -> None:
         """A subscription was made (its slow-consumer drops are counted)."""
 
-    def received(self, sub: Subscription, msg: Msg) -> None:
+    def received(self, sub: SubscriptionView, msg: Msg) -> None:
         """A message was taken with ``next_msg`` from ``sub``."""
 
-    def serving(self, sub: Subscription) -> None:
+    def serving(self, sub: SubscriptionView) -> None:
         """``sub``'s messages are handled under the spans of ``wrap_service_handler``
         (a micro endpoint's worker pool): its ``next_msg`` makes no span of its own."""
 

@@ -36,14 +36,13 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from nats_sync._requests import RequestMux, no_responders
+from nats_sync._requests import RequestHost, RequestMux, RequestPublisher, no_responders
 from nats_sync._validate import check_int, check_timeout
 from nats_sync._waiting import Sleepers, wait_until
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
     from nats_sync._publishing import HeadersArg
-    from nats_sync._requesting import RequestHost, RequestPublisher
 
 #: ``sentinel(msg)``: True for the reply that ends the request (it is not yielded).
 Sentinel = Callable[[Msg], bool]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, cast
+from typing import cast
 
 from nats_sync import _defaults as d
 from nats_sync import _proto as proto
@@ -36,7 +36,9 @@ from nats_sync._requests import (
     InboxRoute,
     ReplyFuture,
     ReplyWaiter,
+    RequestHost,
     RequestMux,
+    RequestPublisher,
     no_responders,
 )
 from nats_sync._timer import Timer
@@ -47,41 +49,6 @@ from nats_sync.msg import Msg
 #: Plain batch requests are queued this many at a time (one lock, one writer wake-up).
 _BATCH_CHUNK = 64
 _LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
-
-
-class RequestHost(Protocol):
-    """What the requester needs from the handler."""
-
-    def check_can_start(self) -> None:
-        """Raises unless a new request may start (closed, draining, forked)."""
-
-    def open_request_inbox(self, mux: RequestMux) -> RequestMux:
-        """Subscribes ``mux.subject`` (once) and routes its messages to the mux."""
-        ...
-
-    def wake_reader(self) -> None:
-        """Makes a reader that stepped aside for requesters read again."""
-
-    def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
-        """Reads the socket on this thread, if the reader stepped aside, until
-        ``is_done()`` or ``deadline``."""
-
-
-class RequestPublisher(Protocol):
-    """What the requester needs from the publisher."""
-
-    max_payload: int
-    #: False with ``skip_subject_validation`` (subjects checked for framing only).
-    strict_subjects: bool
-
-    def publish_request(
-        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg, direct: bool
-    ) -> None:
-        """Publishes with our own ``inbox`` as the reply subject."""
-
-    def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
-        """Queues encoded PUB frames as they are."""
-
 
 
 class Requester:

@@ -6,7 +6,9 @@ the client subscribed once to ``<prefix>*``. The reader thread hands each reply 
 :class:`ReplyWaiter` (a pre-acquired lock the reader releases, the cheapest wake-up
 Python has) or a :class:`ReplyFuture`. A reply whose token is gone (timed out,
 cancelled) is counted and dropped; nothing is kept for it. ``dict.pop`` is atomic, so a
-waiter is completed exactly once even when a reply and a timeout race.
+waiter is completed exactly once even when a reply and a timeout race. The requester's
+two hosts (:class:`RequestHost`, :class:`RequestPublisher`) are typed here too, below
+both ``_requesting`` and ``_request_many``, which use them.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from nats_sync._waiting import sleep
 from nats_sync.errors import NoRespondersError
 from nats_sync.msg import Msg
+
+if TYPE_CHECKING:
+    from nats_sync._publishing import HeadersArg
 
 
 def no_responders(subject: str) -> NoRespondersError:
@@ -278,3 +283,37 @@ class InboxRoute(NamedTuple):
     mux: RequestMux
     #: ``run_callback(fn, *args)`` on the client's callback thread (user code).
     run_callback: Callable[..., None]
+
+
+class RequestHost(Protocol):
+    """What the requester needs from the handler."""
+
+    def check_can_start(self) -> None:
+        """Raises unless a new request may start (closed, draining, forked)."""
+
+    def open_request_inbox(self, mux: RequestMux) -> RequestMux:
+        """Subscribes ``mux.subject`` (once) and routes its messages to the mux."""
+        ...
+
+    def wake_reader(self) -> None:
+        """Makes a reader that stepped aside for requesters read again."""
+
+    def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
+        """Reads the socket on this thread, if the reader stepped aside, until
+        ``is_done()`` or ``deadline``."""
+
+
+class RequestPublisher(Protocol):
+    """What the requester needs from the publisher."""
+
+    max_payload: int
+    #: False with ``skip_subject_validation`` (subjects checked for framing only).
+    strict_subjects: bool
+
+    def publish_request(
+        self, subject: str, payload: bytes, inbox: bytes, headers: HeadersArg, direct: bool
+    ) -> None:
+        """Publishes with our own ``inbox`` as the reply subject."""
+
+    def queue_messages(self, frames: list[bytes], size: int, payload_size: int) -> None:
+        """Queues encoded PUB frames as they are."""

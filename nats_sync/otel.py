@@ -50,9 +50,9 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
+    from nats_sync._instrumentation import SubscriptionView
     from nats_sync.client import Client
     from nats_sync.msg import Msg
-    from nats_sync.subscription import Subscription
 
 #: The instrumentation scope's name.
 SCOPE = "nats_sync"
@@ -130,9 +130,9 @@ class _Instrumentation:
         self._base_for: tuple[str | None, dict[str, Any]] = (None, {_SYSTEM: "nats"})
         # Slow-consumer drops: subscriptions made since, and the last count seen of
         # each (by sid), so that an ended subscription's drops stay counted.
-        self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
+        self._subs: weakref.WeakSet[SubscriptionView] = weakref.WeakSet()
         self._dropped: dict[int, int] = {}
-        self._serving: weakref.WeakSet[Subscription] = weakref.WeakSet()
+        self._serving: weakref.WeakSet[SubscriptionView] = weakref.WeakSet()
         self._js_acks = meter.create_counter(
             "nats.jetstream.publish.acks", unit="{message}",
             description="JetStream publishes the stream acknowledged")
@@ -346,7 +346,7 @@ class _Instrumentation:
 
         return process
 
-    def received(self, sub: Subscription, msg: Msg) -> None:
+    def received(self, sub: SubscriptionView, msg: Msg) -> None:
         """A CONSUMER "receive" span for a message ``next_msg`` returned, in the current
         context and linked to the sender's (status messages, and those of a micro
         endpoint's worker pool, which has its SERVER spans, are left out)."""
@@ -364,12 +364,12 @@ class _Instrumentation:
         self._tracer.start_span(f"{msg.subject} receive", kind=SpanKind.CONSUMER,
                                 attributes=span_attributes, links=links).end()
 
-    def serving(self, sub: Subscription) -> None:
+    def serving(self, sub: SubscriptionView) -> None:
         """Leaves ``sub``'s messages to the SERVER spans of a micro worker pool."""
         with self._lock:
             self._serving.add(sub)
 
-    def subscribed(self, sub: Subscription) -> None:
+    def subscribed(self, sub: SubscriptionView) -> None:
         """Counts the slow-consumer drops of ``sub`` from now on."""
         with self._lock:
             self._subs.add(sub)
