@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -53,8 +53,30 @@ from nats_sync.jetstream import (
 )
 from nats_sync.spark._js_rows import SINK, RowColumns, batch_columns
 
-if TYPE_CHECKING:
-    from nats_sync.spark._js_sink import SinkSettings
+
+class FastSettings(Protocol):
+    """What a fast write reads of the sink's settings (``_js_sink.SinkSettings``, which
+    calls this module: a protocol, so this one does not import it back)."""
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The servers written to."""
+        ...
+
+    @property
+    def subject(self) -> str | None:
+        """The subject of rows without one."""
+        ...
+
+    @property
+    def msg_id_columns(self) -> tuple[str, ...]:
+        """The columns a row's message id is made of."""
+        ...
+
+    @property
+    def timeout(self) -> float:
+        """Seconds to wait for an acknowledgement."""
+        ...
 
 #: Messages per flow-control ack the sink asks for (the server may lower it), and
 #: acks outstanding before ``add`` waits: ``FAST_FLOW * FAST_MAX_OUTSTANDING_ACKS``
@@ -65,7 +87,7 @@ FAST_MAX_OUTSTANDING_ACKS = 2
 _Row = tuple[str, bytes, "dict[str, str] | None", "str | None"]
 
 
-def publish_fast(js: JetStream, settings: SinkSettings, batches: Iterator[pa.RecordBatch]
+def publish_fast(js: JetStream, settings: FastSettings, batches: Iterator[pa.RecordBatch]
                  ) -> tuple[int, int | None]:
     """Publishes every row of ``batches`` as one fast batch and checks the server's count.
 
