@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
@@ -29,14 +29,13 @@ from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import header_int, header_value, parse_time, time_from_ns
 from nats_sync.jetstream._msg import ack_sequence_time_pending
 from nats_sync.jetstream._pull_wire import classify, pull_body
-from nats_sync.jetstream.api import StoredColumns, StoredMsg
+from nats_sync.jetstream.api import StoredColumns, StoredMsg, StreamInfo
 from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._api import CoreClient
     from nats_sync.jetstream._context_api import JsContext
-    from nats_sync.jetstream.stream import Stream
 
 #: Headers the server adds to a direct get reply; the stored message's own are the rest.
 _DIRECT_HEADERS = frozenset({
@@ -56,7 +55,22 @@ class _NoBatchesError(Exception):
     """The server answered a batch request with a single message: no batched reads."""
 
 
-def read_range(js: JsContext, stream: Stream, start_seq: int, *, subject: str | None,
+class RangeSource(Protocol):
+    """What a range read asks of its stream (``stream.Stream``, which calls this module:
+    a protocol, so this one does not import it back)."""
+
+    @property
+    def name(self) -> str:
+        """The stream's name."""
+        ...
+
+    @property
+    def cached_info(self) -> StreamInfo:
+        """The stream's info as of the last call that returned it (no request)."""
+        ...
+
+
+def read_range(js: JsContext, stream: RangeSource, start_seq: int, *, subject: str | None,
                end_seq: int | None, batch: int, max_bytes: int | None,
                timeout: float | None, direct: bool | None = None) -> Iterator[StoredMsg]:
     """See ``Stream.get_msgs``."""
