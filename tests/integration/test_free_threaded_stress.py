@@ -352,10 +352,17 @@ def unsubscribe_round(nc: nats_sync.Client, publisher: nats_sync.Client,
         stop.set()
         flooder.join(20)
     assert not flooder.is_alive()
+    # Its delivery thread (nats_sync-sub-<sid>) ends, as the debug snapshot shows.
+    name = f"nats_sync-sub-{sub.sid}"
+
+    def delivering() -> bool:
+        threads = nc._handler.debug_snapshot()["delivery_threads"]
+        return any(thread.name == name for thread in threads)
+
     deadline = time.monotonic() + 10
-    while sub in nc._handler._deliveries.subscriptions() and time.monotonic() < deadline:
+    while delivering() and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert sub not in nc._handler._deliveries.subscriptions(), "the delivery thread hung"
+    assert not delivering(), "the delivery thread hung"
     assert sub.dropped == 0
     assert sub.delivered == handed[0] + sub.discarded + sub.pending_msgs, (
         f"round {round_number} ({gil_state()}): delivered {sub.delivered}, handed "
