@@ -116,6 +116,18 @@ STATUS_END_OF_BATCH = 204
 STATUS_CONTROL = 100
 #: A pull refused for a pin id that is no longer the pin (ADR-42 priority groups).
 STATUS_PIN_MISMATCH = 423
+#: Seconds a fetch waits beyond its ``expires`` for the server's closing status.
+JS_FETCH_MARGIN = 1.0
+#: nats.go's batch for a byte-limited fetch: the bytes are the limit.
+JS_BYTES_ONLY_BATCH = 1_000_000
+#: Backoff after a refused or unanswered pull: first wait and cap, in seconds.
+JS_PULL_RETRY_FIRST = 0.25
+JS_PULL_RETRY_MAX = 5.0
+#: How often a pull reader looks again while disconnected or with nothing asked for.
+JS_PULL_POLL = 1.0
+#: After a ``messages()`` read cut short (Ctrl-C): seconds without a message before
+#: its count of what is owed is redone from zero.
+JS_PULL_RECOUNT_AFTER = 1.0
 #: Seconds of its ``max_wait`` a fetch answered 423 must have left to pull again
 #: without the pin id (else it ends with what it has).
 JS_PIN_RETRY_MIN_WAIT = 0.1

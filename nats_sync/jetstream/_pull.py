@@ -29,6 +29,9 @@ After a ``pin_lost`` it drops the pin id and pulls again at once, without it (ne
 end, never a warning). After a ``no_responders`` it asks ``CONSUMER.INFO`` whether the
 consumer still exists: if not, it ends with ``ConsumerDeletedError``; if it cannot tell
 (a server restarting), it retries with a backoff (0.25 s, doubling, at most 5 s).
+A ``next()`` cut by Ctrl-C may have taken a message it never counted (which would stop
+the pulls until a missed heartbeat): the count is then redone from zero, quietly, once
+nothing comes for a second (at worst asking beyond ``max_messages`` for a while).
 
 Threads and state: a ``MessageStream`` starts no thread. Its reading runs on whatever
 thread calls ``next()`` (a user thread, or the thread of a ``consume``); the client's
@@ -70,16 +73,6 @@ if TYPE_CHECKING:
     from nats_sync.subscription import Subscription
 
 log = logging.getLogger("nats_sync")
-
-#: Seconds a fetch waits beyond its ``expires`` for the server's closing status.
-FETCH_MARGIN = 1.0
-#: nats.go's batch for a byte-limited fetch: the bytes are the limit.
-BYTES_ONLY_BATCH = 1_000_000
-#: Backoff after a refused or unanswered pull: first wait and cap, in seconds.
-_RETRY_FIRST = 0.25
-_RETRY_MAX = 5.0
-#: How often a reader looks again while disconnected or with nothing asked for.
-_POLL = 1.0
 
 ErrorCallback = Callable[[BaseException], None]
 #: ``again(messages, bytes, seconds)``: the body of a fetch's pull for what it still
@@ -325,6 +318,9 @@ class MessageStream:
         self._backoff = 0.0
         self._check_due = False
         self._warnings: list[BaseException] = []
+        #: True while a next() takes and counts a message (so still True after a cut).
+        self._taking = False
+        self._recount = False  # the count is in doubt: redo it when idle
         self._inbox = client.new_inbox()
         self._sub = client.subscribe(
             self._inbox,
@@ -371,39 +367,48 @@ class MessageStream:
             check_timeout(timeout, zero_ok=True)
         deadline = None if timeout is None else time.monotonic() + timeout
         sub = self._sub
-        while True:
-            try:
-                wait = self._prepare(deadline)
-            except BaseException:
-                self._forget_unsent()
-                raise
-            try:
-                msg = sub.next_msg(wait)
-            except TimeoutError:
-                self._on_idle()
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(
-                        f"no message from {self._label} within {timeout}s") from None
-                continue
-            except ConnectionClosedError:
-                self._end(_CLOSED, None)
-                raise
-            except BadSubscriptionError:
-                self._end(_ENDED, None)  # drained, stopped, or the client drained
-                continue
-            if msg.status is None:
-                if self._group is not None:
-                    self._group.seen(msg)
-                now = time.monotonic()
-                with self._lock:
-                    if self._pending_msgs > 0:
-                        self._pending_msgs -= 1
-                    if self._max_bytes:
-                        self._pending_bytes = max(0, self._pending_bytes - message_size(msg))
-                    self._heartbeat_due = now + 2 * self._heartbeat
-                    self._backoff = 0.0
-                return JsMsg(msg, self._client, self._ack_timeout)
-            self._on_status(msg)
+        if self._taking:
+            self._doubt_count()
+        self._taking = True
+        try:
+            while True:
+                try:
+                    wait = self._prepare(deadline)
+                except BaseException:
+                    self._forget_unsent()
+                    raise
+                try:
+                    msg = sub.next_msg(wait)
+                except TimeoutError:
+                    self._on_idle()
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise TimeoutError(
+                            f"no message from {self._label} within {timeout}s") from None
+                    continue
+                except ConnectionClosedError:
+                    self._end(_CLOSED, None)
+                    raise
+                except BadSubscriptionError:
+                    self._end(_ENDED, None)  # drained, stopped, or the client drained
+                    continue
+                if msg.status is None:
+                    if self._group is not None:
+                        self._group.seen(msg)
+                    now = time.monotonic()
+                    with self._lock:
+                        if self._pending_msgs > 0:
+                            self._pending_msgs -= 1
+                        if self._max_bytes:
+                            self._pending_bytes = max(
+                                0, self._pending_bytes - message_size(msg))
+                        self._heartbeat_due = self._idle_due(now)
+                        self._backoff = 0.0
+                    self._taking = False
+                    return JsMsg(msg, self._client, self._ack_timeout)
+                self._on_status(msg)
+        except Exception:
+            self._taking = False  # an error, not a cut: what was taken is counted
+            raise
 
     def __iter__(self) -> MessageStream:
         return self
@@ -501,7 +506,7 @@ class MessageStream:
             due = math.inf if deadline is None else deadline
             if state == _ACTIVE:
                 if not self._connected or self._pending_msgs == 0:
-                    due = min(due, now + _POLL)
+                    due = min(due, now + d.JS_PULL_POLL)
                 elif self._awaiting():
                     due = min(due, self._heartbeat_due)
                 if self._retry_at > now:
@@ -541,7 +546,7 @@ class MessageStream:
         self._pending_msgs += batch
         self._pending_bytes += size
         self._unsent = (batch, size)
-        self._heartbeat_due = now + 2 * self._heartbeat
+        self._heartbeat_due = self._idle_due(now)
         return batch, size
 
     def _send_pull(self, batch: int, size: int) -> bool:
@@ -562,7 +567,7 @@ class MessageStream:
             with self._lock:
                 self._pending_msgs = max(0, self._pending_msgs - batch)
                 self._pending_bytes = max(0, self._pending_bytes - size)
-                self._retry_at = time.monotonic() + _POLL
+                self._retry_at = time.monotonic() + d.JS_PULL_POLL
                 self._warnings.append(err)
             return False
         return True
@@ -574,7 +579,7 @@ class MessageStream:
         if kind == "pin_lost" and self._group is not None:
             self._group.lost()  # the next pull goes without the id: a standby
         with self._lock:
-            self._heartbeat_due = now + 2 * self._heartbeat
+            self._heartbeat_due = self._idle_due(now)
             if kind == "heartbeat":
                 return
             if kind in ("done", "pin_lost") and status.pending_msgs is not None:
@@ -584,6 +589,7 @@ class MessageStream:
                 # The request (a 404), every request (409 Leadership Change) or this one
                 # (refused) is gone without saying what it owed: ask afresh.
                 self._pending_msgs = self._pending_bytes = 0
+                self._recount = False  # counted afresh from here
             if kind == "warning":
                 assert status.error is not None
                 self._warnings.append(status.error)
@@ -593,7 +599,8 @@ class MessageStream:
             elif kind == "no_responders":
                 self._check_due = True
                 self._retry_at = now + self._backoff
-                self._backoff = min(max(self._backoff * 2, _RETRY_FIRST), _RETRY_MAX)
+                self._backoff = min(max(self._backoff * 2, d.JS_PULL_RETRY_FIRST),
+                                    d.JS_PULL_RETRY_MAX)
         if kind == "terminal":
             self._end(_FAILED, status.error)
 
@@ -626,10 +633,25 @@ class MessageStream:
                     or now < self._heartbeat_due):
                 return
             self._pending_msgs = self._pending_bytes = 0
-            self._heartbeat_due = now + 2 * self._heartbeat
-            self._warnings.append(NoHeartbeatError(
-                f"no message or heartbeat from {self._label} for {2 * self._heartbeat}s; "
-                "pulling again"))
+            if self._recount:
+                self._recount = False  # asked afresh on purpose: no heartbeat was missed
+            else:
+                self._warnings.append(NoHeartbeatError(
+                    f"no message or heartbeat from {self._label} for "
+                    f"{2 * self._heartbeat}s; pulling again"))
+            self._heartbeat_due = self._idle_due(now)
+
+    def _doubt_count(self) -> None:
+        """The last ``next()`` was cut short: recount once idle (``JS_PULL_RECOUNT_AFTER``)."""
+        with self._lock:
+            self._taking = False
+            self._recount = True
+            self._heartbeat_due = min(self._heartbeat_due,
+                                      time.monotonic() + d.JS_PULL_RECOUNT_AFTER)
+
+    def _idle_due(self, now: float) -> float:
+        """Under ``_lock``: when an open request still silent is taken as lost."""
+        return now + (d.JS_PULL_RECOUNT_AFTER if self._recount else 2 * self._heartbeat)
 
     def _report_warnings(self) -> None:
         with self._lock:
@@ -650,6 +672,7 @@ class MessageStream:
                 if self._state == _ACTIVE:
                     # What was asked of the old connection may be lost: ask afresh.
                     self._pending_msgs = self._pending_bytes = 0
+                    self._recount = False  # counted afresh from here
                     self._retry_at = 0.0
                     request = self._take_pull(time.monotonic())
         if request is not None:

@@ -34,7 +34,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from nats_sync._defaults import CLOSE_CALLBACK_GRACE, JS_PIN_RETRY_MIN_WAIT
+from nats_sync._defaults import (
+    CLOSE_CALLBACK_GRACE,
+    JS_BYTES_ONLY_BATCH,
+    JS_FETCH_MARGIN,
+    JS_PIN_RETRY_MIN_WAIT,
+)
 from nats_sync._port import port_of
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import (
@@ -48,8 +53,6 @@ from nats_sync.jetstream._api import CoreClient
 from nats_sync.jetstream._msg import JsMsg, MsgMetadata, SequencePair
 from nats_sync.jetstream._priority import PinTracker, PullGroup, check_group_name, pull_group
 from nats_sync.jetstream._pull import (
-    BYTES_ONLY_BATCH,
-    FETCH_MARGIN,
     ErrorCallback,
     MessageBatch,
     MessageStream,
@@ -173,7 +176,7 @@ class PullConsumer:
             InvalidArgumentError: a bad size, wait, heartbeat or criterion.
         """
         check_int(max_bytes, "max_bytes", 1)
-        return self._fetch(BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat,
+        return self._fetch(JS_BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat,
                            self._group(group, min_pending, min_ack_pending, priority))
 
     def fetch_nowait(self, max_messages: int = 1, *, group: str | None = None,
@@ -195,7 +198,7 @@ class PullConsumer:
         pg = self._group(group, min_pending, min_ack_pending, priority)
         body = pull_body(max_messages, no_wait=True, group=None if pg is None else pg.fields())
         return MessageBatch(self._js.client, self._next_subject, body, batch=max_messages,
-                            max_bytes=None, wait=FETCH_MARGIN, heartbeat=None,
+                            max_bytes=None, wait=JS_FETCH_MARGIN, heartbeat=None,
                             ack_timeout=self._js.timeout, group=pg,
                             again=_again(pg, None, None))
 
@@ -235,7 +238,7 @@ class PullConsumer:
         body = pull_body(batch, expires=max_wait, max_bytes=max_bytes, heartbeat=heartbeat,
                          group=None if pg is None else pg.fields())
         return MessageBatch(self._js.client, self._next_subject, body, batch=batch,
-                            max_bytes=max_bytes, wait=max_wait + FETCH_MARGIN,
+                            max_bytes=max_bytes, wait=max_wait + JS_FETCH_MARGIN,
                             heartbeat=heartbeat, ack_timeout=self._js.timeout, group=pg,
                             again=_again(pg, max_wait, heartbeat))
 
@@ -370,7 +373,7 @@ def _again(pg: PullGroup | None, max_wait: float | None,
             if left < JS_PIN_RETRY_MIN_WAIT:
                 return None
             return pull_body(count, no_wait=True, group=pg.fields())
-        expires = left - FETCH_MARGIN
+        expires = left - JS_FETCH_MARGIN
         if expires < JS_PIN_RETRY_MIN_WAIT:
             return None
         beat = heartbeat if heartbeat and 2 * heartbeat <= expires else None

@@ -243,6 +243,10 @@ conn = nc._handler.connection()
 if conn is not None and ok < 20:
     snapshot["parked"] = repr(conn._parked)
     snapshot["token"] = repr(conn._token)
+if stream is not None and ok < 20:
+    snapshot["stream"] = repr({name: getattr(stream, name) for name in (
+        "_state", "_connected", "_pending_msgs", "_pending_bytes", "_unsent",
+        "_retry_at", "_check_due", "_heartbeat_due")}) + f" now={time.monotonic()}"
 started = time.monotonic()
 if stream is not None:
     stream.stop()

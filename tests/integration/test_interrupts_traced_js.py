@@ -14,6 +14,7 @@ signal reaches.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -213,3 +214,52 @@ def test_drain_and_close_interrupted_at_every_point(
     monkeypatch.setattr(nats_sync.Client, "__init__", recording_init)
     assert walk(nc, call, all_closed, stride=3) > 20
     assert len(lost) <= 1, lost
+
+
+class _InterruptAfterTake:
+    """A ``sys.setprofile`` hook raising KeyboardInterrupt as the subscription's
+    ``next_msg`` returns to ``MessageStream.next``: the message is taken and lost, the
+    worst moment for the stream's count of what it asked for."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if (not self.fired and event == "return" and frame.f_code.co_name == "next_msg"
+                and frame.f_back is not None and frame.f_back.f_code.co_name == "next"
+                and frame.f_back.f_code.co_filename.endswith("_pull.py")):
+            self.fired = True
+            raise KeyboardInterrupt("as next_msg returned")
+
+
+def test_messages_go_on_after_many_interrupts_that_lose_a_taken_message(
+        nc: nats_sync.Client) -> None:
+    """Ctrl-C as a pulled message is taken, again and again (as the fuzz storm can):
+    each loses a message the stream counted as asked for and not yet handed out. The
+    stream must not wait for them (before the fix it stopped pulling until a missed
+    heartbeat, 30 s, once more than half its max_messages were lost so); what was lost
+    comes back after ack_wait."""
+    js = nc.jetstream()
+    js.create_stream(name="LOST_TAKE", subjects=["lost.>"], storage="memory")
+    js.create_consumer("LOST_TAKE", durable_name="C", ack_policy="explicit", ack_wait=60)
+    consumer = js.consumer("LOST_TAKE", "C")
+    with consumer.messages(max_messages=10) as stream:
+        lost = 0
+        for _ in range(8):
+            js.publish("lost.a", b"x", timeout=5)
+            hook = _InterruptAfterTake()
+            sys.setprofile(hook)
+            try:
+                stream.next(timeout=5)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.setprofile(None)
+            assert hook.fired
+            lost += 1
+        for serial in range(6):
+            js.publish("lost.a", b"%d" % serial, timeout=5)
+            msg = stream.next(timeout=5)
+            assert msg.data == b"%d" % serial
+            msg.ack()
+    assert lost == 8
