@@ -128,6 +128,17 @@ JS_PULL_POLL = 1.0
 #: After a ``messages()`` read cut short (Ctrl-C): seconds without a message before
 #: its count of what is owed is redone from zero.
 JS_PULL_RECOUNT_AFTER = 1.0
+#: Bytes a bulk read's pull asks for at most (unless the caller says), at least 4
+#: messages of the server's largest size.
+JS_BULK_PULL_BYTES = 16 * 1024 * 1024
+#: "No Messages" answers in a row that end a bulk read the consumer said was not done.
+JS_BULK_EMPTY_ANSWERS = 3
+#: Seconds an ephemeral reading consumer outlives a reader that vanished (a crash).
+JS_BULK_READER_INACTIVE = 30.0
+#: A bulk read's first pulls answered "no responders" (its new consumer not ready yet):
+#: asked again after 0.1, 0.2, ... s, this many times at most.
+JS_BULK_NOT_READY_PAUSE = 0.1
+JS_BULK_NOT_READY_PAUSES = 5
 #: Seconds of its ``max_wait`` a fetch answered 423 must have left to pull again
 #: without the pin id (else it ends with what it has).
 JS_PIN_RETRY_MIN_WAIT = 0.1

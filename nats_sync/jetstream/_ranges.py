@@ -18,6 +18,7 @@ but the context's cached API level.
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,13 +43,6 @@ _DIRECT_HEADERS = frozenset({
     "Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
     "Nats-Last-Sequence",
 })
-#: Bytes a bulk read's pull asks for at most (unless the caller says), at least 4
-#: messages of the server's largest size.
-_BULK_PULL_BYTES = 16 * 1024 * 1024
-#: "No Messages" answers in a row that end a bulk read the consumer said was not done.
-_EMPTY_ANSWERS = 3
-#: Seconds an ephemeral reading consumer outlives a reader that vanished (a crash).
-_READER_INACTIVE_THRESHOLD = 30.0
 
 
 class _NoBatchesError(Exception):
@@ -170,7 +164,7 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
     messages (and at most ``max_bytes``, by default enough for a few of the largest
     messages the server takes) are kept in flight, so the server streams while the
     caller works on a run. The consumer is deleted at the end (or expires after
-    ``_READER_INACTIVE_THRESHOLD`` if this process dies).
+    ``d.JS_BULK_READER_INACTIVE`` if this process dies).
 
     Raises:
         JetStreamError: the consumer could not be made, a pull was refused, or the
@@ -180,14 +174,14 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
     fields: dict[str, Any] = {
         "deliver_policy": "by_start_sequence", "opt_start_seq": start, "ack_policy": "none",
         "mem_storage": True, "num_replicas": 1,
-        "inactive_threshold": _READER_INACTIVE_THRESHOLD,
+        "inactive_threshold": d.JS_BULK_READER_INACTIVE,
     }
     if subject:
         fields["filter_subject"] = subject
     consumer = js.create_consumer(stream, timeout=timeout, **fields)
     wait = timeout or js.timeout
     client = js.client
-    pull_bytes = max_bytes or max(_BULK_PULL_BYTES, 4 * client.max_payload)
+    pull_bytes = max_bytes or max(d.JS_BULK_PULL_BYTES, 4 * client.max_payload)
     inbox = client.new_inbox()
     sub = client.subscribe(inbox, pending_msgs_limit=2 * batch + 64,
                            pending_bytes_limit=3 * pull_bytes)
@@ -212,6 +206,8 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
                     f"reading stream {stream!r}: the pull inbox dropped {sub.dropped} "
                     "message(s)")
             finished = _take(received, pulls, end_seq, columns)
+            if not finished:
+                pulls.send_refused()
             if columns.seqs and (finished or len(columns.seqs) >= batch):
                 yield columns
                 columns = StoredColumns()
@@ -238,6 +234,10 @@ class _Pulls:
         self.pending: int | None = None
         #: "No Messages" answers in a row.
         self.empty_answers = 0
+        #: Pulls refused before the first message, to send again after a pause; and
+        #: the pauses so far.
+        self._refused = 0
+        self._pauses = 0
 
     def send(self) -> None:
         self._client.publish(self._subject, self._body, reply=self._inbox)
@@ -249,6 +249,26 @@ class _Pulls:
         if not self._owed[0]:
             self._owed.popleft()
             self.send()
+
+    def refused_early(self) -> bool:
+        """A pull answered "no responders" before any message came: the consumer just
+        made is not ready yet on its server (seen on an R3 stream). True when it is
+        to be asked again (a few times); False: a real error."""
+        if self.pending is not None or self._pauses >= d.JS_BULK_NOT_READY_PAUSES:
+            return False
+        if self._owed:
+            self._owed.popleft()
+        self._refused += 1
+        return True
+
+    def send_refused(self) -> None:
+        """Sends again, after a pause growing each time, what ``refused_early`` took."""
+        if self._refused:
+            self._pauses += 1
+            time.sleep(d.JS_BULK_NOT_READY_PAUSE * self._pauses)
+            for _ in range(self._refused):
+                self.send()
+            self._refused = 0
 
     def ended(self) -> None:
         """A status ended the oldest pull early (its byte limit, a timeout): replace it."""
@@ -265,13 +285,15 @@ def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None,
             status = classify(msg)
             if status.kind == "heartbeat":
                 continue
+            if status.kind == "no_responders" and pulls.refused_early():
+                continue
             if status.kind != "done":
                 raise status.error or StatusError(status=msg.status,
                                                   description=msg.description)
             if msg.status == d.STATUS_NOT_FOUND:
                 # Nothing left for this consumer, unless its last message said more
                 # were pending (then a pull overtook another: ask again, a few times).
-                if pulls.pending == 0 or pulls.empty_answers >= _EMPTY_ANSWERS:
+                if pulls.pending == 0 or pulls.empty_answers >= d.JS_BULK_EMPTY_ANSWERS:
                     return True
                 pulls.empty_answers += 1
                 pulls.ended()
