@@ -7,6 +7,12 @@ snake_case; nats-py's names are there too, for code ported from it (listed apart
 
 from __future__ import annotations
 
+from nats_sync.jetstream._obs_config import (
+    ObjectInfo,
+    ObjectResult,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+)
 from nats_sync.jetstream._obs_watch import ObjectWatcher
 from nats_sync.jetstream.api import (
     AccountInfo,
@@ -126,13 +132,7 @@ from nats_sync.jetstream.kv import (
     KeyValueStatus,
     KeyWatcher,
 )
-from nats_sync.jetstream.object_store import (
-    ObjectInfo,
-    ObjectResult,
-    ObjectStore,
-    ObjectStoreConfig,
-    ObjectStoreStatus,
-)
+from nats_sync.jetstream.object_store import ObjectStore
 from nats_sync.jetstream.ordered import OrderedConsumer
 from nats_sync.jetstream.stream import Stream
 

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import check_stream_name
 from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo
+from nats_sync.jetstream.consumer import PullConsumer, bind_consumer, put_consumer
 from nats_sync.jetstream.errors import ConsumerNotFoundError, JetStreamError
+from nats_sync.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream._msg import JsMsg
-    from nats_sync.jetstream.consumer import PullConsumer
 
 
 class PullSubscription:
@@ -146,8 +148,9 @@ def subscribe(js: JsContext, subject: str, queue: str | None = None,
     if ordered_consumer:
         if queue or durable:
             raise InvalidArgumentError("an ordered consumer takes neither queue nor durable")
-        ordered = js.ordered_consumer(stream_name, filter_subjects=[subject],
-                                      deliver_policy=deliver_policy or "all")
+        ordered = OrderedConsumer(js, check_stream_name(stream_name),
+                                  filter_subjects=[subject],
+                                  deliver_policy=deliver_policy or "all")
         reader = _read(ordered, cb, manual_ack=True)
         return JsSubscription(js, None, reader, ephemeral=False, with_callback=cb is not None,
                               on_end=ordered.stop)
@@ -180,7 +183,7 @@ def _bind_or_create(js: JsContext, stream: str, subject: str, durable: str | Non
                     ) -> tuple[PullConsumer, bool]:
     if durable:
         try:
-            return js.consumer(stream, durable), False
+            return bind_consumer(js, stream, durable, None), False
         except ConsumerNotFoundError:
             pass
     fields: dict[str, Any] = {}
@@ -193,7 +196,7 @@ def _bind_or_create(js: JsContext, stream: str, subject: str, durable: str | Non
         fields["deliver_policy"] = deliver_policy
     if durable:
         fields["durable_name"] = durable
-    consumer = js.create_consumer(stream, base.replace(**fields))
+    consumer = put_consumer(js, stream, base.replace(**fields), {}, "create", None)
     return consumer, not durable
 
 

@@ -30,8 +30,10 @@ from nats_sync.jetstream.api import (
     StoredMsg,
     StreamConfig,
     StreamInfo,
+    config_with,
 )
-from nats_sync.jetstream.stream import Stream
+from nats_sync.jetstream.consumer import bind_consumer, put_consumer
+from nats_sync.jetstream.stream import Stream, put_stream
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
@@ -50,7 +52,8 @@ class NatsPyNames:
     def add_stream(self: JsContext, config: StreamConfig | None = None, **fields: Any
                    ) -> StreamInfo:
         """nats-py's ``add_stream``: ``create_stream``, returning the info."""
-        return self.create_stream(config, **fields).cached_info
+        full = config_with(StreamConfig, config, fields, "config")
+        return put_stream(self, "CREATE", full, None).cached_info
 
     def find_stream_name_by_subject(self: JsContext, subject: str) -> str:
         """nats-py's name for :meth:`stream_name_by_subject`."""
@@ -82,7 +85,7 @@ class NatsPyNames:
     def add_consumer(self: JsContext, stream: str, config: ConsumerConfig | None = None,
                      **fields: Any) -> ConsumerInfo:
         """nats-py's ``add_consumer``: ``create_or_update_consumer``, returning the info."""
-        return self.create_or_update_consumer(stream, config, **fields).cached_info
+        return put_consumer(self, stream, config, fields, "", None).cached_info
 
     def pull_subscribe(self: JsContext, subject: str, durable: str | None = None,
                        stream: str | None = None, config: ConsumerConfig | None = None
@@ -106,7 +109,7 @@ class NatsPyNames:
         consumer_name = consumer or durable or name
         if not stream or not consumer_name:
             raise InvalidArgumentError("pull_subscribe_bind needs the stream and the consumer")
-        return _compat.PullSubscription(self, self.consumer(stream, consumer_name),
+        return _compat.PullSubscription(self, bind_consumer(self, stream, consumer_name, None),
                                         ephemeral=False)
 
     # --- nats-py's JetStream manager names (nc.jsm()) ---------------------------------

@@ -26,7 +26,7 @@ from nats_sync.jetstream.ordered import Watch
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
-    from nats_sync.jetstream.object_store import ObjectInfo
+    from nats_sync.jetstream._obs_config import ObjectInfo
     from nats_sync.jetstream.stream import Stream
 
 

@@ -31,6 +31,7 @@ from nats_sync.jetstream._api import header_int, header_value, parse_time, time_
 from nats_sync.jetstream._msg import ack_sequence_time_pending
 from nats_sync.jetstream._pull_wire import classify, pull_body
 from nats_sync.jetstream.api import StoredColumns, StoredMsg, StreamInfo
+from nats_sync.jetstream.consumer import put_consumer
 from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg
 
@@ -178,7 +179,7 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
     }
     if subject:
         fields["filter_subject"] = subject
-    consumer = js.create_consumer(stream, timeout=timeout, **fields)
+    consumer = put_consumer(js, stream, None, fields, "create", timeout)
     wait = timeout or js.timeout
     client = js.client
     pull_bytes = max_bytes or max(d.JS_BULK_PULL_BYTES, 4 * client.max_payload)

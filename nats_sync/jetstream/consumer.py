@@ -29,10 +29,11 @@ its pin tracker (locked inside), so any thread may use it at once.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_sync._defaults import (
     CLOSE_CALLBACK_GRACE,
@@ -49,7 +50,7 @@ from nats_sync.errors import (
     InvalidArgumentError,
     TimeoutError,
 )
-from nats_sync.jetstream._api import CoreClient
+from nats_sync.jetstream._api import CoreClient, check_stream_name
 from nats_sync.jetstream._msg import JsMsg, MsgMetadata, SequencePair
 from nats_sync.jetstream._priority import PinTracker, PullGroup, check_group_name, pull_group
 from nats_sync.jetstream._pull import (
@@ -60,7 +61,7 @@ from nats_sync.jetstream._pull import (
     report,
 )
 from nats_sync.jetstream._pull_wire import pull_body
-from nats_sync.jetstream.api import ConsumerInfo
+from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo, config_with
 from nats_sync.jetstream.errors import ConsumerNotFoundError, StreamNotFoundError
 
 if TYPE_CHECKING:
@@ -359,6 +360,40 @@ class PullConsumer:
         except (ConsumerNotFoundError, StreamNotFoundError):
             return False
         return True
+
+
+def put_consumer(js: JsContext, stream: str, config: ConsumerConfig | None,
+                 fields: dict[str, Any], action: str, timeout: float | None) -> PullConsumer:
+    """Creates (``action`` "create"), updates ("update") or either ("") a consumer of
+    ``stream`` from ``config`` and ``fields``: ``js.create_consumer`` and its kin, here
+    so that streams, ordered consumers and bulk reads make theirs without the context.
+
+    Raises:
+        InvalidArgumentError: a bad field or stream name.
+        JetStreamError: what the server refused (see ``js.create_consumer``).
+    """
+    full = config_with(ConsumerConfig, config, fields, "config")
+    stream = check_stream_name(stream)
+    call, body = full.create_call(stream, action, lambda: _ephemeral_name(js.client))
+    return PullConsumer(js, stream, ConsumerInfo.from_api(js.api.request(call, body, timeout)))
+
+
+def bind_consumer(js: JsContext, stream: str, name: str, timeout: float | None
+                  ) -> PullConsumer:
+    """An existing consumer (``js.consumer``).
+
+    Raises:
+        ConsumerNotFoundError: there is no such consumer.
+        StreamNotFoundError: there is no such stream.
+    """
+    stream = check_stream_name(stream)
+    return PullConsumer(js, stream, js.consumer_info(stream, name, timeout=timeout))
+
+
+def _ephemeral_name(client: CoreClient) -> str:
+    # A NUID's first characters are the same for every id of a process: hash the whole
+    # id so names made one after the other differ in every character.
+    return hashlib.sha256(client.new_inbox().encode()).hexdigest()[:10]
 
 
 def _again(pg: PullGroup | None, max_wait: float | None,

@@ -10,7 +10,6 @@ caller's thread; nothing here starts a thread. Any thread may use one context at
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from datetime import datetime
@@ -41,7 +40,7 @@ from nats_sync.jetstream.api import (
 )
 from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 from nats_sync.jetstream.atomic import AtomicBatch, publish_atomic
-from nats_sync.jetstream.consumer import PullConsumer
+from nats_sync.jetstream.consumer import PullConsumer, bind_consumer, put_consumer
 from nats_sync.jetstream.counter import Counter
 from nats_sync.jetstream.errors import JetStreamError, StreamNotFoundError
 from nats_sync.jetstream.fast import FastPublisher
@@ -62,7 +61,7 @@ from nats_sync.jetstream.object_store import (
 from nats_sync.jetstream.ordered import OrderedConsumer
 from nats_sync.jetstream.publish import JsPublisher
 from nats_sync.jetstream.schedule import publish_scheduled
-from nats_sync.jetstream.stream import Stream
+from nats_sync.jetstream.stream import Stream, bind_stream, put_stream
 
 
 class JetStream(NatsPyNames):
@@ -157,9 +156,7 @@ class JetStream(NatsPyNames):
             return self._put_stream("CREATE", full, timeout)
 
     def _put_stream(self, action: str, config: StreamConfig, timeout: float | None) -> Stream:
-        name = check_stream_name(config.name)
-        reply = self.api.request(f"STREAM.{action}.{name}", config.to_api(), timeout)
-        return Stream(self, StreamInfo.from_api(reply))
+        return put_stream(self, action, config, timeout)
 
     def stream(self, name: str, timeout: float | None = None) -> Stream:
         """Binds to an existing stream.
@@ -167,7 +164,7 @@ class JetStream(NatsPyNames):
         Raises:
             StreamNotFoundError: there is no such stream.
         """
-        return Stream(self, self.stream_info(name, timeout=timeout))
+        return bind_stream(self, name, timeout)
 
     def stream_info(
         self, name: str, subjects_filter: str | None = None, deleted_details: bool = False,
@@ -226,8 +223,7 @@ class JetStream(NatsPyNames):
             ConsumerExistsError: it exists with another config.
             StreamNotFoundError: there is no such stream.
         """
-        return self._put_consumer(stream, config_with(ConsumerConfig, config, fields, "config"),
-                                  "create", timeout)
+        return put_consumer(self, stream, config, fields, "create", timeout)
 
     def update_consumer(
         self, stream: str, config: ConsumerConfig | None = None, *,
@@ -238,30 +234,14 @@ class JetStream(NatsPyNames):
         Raises:
             ConsumerDoesNotExistError: there is no such consumer.
         """
-        return self._put_consumer(stream, config_with(ConsumerConfig, config, fields, "config"),
-                                  "update", timeout)
+        return put_consumer(self, stream, config, fields, "update", timeout)
 
     def create_or_update_consumer(
         self, stream: str, config: ConsumerConfig | None = None, *,
         timeout: float | None = None, **fields: Any,
     ) -> PullConsumer:
         """Creates the consumer, or updates it when it exists."""
-        return self._put_consumer(stream, config_with(ConsumerConfig, config, fields, "config"),
-                                  "", timeout)
-
-    def _put_consumer(
-        self, stream: str, config: ConsumerConfig, action: str, timeout: float | None
-    ) -> PullConsumer:
-        stream = check_stream_name(stream)
-        call, body = config.create_call(stream, action, self._ephemeral_name)
-        reply = self.api.request(call, body, timeout)
-        return PullConsumer(self, stream, ConsumerInfo.from_api(reply))
-
-    def _ephemeral_name(self) -> str:
-        # A NUID's first characters are the same for every id of a process: hash the
-        # whole id so names made one after the other differ in every character.
-        unique = self.client.new_inbox().encode()
-        return hashlib.sha256(unique).hexdigest()[:10]
+        return put_consumer(self, stream, config, fields, "", timeout)
 
     def consumer(self, stream: str, name: str, timeout: float | None = None) -> PullConsumer:
         """Binds to an existing consumer.
@@ -270,8 +250,7 @@ class JetStream(NatsPyNames):
             ConsumerNotFoundError: there is no such consumer.
             StreamNotFoundError: there is no such stream.
         """
-        stream = check_stream_name(stream)
-        return PullConsumer(self, stream, self.consumer_info(stream, name, timeout=timeout))
+        return bind_consumer(self, stream, name, timeout)
 
     def consumer_info(self, stream: str, name: str, *, timeout: float | None = None
                       ) -> ConsumerInfo:

@@ -64,7 +64,7 @@ from nats_sync.jetstream.errors import (
     StreamNotFoundError,
     WrongLastSequenceError,
 )
-from nats_sync.jetstream.stream import Stream, stored_msg_from_api
+from nats_sync.jetstream.stream import Stream, put_stream, stored_msg_from_api
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
@@ -87,7 +87,7 @@ def create_bucket(js: JsContext, config: KeyValueConfig, timeout: float | None) 
     if stream_config.subject_delete_marker_ttl and js.api_level(timeout) < 1:
         raise LimitMarkersNotSupportedError(
             "limit_marker_ttl needs nats-server 2.11+ (JetStream API level 1)")
-    stream = js.create_stream(stream_config, timeout=timeout)
+    stream = put_stream(js, "CREATE", stream_config, timeout)
     return KeyValue(js, config.bucket, stream.cached_info)
 
 

@@ -39,28 +39,34 @@ import binascii
 import hashlib
 import io
 import json
-import re
 import secrets
 import string
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._obs_config import (
+    ObjectInfo,
+    ObjectResult,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+    check_bucket_name,
+    check_object_name,
+    digest_text,
+    encode_name,
+)
 from nats_sync.jetstream._obs_watch import ObjectWatcher
-from nats_sync.jetstream.api import ApiObject, PubAck, StoredMsg, StreamConfig, StreamInfo
+from nats_sync.jetstream.api import PubAck, StoredMsg, StreamInfo
 from nats_sync.jetstream.errors import (
     BadObjectMetaError,
     BatchClosedError,
     BatchMessageError,
     BucketNotFoundError,
     DigestMismatchError,
-    InvalidBucketNameError,
-    InvalidObjectNameError,
     JetStreamError,
     MessageNotFoundError,
     ObjectDeletedError,
@@ -68,159 +74,22 @@ from nats_sync.jetstream.errors import (
     ObjectStoreError,
     StreamNotFoundError,
 )
+from nats_sync.jetstream.fast import FastPublisher
+from nats_sync.jetstream.stream import Stream, bind_stream, put_stream
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
-    from nats_sync.jetstream.stream import Stream
 
 DEFAULT_CHUNK_SIZE = 128 * 1024
 #: Chunk bytes a put may have unacknowledged, and a read asks for per batch: enough to
 #: keep the link busy, small enough that a 10 GB file needs no more memory than this.
 _WINDOW_BYTES = 8 * 1024 * 1024
-_BUCKET_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 _ROLLUP = {"Nats-Rollup": "sub"}
 _NUID_ALPHABET = string.ascii_letters + string.digits
 
 
-def check_bucket_name(bucket: object) -> str:
-    """Returns ``bucket`` if it is a valid bucket name.
-
-    Raises:
-        InvalidBucketNameError: not a non-empty str of letters, digits, ``-`` and ``_``.
-    """
-    if not isinstance(bucket, str) or not _BUCKET_NAME.match(bucket):
-        raise InvalidBucketNameError(
-            f"bucket name must be letters, digits, '-' and '_' only, got {bucket!r}"
-        )
-    return bucket
-
-
-def check_object_name(name: object) -> str:
-    """Returns ``name`` if it is a valid object name (any non-empty str).
-
-    Raises:
-        InvalidObjectNameError: empty or not a str.
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidObjectNameError(f"object name must be a non-empty str, got {name!r}")
-    return name
-
-
-def encode_name(name: str) -> str:
-    """The subject token of an object name: base64url with padding (as nats.go)."""
-    return base64.urlsafe_b64encode(name.encode()).decode()
-
-
-def digest_text(hasher: Any) -> str:
-    """A finished SHA-256 as the info's ``digest`` field: ``SHA-256=<base64url>``."""
-    return "SHA-256=" + base64.urlsafe_b64encode(hasher.digest()).decode()
-
-
 def _new_nuid() -> str:
     return "".join(secrets.choice(_NUID_ALPHABET) for _ in range(22))
-
-
-# --- data --------------------------------------------------------------------------------
-
-
-@dataclass
-class ObjectInfo(ApiObject):
-    """An object's info, as stored on its meta subject (object stores, ADR-20; nats.go's names).
-
-    ``mtime`` is not stored: it is the time the info was published. ``headers`` map a
-    name to its values. ``options`` holds ``link`` and ``max_chunk_size`` when set.
-    """
-
-    name: str = ""
-    description: str | None = None
-    headers: dict[str, list[str]] | None = None
-    metadata: dict[str, str] | None = None
-    options: dict[str, Any] | None = None
-    bucket: str = ""
-    nuid: str = ""
-    size: int = 0
-    chunks: int = 0
-    digest: str | None = None
-    deleted: bool = False
-    mtime: datetime | None = field(default=None, metadata={"wire": "time"})
-
-    def to_api(self) -> dict[str, Any]:
-        """The JSON stored on the meta subject (without ``mtime``, and ``deleted`` only
-        when true, as nats.go writes it)."""
-        out = super().to_api()
-        out.pop("mtime", None)
-        if not self.deleted:
-            out.pop("deleted", None)
-        return out
-
-
-@dataclass
-class ObjectResult:
-    """What ``get`` returns: the object's info and its bytes (digest checked)."""
-
-    info: ObjectInfo
-    data: bytes
-
-
-@dataclass
-class ObjectStoreConfig:
-    """A bucket's settings (``js.create_object_store(bucket, **fields)``).
-
-    Attributes:
-        bucket: the name (letters, digits, ``-``, ``_``).
-        description: free text.
-        ttl: seconds an object lives (None: for ever).
-        max_bytes: the bucket's size limit (None: none); a put beyond it fails.
-        storage: ``"file"`` or ``"memory"``.
-        replicas: copies in a cluster.
-        compression: store chunks compressed (s2).
-        metadata: the stream's metadata.
-        placement: the stream's placement (``{"cluster": ..., "tags": [...]}``).
-        allow_batched: let the bucket's stream take fast-ingest batches (nats-server
-            2.14+), which puts then use: chunks stored in order, no gap, an ack every
-            ``flow`` chunks instead of every chunk. None: the server's default (off).
-    """
-
-    bucket: str
-    description: str | None = None
-    ttl: float | None = None
-    max_bytes: int | None = None
-    storage: str = "file"
-    replicas: int = 1
-    compression: bool = False
-    metadata: dict[str, str] | None = None
-    placement: dict[str, Any] | None = None
-    allow_batched: bool | None = None
-
-    def stream_config(self) -> StreamConfig:
-        """The config of the bucket's stream."""
-        bucket = check_bucket_name(self.bucket)
-        if self.storage not in ("file", "memory"):
-            raise InvalidArgumentError(f"storage must be 'file' or 'memory', got {self.storage!r}")
-        return StreamConfig(
-            name=f"OBJ_{bucket}", subjects=[f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
-            description=self.description, max_age=self.ttl, max_bytes=self.max_bytes,
-            storage=self.storage, num_replicas=self.replicas, discard="new",
-            allow_rollup_hdrs=True, allow_direct=True,
-            compression="s2" if self.compression else None, metadata=self.metadata,
-            placement=self.placement, allow_batched=self.allow_batched,
-        )
-
-
-@dataclass
-class ObjectStoreStatus:
-    """A bucket's settings and size (``obs.status()``); ``info`` is its stream's info."""
-
-    bucket: str
-    description: str | None
-    ttl: float | None
-    storage: str | None
-    replicas: int | None
-    sealed: bool
-    size: int
-    metadata: dict[str, str] | None
-    compressed: bool
-    info: StreamInfo
 
 
 # --- the store ---------------------------------------------------------------------------
@@ -353,8 +222,8 @@ class ObjectStore:
         """
         window = max(2, _WINDOW_BYTES // chunk_size)
         refused: list[JetStreamError] = []
-        batch = self._js.fast_publisher(flow=max(1, window // 2), max_outstanding_acks=2,
-                                        error_cb=refused.append)
+        batch = FastPublisher(self._js, flow=max(1, window // 2), max_outstanding_acks=2,
+                              error_cb=refused.append)
         hasher = hashlib.sha256()
         try:
             while chunk := _read_chunk(reader, chunk_size):
@@ -559,7 +428,7 @@ class ObjectStore:
     def seal(self) -> ObjectStoreStatus:
         """Makes the bucket read-only for good."""
         config = self._stream.info().config.replace(sealed=True)
-        self._stream = self._js.update_stream(config)
+        self._stream = put_stream(self._js, "UPDATE", config, None)
         return self._status(self._stream.cached_info)
 
     def status(self) -> ObjectStoreStatus:
@@ -585,7 +454,7 @@ def create_object_store(js: JsContext, bucket: str, fields: dict[str, Any]) -> O
         config = ObjectStoreConfig(bucket=bucket, **fields)
     except TypeError as error:
         raise InvalidArgumentError(f"create_object_store: {error}") from None
-    stream = js.create_stream(config.stream_config())
+    stream = put_stream(js, "CREATE", config.stream_config(), None)
     return ObjectStore(js, config.bucket, stream)
 
 
@@ -593,7 +462,7 @@ def bind_object_store(js: JsContext, bucket: str) -> ObjectStore:
     """See ``JetStream.object_store``."""
     bucket = check_bucket_name(bucket)
     try:
-        stream = js.stream(f"OBJ_{bucket}")
+        stream = bind_stream(js, f"OBJ_{bucket}", None)
     except StreamNotFoundError:
         raise BucketNotFoundError(f"no object store bucket {bucket!r}") from None
     return ObjectStore(js, bucket, stream)

@@ -40,7 +40,7 @@ from nats_sync import errors as core_errors
 from nats_sync._port import port_of
 from nats_sync._waiting import Signal
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream.consumer import ConsumeContext
+from nats_sync.jetstream.consumer import ConsumeContext, PullConsumer, put_consumer
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
     ConsumerNotFoundError,
@@ -51,7 +51,6 @@ from nats_sync.jetstream.errors import (
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream._msg import JsMsg
-    from nats_sync.jetstream.consumer import PullConsumer
 
 #: Seconds the server keeps an ordered consumer nobody reads.
 _INACTIVE_THRESHOLD = 300.0
@@ -157,7 +156,8 @@ class OrderedConsumer:
             if self._stopped.is_set() or self._js.client.is_closed:
                 raise core_errors.ConnectionClosedError("the ordered consumer was stopped")
             try:
-                self._consumer = self._js.create_consumer(self._stream, **self._config())
+                self._consumer = put_consumer(self._js, self._stream, None, self._config(),
+                                              "create", None)
                 self._consumer_seq = 0
             except (JetStreamError, core_errors.TimeoutError, core_errors.NatsConnectionError):
                 if time.monotonic() + backoff > deadline:

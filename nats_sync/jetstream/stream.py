@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from nats_sync import _proto as proto
 from nats_sync._validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._api import parse_time
+from nats_sync.jetstream._api import check_stream_name, parse_time
 from nats_sync.jetstream._kv_many import NoBatchedGetsError, last_msgs_for
 from nats_sync.jetstream._ranges import (
     check_range,
@@ -26,13 +26,19 @@ from nats_sync.jetstream._ranges import (
     read_range,
     stored_from_direct,
 )
-from nats_sync.jetstream.api import ConsumerConfig, StoredColumns, StoredMsg, StreamInfo
+from nats_sync.jetstream.api import (
+    ConsumerConfig,
+    StoredColumns,
+    StoredMsg,
+    StreamConfig,
+    StreamInfo,
+)
+from nats_sync.jetstream.consumer import PullConsumer, bind_consumer, put_consumer
 from nats_sync.jetstream.errors import JetStreamError
+from nats_sync.jetstream.ordered import OrderedConsumer
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
-    from nats_sync.jetstream.consumer import PullConsumer
-    from nats_sync.jetstream.ordered import OrderedConsumer
 
 
 class Stream:
@@ -203,21 +209,21 @@ class Stream:
     def create_consumer(self, config: ConsumerConfig | None = None, **fields: Any
                         ) -> PullConsumer:
         """``js.create_consumer`` on this stream."""
-        return self._js.create_consumer(self._name, config, **fields)
+        return put_consumer(self._js, self._name, config, fields, "create", None)
 
     def update_consumer(self, config: ConsumerConfig | None = None, **fields: Any
                         ) -> PullConsumer:
         """``js.update_consumer`` on this stream."""
-        return self._js.update_consumer(self._name, config, **fields)
+        return put_consumer(self._js, self._name, config, fields, "update", None)
 
     def create_or_update_consumer(self, config: ConsumerConfig | None = None, **fields: Any
                                   ) -> PullConsumer:
         """``js.create_or_update_consumer`` on this stream."""
-        return self._js.create_or_update_consumer(self._name, config, **fields)
+        return put_consumer(self._js, self._name, config, fields, "", None)
 
     def consumer(self, name: str) -> PullConsumer:
         """``js.consumer`` on this stream."""
-        return self._js.consumer(self._name, name)
+        return bind_consumer(self._js, self._name, name, None)
 
     def delete_consumer(self, name: str) -> None:
         """``js.delete_consumer`` on this stream."""
@@ -236,11 +242,36 @@ class Stream:
                          opt_start_time: Any = None, headers_only: bool = False
                          ) -> OrderedConsumer:
         """``js.ordered_consumer`` on this stream."""
-        return self._js.ordered_consumer(
-            self._name, filter_subjects=filter_subjects, deliver_policy=deliver_policy,
+        return OrderedConsumer(
+            self._js, self._name, filter_subjects=filter_subjects,
+            deliver_policy=deliver_policy,
             opt_start_seq=opt_start_seq, opt_start_time=opt_start_time,
             headers_only=headers_only,
         )
+
+
+def put_stream(js: JsContext, action: str, config: StreamConfig, timeout: float | None
+               ) -> Stream:
+    """Creates (``action`` "CREATE") or updates ("UPDATE") a stream: what
+    ``js.create_stream`` and ``js.update_stream`` send, here so that key-value and
+    object store buckets make theirs without the context.
+
+    Raises:
+        InvalidArgumentError: a bad stream name.
+        JetStreamError: what the server refused.
+    """
+    name = check_stream_name(config.name)
+    reply = js.api.request(f"STREAM.{action}.{name}", config.to_api(), timeout)
+    return Stream(js, StreamInfo.from_api(reply))
+
+
+def bind_stream(js: JsContext, name: str, timeout: float | None) -> Stream:
+    """An existing stream (``js.stream``).
+
+    Raises:
+        StreamNotFoundError: there is no such stream.
+    """
+    return Stream(js, js.stream_info(name, timeout=timeout))
 
 
 def _check_last_msgs_args(subjects: Iterable[str], up_to_seq: int | None,

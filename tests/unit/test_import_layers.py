@@ -38,7 +38,7 @@ for _layer, _modules in enumerate([
      "jetstream._msg",
      "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
      "jetstream.atomic", "jetstream.fast", "jetstream._batch_replies",
-     "jetstream.object_store", "jetstream._obs_watch", "jetstream.kv",
+     "jetstream.object_store", "jetstream._obs_watch", "jetstream._obs_config", "jetstream.kv",
      "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
      "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config",
      "jetstream.pcgroups", "jetstream.pcgroups._config", "jetstream.pcgroups._member",
