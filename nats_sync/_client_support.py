@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from nats_sync._handler import Handler
     from nats_sync._instrumentation import Instrumentation
     from nats_sync._port import ClientPort
-    from nats_sync.client import Client
+    from nats_sync.otel import InstrumentedClient
 
 
-def otel_instrument() -> Callable[[Client], object]:
+def otel_instrument() -> Callable[[InstrumentedClient], object]:
     """``nats_sync.otel.instrument``, imported only now (``tracing=True``).
 
     Raises:
@@ -57,17 +57,17 @@ def check_websocket_support(urls: Sequence[str]) -> None:
         )
 
 
-def bind_traced_methods(client: Client, port: ClientPort, otel: Instrumentation) -> None:
-    """Replaces the client's publish and request methods (instance attributes) and the
-    port's ``publish_inbox`` with the traced ones ``otel`` makes from them
-    (``Client._instrument``)."""
+#: The client's methods a traced client replaces with traced ones.
+TRACED_METHODS = ("publish", "request", "request_future", "request_batch")
+
+
+def bind_traced_methods(client: object, port: ClientPort, otel: Instrumentation) -> None:
+    """Replaces the client's publish and request methods (``TRACED_METHODS``, as
+    instance attributes) and the port's ``publish_inbox`` with the traced ones ``otel``
+    makes from them (``Client._instrument``)."""
     methods: dict[str, Callable[..., Any]] = {
-        "publish": client.publish,
-        "_publish_inbox": port.publish_inbox,
-        "request": client.request,
-        "request_future": client.request_future,
-        "request_batch": client.request_batch,
-    }
+        name: getattr(client, name) for name in TRACED_METHODS}
+    methods["_publish_inbox"] = port.publish_inbox
     otel.wrap_client_methods(methods)
     port.publish_inbox = methods.pop("_publish_inbox")
     for name, method in methods.items():

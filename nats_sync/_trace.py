@@ -21,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_sync import _defaults as d
 from nats_sync._proto.encoder import publish_subject
@@ -36,8 +36,8 @@ from nats_sync.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.client import Client
     from nats_sync.msg import Msg
+    from nats_sync.subscription import Subscription
 
 TRACE_DEST_HEADER = "Nats-Trace-Dest"
 TRACE_ONLY_HEADER = "Nats-Trace-Only"
@@ -90,8 +90,29 @@ class MessageTrace:
                 f"events={len(self.events)}, complete={self.complete})")
 
 
+class TracingClient(Protocol):
+    """What a trace uses of its client (a :class:`nats_sync.Client`)."""
+
+    @property
+    def connected_server_version(self) -> str:
+        """The version the server gave in its INFO."""
+        ...
+
+    def new_inbox(self) -> str:
+        """A unique inbox subject."""
+        ...
+
+    def subscribe(self, subject: str) -> Subscription:
+        """A subscription to read the reports from."""
+        ...
+
+    def publish(self, subject: str, payload: bytes = b"", reply: str = "",
+                headers: HeadersArg = None) -> None:
+        """Publishes the traced message."""
+
+
 def trace(
-    nc: Client,
+    nc: TracingClient,
     subject: str,
     payload: bytes = b"",
     *,

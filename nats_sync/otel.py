@@ -36,7 +36,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from opentelemetry import metrics, propagate, trace
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from nats_sync._instrumentation import SubscriptionView
-    from nats_sync.client import Client
     from nats_sync.msg import Msg
 
 #: The instrumentation scope's name.
@@ -68,8 +67,39 @@ _BATCH_COUNT = "messaging.batch.message_count"
 _ERROR_TYPE = "error.type"
 
 
+class InstrumentedClient(Protocol):
+    """What the instrumentation reads of the client it instruments: a
+    :class:`nats_sync.Client` (named as a protocol, so that this module, which the
+    client imports when ``tracing=True``, does not import the client back)."""
+
+    @property
+    def connected_url(self) -> str | None:
+        """The server connected to (span attributes)."""
+        ...
+
+    @property
+    def client_id(self) -> int | None:
+        """The id the server gave the connection (span attributes)."""
+        ...
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the client is closed (its gauges then report nothing)."""
+        ...
+
+    @property
+    def pending_data_size(self) -> int:
+        """Bytes waiting to be sent (a gauge)."""
+        ...
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The message and byte counters (the counters' values)."""
+        ...
+
+
 def instrument(
-    nc: Client,
+    nc: InstrumentedClient,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
 ) -> None:
@@ -118,7 +148,7 @@ class _Instrumentation:
 
     def __init__(
         self,
-        nc: Client,
+        nc: InstrumentedClient,
         tracer_provider: TracerProvider | None,
         meter_provider: MeterProvider | None,
     ) -> None:
