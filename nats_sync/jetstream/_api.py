@@ -6,7 +6,9 @@ client's public ``request`` on the caller's thread, decodes the reply and raises
 mapped error (``errors.api_error``). It keeps no state beyond its settings, so any
 thread may use it at once. The helpers convert units (float seconds <-> integer
 nanoseconds, aware UTC ``datetime`` <-> RFC 3339 with nanoseconds, epoch nanoseconds
--> ``datetime``) and validate stream and consumer names.
+-> ``datetime``) and validate stream, consumer and bucket names. It is the one private
+module of ``jetstream/`` that other packages (``spark``) may import: the wire's names
+and units (``tests/unit/test_import_layers.py``).
 
 Nothing here imports the client: what JetStream needs from it is :class:`CoreClient`
 (its public API) and its port (``nats_sync._port.port_of``: status listeners, the
@@ -26,6 +28,7 @@ from typing import Any, Protocol
 from nats_sync._validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError, NoRespondersError
 from nats_sync.jetstream.errors import (
+    InvalidBucketNameError,
     InvalidConsumerNameError,
     InvalidStreamNameError,
     JetStreamError,
@@ -34,6 +37,9 @@ from nats_sync.jetstream.errors import (
 )
 from nats_sync.msg import Msg
 from nats_sync.subscription import MessageCallback, Subscription
+
+#: A key-value or object store bucket name.
+_BUCKET_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 Headers = Mapping[str, "str | Sequence[str]"] | None
 
@@ -206,6 +212,22 @@ def check_stream_name(name: object) -> str:
         InvalidStreamNameError: empty, not a str, or holding ``. * > / \\`` or whitespace.
     """
     return _check_name(name, "stream name", InvalidStreamNameError)
+
+
+def check_bucket_name(bucket: object) -> str:
+    """Returns ``bucket`` if it is a valid bucket name.
+
+    Raises:
+        InvalidBucketNameError: not a non-empty str of letters, digits, ``-`` and ``_``.
+    """
+    if not isinstance(bucket, str) or not bucket:
+        raise InvalidBucketNameError(f"bucket name must be a non-empty str, got {bucket!r}")
+    if not _BUCKET_NAME.match(bucket):
+        bad = "".join(sorted({c for c in bucket if not _BUCKET_NAME.match(c)}))
+        raise InvalidBucketNameError(
+            f"bucket name {bucket!r} holds {bad!r}: only letters, digits, '-' and '_' are allowed"
+        )
+    return bucket
 
 
 def check_consumer_name(name: object) -> str:

@@ -14,36 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import check_bucket_name
 from nats_sync.jetstream.api import StreamConfig, StreamInfo
 from nats_sync.jetstream.errors import (
-    InvalidBucketNameError,
     InvalidKeyError,
     KeyHistoryTooLargeError,
 )
 
 MAX_HISTORY = 64
-_BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 _KEY_RE = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 _FILTER_RE = re.compile(r"^[-/_=.a-zA-Z0-9*]*>?$")
 
 
 # --- names ---------------------------------------------------------------------------------
-
-
-def check_bucket_name(bucket: object) -> str:
-    """Returns ``bucket`` if it is a valid bucket name.
-
-    Raises:
-        InvalidBucketNameError: not a non-empty str of letters, digits, ``-`` and ``_``.
-    """
-    if not isinstance(bucket, str) or not bucket:
-        raise InvalidBucketNameError(f"bucket name must be a non-empty str, got {bucket!r}")
-    if not _BUCKET_RE.match(bucket):
-        bad = "".join(sorted({c for c in bucket if not _BUCKET_RE.match(c)}))
-        raise InvalidBucketNameError(
-            f"bucket name {bucket!r} holds {bad!r}: only letters, digits, '-' and '_' are allowed"
-        )
-    return bucket
 
 
 def check_key(key: object, *, writing: bool = False) -> str:

@@ -11,31 +11,14 @@ and its status. Nothing here runs on a thread of its own or keeps state between 
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import check_bucket_name
 from nats_sync.jetstream.api import ApiObject, StreamConfig, StreamInfo
-from nats_sync.jetstream.errors import InvalidBucketNameError, InvalidObjectNameError
-
-_BUCKET_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
-
-
-
-
-def check_bucket_name(bucket: object) -> str:
-    """Returns ``bucket`` if it is a valid bucket name.
-
-    Raises:
-        InvalidBucketNameError: not a non-empty str of letters, digits, ``-`` and ``_``.
-    """
-    if not isinstance(bucket, str) or not _BUCKET_NAME.match(bucket):
-        raise InvalidBucketNameError(
-            f"bucket name must be letters, digits, '-' and '_' only, got {bucket!r}"
-        )
-    return bucket
+from nats_sync.jetstream.errors import InvalidObjectNameError
 
 
 def check_object_name(name: object) -> str:

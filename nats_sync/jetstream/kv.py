@@ -37,12 +37,12 @@ from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
 from nats_sync._validate import check_timeout
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import check_bucket_name
 from nats_sync.jetstream._kv_config import (
     MAX_HISTORY,  # noqa: F401 (kv.MAX_HISTORY, as before the move)
     KeyValueConfig,
     KeyValueStatus,
     bad_int,
-    check_bucket_name,
     check_filter,
     check_key,
     stream_name,

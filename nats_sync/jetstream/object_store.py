@@ -49,12 +49,12 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._api import check_bucket_name
 from nats_sync.jetstream._obs_config import (
     ObjectInfo,
     ObjectResult,
     ObjectStoreConfig,
     ObjectStoreStatus,
-    check_bucket_name,
     check_object_name,
     digest_text,
     encode_name,

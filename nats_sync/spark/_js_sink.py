@@ -72,8 +72,7 @@ from nats_sync import _defaults as d
 from nats_sync._proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, KeyValue, PubAck
-from nats_sync.jetstream._api import check_domain
-from nats_sync.jetstream._kv_config import check_bucket_name
+from nats_sync.jetstream._api import check_bucket_name, check_domain
 from nats_sync.spark import _js_commits
 from nats_sync.spark._js_fast import publish_fast
 from nats_sync.spark._js_rows import SINK, batch_columns

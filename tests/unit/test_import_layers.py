@@ -210,3 +210,51 @@ def test_extensions_reach_the_client_through_its_port_only() -> None:
 def test_the_port_check_sees_a_private_use() -> None:
     sample = "def f(nc, js):\n    return nc._add_status_listener, js.client._port, self._port\n"
     assert _private_client_uses(sample) == ["2: nc._add_status_listener", "2: js.client._port"]
+
+
+#: The packages built on the core (an extension's modules are ``<package>.<name>``).
+EXTENSION_PACKAGES = ("jetstream", "micro", "spark")
+#: The private modules a package lets the other packages import: the root's tools and
+#: the port (with the types it hands out), and jetstream's wire names and units. The
+#: connection machinery (handler, connection, outbox, publisher, requester, ...) and
+#: every other package's insides are reached only through the port or a public API.
+SHARED_PRIVATE = {
+    "": {"_defaults", "_validate", "_port", "_requests", "_instrumentation", "_waiting",
+         "_threads", "_nuid", "_process", "_version", "_proto", "_proto.ops",
+         "_proto.headers", "_proto.encoder", "_proto.parser"},
+    "jetstream": {"jetstream._api"},
+}
+
+
+def _package_of(module: str) -> str:
+    top = module.split(".", maxsplit=1)[0]
+    return top if top in EXTENSION_PACKAGES else ""
+
+
+def _private_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """``a imports b`` where ``a`` is an extension's module and ``b`` a private module of
+    another package (the root included) that it does not share."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        package = _package_of(module)
+        if not package:
+            continue
+        for target in sorted(targets):
+            owner = _package_of(target)
+            private = any(part.startswith("_") for part in target.split("."))
+            if owner != package and private and target not in SHARED_PRIVATE.get(owner, ()):
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_extensions_import_no_other_package_s_private_module() -> None:
+    assert _private_crossings(_graph()) == [], (
+        "import the public API, or reach the client through its port; a module meant "
+        "for other packages goes into SHARED_PRIVATE (and docs/ARCHITECTURE.md)")
+
+
+def test_the_crossing_check_sees_one() -> None:
+    graph = {"spark._js_sink": {"jetstream._kv_config", "jetstream._api", "_defaults"},
+             "micro.service": {"_handler"}, "jetstream.kv": {"jetstream._kv_config"}}
+    assert _private_crossings(graph) == ["micro.service imports _handler",
+                                         "spark._js_sink imports jetstream._kv_config"]
