@@ -55,9 +55,9 @@ from benchmarks.scenarios import (
     SPARK_KV_UDF,
     SYNC,
 )
+from nats_sync._defaults import SPARK_JS_MAX_SEQ_PER_PARTITION
 from nats_sync.jetstream import KeyNotFoundError, KeyValue
 from nats_sync.spark import kv_lookup_udf, register
-from nats_sync.spark._js_plan import MAX_SEQ_PER_PARTITION
 from nats_sync.spark._js_read import JS_READ_SCHEMA
 from nats_sync.spark._worker import worker_client
 
@@ -179,7 +179,7 @@ def planned_ranges(lo: int, hi: int) -> list[NatsPyRange]:
     """The ranges ``nats_sync.spark._js_plan.Planner.ranges`` makes of ``[lo, hi)``
     (``minPartitions`` 1): the same partitions for both readers."""
     span = hi - lo
-    count = min(max(1, math.ceil(span / MAX_SEQ_PER_PARTITION)), span)
+    count = min(max(1, math.ceil(span / SPARK_JS_MAX_SEQ_PER_PARTITION)), span)
     bounds = [lo + (span * index) // count for index in range(count + 1)]
     return [NatsPyRange(bounds[i], bounds[i + 1]) for i in range(count)]
 

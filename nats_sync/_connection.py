@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import READ_BUFFER_SIZE, READER_PARK_POLL
 from nats_sync._outbox import Frame, Outbox, frame_size, remainder
 from nats_sync._proto import Parser, ServerOp
@@ -46,9 +47,6 @@ from nats_sync._transport import Buffer, TcpStream, Transport
 from nats_sync.errors import Error, NatsConnectionError, ProtocolError
 
 log = logging.getLogger("nats_sync")
-#: A caller writing directly sends what others queued behind it at most this many times
-#: before leaving the rest to the writer (its own request waits meanwhile).
-_DIRECT_ROUNDS = 8
 
 
 def _never() -> bool:
@@ -240,7 +238,7 @@ class Connection:
                     return True
                 # In the try too: Ctrl-C as release_direct() is entered must not keep
                 # the claim either.
-                batch = outbox.release_direct(None, combine and rounds < _DIRECT_ROUNDS)
+                batch = outbox.release_direct(None, combine and rounds < d.DIRECT_WRITE_ROUNDS)
                 if batch is None:
                     return True
                 data = b"".join(batch)

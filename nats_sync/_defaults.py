@@ -114,6 +114,8 @@ STATUS_NOT_FOUND = 404
 #: The end of a batched direct get's replies (ADR-31).
 STATUS_END_OF_BATCH = 204
 STATUS_CONTROL = 100
+#: A batched direct get's patterns match more subjects than the server allows.
+STATUS_TOO_MANY_RESULTS = 413
 #: A pull refused for a pin id that is no longer the pin (ADR-42 priority groups).
 STATUS_PIN_MISMATCH = 423
 #: Seconds a fetch waits beyond its ``expires`` for the server's closing status.
@@ -162,3 +164,78 @@ PCG_STANDBY_BACKOFF = 0.4
 #: ... and how long it waits for a change when it has messages to hand over (the watch's
 #: reader does not look at what it holds when asked with no time at all).
 PCG_CONFIG_PEEK = 0.001
+
+# --- the connection's inner limits -------------------------------------------------------
+#: A caller writing directly sends what others queued behind it at most this many times
+#: before leaving the rest to the writer (its own request waits meanwhile).
+DIRECT_WRITE_ROUNDS = 8
+#: Messages a callback subscription's thread takes from its queue at once.
+CALLBACK_BATCH = 256
+#: Parsed MSG/HMSG control lines the parser keeps (the same few lines repeat).
+MSG_LINE_CACHE_SIZE = 1024
+#: Consecutive authorization failures on every server after which reconnecting stops.
+AUTH_FAILURES_TO_GIVE_UP = 2
+#: Plain batch requests are queued this many at a time (one lock, one writer wake-up).
+REQUEST_BATCH_CHUNK = 64
+#: Bytes read at once: the WebSocket upgrade reply, the handshake (INFO, PONG or
+#: -ERR), and the TLS stream (a large read takes many records at once).
+WEBSOCKET_UPGRADE_READ_SIZE = 4096
+HANDSHAKE_READ_SIZE = 4096
+TLS_READ_SIZE = 256 * 1024
+#: The first server version that traces messages.
+TRACE_MIN_SERVER_VERSION = (2, 11)
+
+# --- JetStream consumers, key-value and object store -------------------------------------
+#: The server refuses a multi_last request matching more messages (413 Too Many Results).
+KV_MULTI_LAST_MAX_KEYS = 1024
+#: Requests of one lookup awaiting their EOB at once.
+KV_MULTI_LAST_IN_FLIGHT = 4
+#: Replies taken from the inbox in one go.
+KV_MULTI_LAST_REPLIES_PER_TAKE = 256
+#: Bytes of values one request may bring back before the server pauses it (an EOB with
+#: messages pending; the rest is asked for again).
+KV_MULTI_LAST_MAX_BYTES = 8 * 1024 * 1024
+#: Seconds the server keeps an ordered consumer nobody reads.
+JS_ORDERED_INACTIVE_THRESHOLD = 300.0
+#: An ordered consumer remakes its server-side consumer after 1, 2, 4, ... s, at most 10.
+JS_ORDERED_FIRST_BACKOFF = 1.0
+JS_ORDERED_MAX_BACKOFF = 10.0
+#: A fetch of at least this many seconds gets a heartbeat by default (nats.go's rule).
+JS_FETCH_HEARTBEAT_FROM = 10.0
+JS_FETCH_HEARTBEAT = 5.0
+#: messages()/consume(): each pull's expires at least; the heartbeat's bounds.
+JS_STREAM_MIN_WAIT = 1.0
+JS_STREAM_MIN_HEARTBEAT = 0.5
+JS_STREAM_MAX_HEARTBEAT = 30.0
+#: Chunk bytes a put may have unacknowledged, and a read asks for per batch: enough to
+#: keep the link busy, small enough that a 10 GB file needs no more memory than this.
+OBJ_WINDOW_BYTES = 8 * 1024 * 1024
+
+# --- Spark: sources, sinks and lookups ---------------------------------------------------
+#: Seconds a request UDF and a key-value lookup UDF wait for each answer.
+SPARK_REQUEST_TIMEOUT = 2.0
+SPARK_KV_LOOKUP_TIMEOUT = 5.0
+#: format("nats"): the sink's flush timeout; the streaming source's buffer (messages)
+#: and the rows it gives one micro-batch at most.
+SPARK_WRITE_TIMEOUT = 10.0
+SPARK_MAX_BUFFERED = 100_000
+SPARK_MAX_ROWS_PER_BATCH = 10_000
+#: Sequences one read task covers at most (more tasks for a larger range).
+SPARK_JS_MAX_SEQ_PER_PARTITION = 100_000
+#: format("jetstream"): seconds per API call, messages per pull, rows per Arrow batch.
+SPARK_JS_TIMEOUT = 10.0
+SPARK_JS_FETCH_BATCH = 5_000
+SPARK_JS_ROWS_PER_BATCH = 10_000
+#: Seconds between reads of a replica found behind its leader.
+SPARK_JS_LAG_RETRY_WAIT = 0.1
+#: Seconds the sink waits for each acknowledgement.
+SPARK_JS_ACK_TIMEOUT = 10.0
+#: Seconds a task waits beyond the ack timeout for the last futures to settle (the
+#: context's ack timer fails each one at its timeout; this only guards against a stall).
+SPARK_JS_SETTLE_GRACE = 5.0
+#: Messages per flow-control ack the sink asks for (the server may lower it), and
+#: acks outstanding before ``add`` waits: the product is the messages in flight at most.
+SPARK_JS_FAST_FLOW = 500
+SPARK_JS_FAST_MAX_OUTSTANDING_ACKS = 2
+#: Seconds the child interpreter may take to import nats_sync; past it nothing is said.
+SPARK_WORKER_PYTHON_CHECK_TIMEOUT = 30.0

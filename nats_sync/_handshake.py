@@ -37,8 +37,6 @@ from nats_sync.errors import (
     server_error_from_description,
 )
 
-_HANDSHAKE_READ_SIZE = 4096
-
 
 def handshake(
     server: ServerAddress,
@@ -125,7 +123,7 @@ def _websocket_host(server: ServerAddress) -> str:
 def _read_op(
     transport: Transport, parser: proto.Parser, deadline: float, server: ServerAddress
 ) -> proto.ServerOp:
-    buffer = bytearray(_HANDSHAKE_READ_SIZE)
+    buffer = bytearray(d.HANDSHAKE_READ_SIZE)
     while (op := parser.next_op()) is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:

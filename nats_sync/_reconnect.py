@@ -56,8 +56,6 @@ from nats_sync.errors import (
 log = logging.getLogger("nats_sync")
 
 Handshaken = tuple[ServerAddress, Transport, proto.Parser, dict[str, Any]]
-#: Consecutive authorization failures on every server after which reconnecting stops.
-AUTH_FAILURES_TO_GIVE_UP = 2
 
 
 def is_tls_pool(pool: ServerPool, options: Options) -> bool:
@@ -140,7 +138,7 @@ class _Attempts:
         return (
             isinstance(self.last_error, AuthorizationError)
             and not self._options.ignore_auth_error_abort
-            and all(self._auth_failures.get(server.netloc, 0) >= AUTH_FAILURES_TO_GIVE_UP
+            and all(self._auth_failures.get(server.netloc, 0) >= d.AUTH_FAILURES_TO_GIVE_UP
                     for server in remaining)
         )
 

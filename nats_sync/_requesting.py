@@ -46,8 +46,6 @@ from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, TimeoutError
 from nats_sync.msg import Msg
 
-#: Plain batch requests are queued this many at a time (one lock, one writer wake-up).
-_BATCH_CHUNK = 64
 _LARGE_PAYLOAD = d.LARGE_PAYLOAD_THRESHOLD
 
 
@@ -193,7 +191,7 @@ class Requester:
         """Pipelines requests, at most ``max_in_flight`` unanswered at once.
 
         Plain requests (bytes, no headers) are encoded here against the subject checked
-        once and queued up to ``_BATCH_CHUNK`` at a time; the rest go through
+        once and queued up to ``REQUEST_BATCH_CHUNK`` (``_defaults``) at a time; the rest go through
         ``publish``. All share one :class:`BatchWait`.
         """
         check_timeout(timeout)
@@ -203,6 +201,7 @@ class Requester:
         results: list[Msg | BaseException | None] = []
         in_flight: list[tuple[BatchSlot, str, float] | None] = []
         next_to_wait = 0
+        chunk_limit = d.REQUEST_BATCH_CHUNK
         try:
             prefix: bytes | None = proto.pub_prefix(subject, self._publisher.strict_subjects)
         except Error:
@@ -265,7 +264,7 @@ class Requester:
                     chunk_bytes += len(chunk[-1])
                     chunk_payload += len(payload)
                     in_flight.append((slot, reply, time.monotonic() + timeout))
-                    if len(chunk) >= _BATCH_CHUNK:
+                    if len(chunk) >= chunk_limit:
                         queue_chunk()
                     continue
                 queue_chunk()  # keeps the order on the wire

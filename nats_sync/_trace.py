@@ -44,8 +44,6 @@ TRACE_ONLY_HEADER = "Nats-Trace-Only"
 TRACE_HOP_HEADER = "Nats-Trace-Hop"
 #: Every header the server reads or writes for tracing starts so; the call sets its own.
 _TRACE_HEADER_PREFIX = "nats-trace-"
-#: The first server version that traces messages.
-MIN_SERVER_VERSION = (2, 11)
 #: The ``kind`` of an ingress or egress: the server's connection kinds.
 KIND_NAMES = {0: "client", 1: "route", 2: "gateway", 3: "system", 4: "leaf",
               5: "jetstream", 6: "account"}
@@ -172,7 +170,7 @@ def _check_server_version(version: str) -> None:
     """Refuses a server known to predate tracing: it would ignore the headers and
     deliver the message even when only a trace was asked for."""
     match = _VERSION.match(version)
-    if match and (int(match[1]), int(match[2])) < MIN_SERVER_VERSION:
+    if match and (int(match[1]), int(match[2])) < d.TRACE_MIN_SERVER_VERSION:
         raise NotSupportedError(
             f"message tracing needs nats-server 2.11 or later; the connected server is "
             f"{version} (the message was not published)")

@@ -43,13 +43,12 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import MAX_IOVECS_PER_SEND
 from nats_sync.errors import Error, NatsConnectionError, SecureConnFailedError, TimeoutError
 
 #: What a stream sends: bytes, or a view of them (a large payload is never copied).
 Buffer = bytes | memoryview
-
-_TLS_READ_SIZE = 256 * 1024
 
 
 def os_error(err: OSError, action: str) -> Error:
@@ -258,7 +257,7 @@ class TlsStream:
         self._tls_lock = threading.Lock()
         self._send_lock = threading.Lock()
         # Records as read from the stream below; reader thread (or the handshake) only.
-        self._raw = memoryview(bytearray(_TLS_READ_SIZE))
+        self._raw = memoryview(bytearray(d.TLS_READ_SIZE))
 
     @classmethod
     def start(

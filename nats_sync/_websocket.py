@@ -40,11 +40,10 @@ from wsproto.events import (
 )
 from wsproto.utilities import ProtocolError as WsProtocolError
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import MAX_IOVECS_PER_SEND
 from nats_sync._transport import Buffer, Transport
 from nats_sync.errors import Error, NatsConnectionError, TimeoutError
-
-_UPGRADE_READ_SIZE = 4096
 
 
 class WebSocket:
@@ -218,7 +217,7 @@ class WebSocketStream:
         """
         ws = WebSocket(host, target, headers)
         inner.send_all(ws.upgrade_request())
-        buffer = bytearray(_UPGRADE_READ_SIZE)
+        buffer = bytearray(d.WEBSOCKET_UPGRADE_READ_SIZE)
         head = b""  # the start of the answer, to show when it is not HTTP
         while True:
             remaining = deadline - time.monotonic()

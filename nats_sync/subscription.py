@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import DEFAULT_NEXT_MSG_TIMEOUT
 from nats_sync._validate import check_int
 from nats_sync._waiting import Sleepers, wait_until
@@ -59,8 +60,6 @@ class _End:
 
 
 _END = _End()
-#: Messages a callback subscription's thread takes from its queue at once.
-_CALLBACK_BATCH = 256
 #: The hand-out limit of a callback subscription that has none.
 _NO_LIMIT = sys.maxsize
 
@@ -533,7 +532,7 @@ class Subscription:
         while True:
             # Many at a time: one lock round per batch instead of per message; the
             # limit is still looked at before every call, as unsubscribe() may lower it.
-            batch = take_batch(_CALLBACK_BATCH)
+            batch = take_batch(d.CALLBACK_BATCH)
             handed_before = self._handed
             for item in batch:
                 if item is _END:
@@ -554,7 +553,6 @@ class Subscription:
         state = "closed" if self._ended else "active"
         group = f" queue={self._queue_group!r}" if self._queue_group else ""
         return f"<Subscription sid={self._sid} subject={self._subject!r}{group} {state}>"
-
 
 
 StartThread = Callable[[Callable[[], None], str], threading.Thread]

@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import (
     DEFAULT_MAX_PAYLOAD,
     MAX_CONTROL_LINE,
@@ -43,7 +44,6 @@ from nats_sync.errors import ProtocolError
 
 _CRLF = b"\r\n"
 _MSG_PREFIX = b"MSG "
-_MSG_LINE_CACHE_SIZE = 1024
 #: Builds a message without NamedTuple's Python-level __new__ (half the cost per message).
 #: Typed as MsgOp: whatever ``message_type`` is, it has MsgOp's layout.
 _new_tuple: Callable[..., MsgOp] = tuple.__new__
@@ -316,7 +316,7 @@ class Parser:
                 f"MSG size {total} exceeds the limit of {self.max_message_size} bytes"
             )
         parsed = (_text(args[1], "subject", "MSG"), _size(args[2], "sid", "MSG"), reply, total)
-        if len(self._msg_lines) >= _MSG_LINE_CACHE_SIZE:
+        if len(self._msg_lines) >= d.MSG_LINE_CACHE_SIZE:
             self._msg_lines.clear()
         self._msg_lines[line] = parsed
         return parsed

@@ -50,22 +50,11 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
     from nats_sync.msg import Msg
 
-#: The server refuses a multi_last request matching more messages (413 Too Many Results).
-MULTI_LAST_MAX_KEYS = 1024
-#: Requests of one lookup awaiting their EOB at once.
-REQUESTS_IN_FLIGHT = 4
-#: Replies taken from the inbox in one go.
-_REPLIES_PER_TAKE = 256
 #: The headers that make a stored message a delete or purge marker (see operation_of).
 _MARKER_HEADERS = frozenset({"KV-Operation", "Nats-Marker-Reason"})
-#: Bytes of values one request may bring back before the server pauses it (an EOB with
-#: messages pending; the rest is asked for again).
-REQUEST_MAX_BYTES = 8 * 1024 * 1024
 #: Statuses of a server that does not know multi_last requests (bad or empty request,
 #: request timeout, required API level).
 _UNSUPPORTED = frozenset({400, 408, 412})
-#: The status of a request whose patterns match more than 1,024 subjects.
-TOO_MANY_RESULTS = 413
 
 
 class NoBatchedGetsError(Exception):
@@ -176,7 +165,7 @@ def chunk_subjects(subjects: Sequence[str], max_payload: int) -> list[list[str]]
     size = 0
     for subject in subjects:
         cost = len(subject.encode()) + 3  # its quotes and comma in the JSON list
-        if current and (len(current) >= MULTI_LAST_MAX_KEYS or size + cost > limit):
+        if current and (len(current) >= d.KV_MULTI_LAST_MAX_KEYS or size + cost > limit):
             requests.append(current)
             current, size = [], 0
         current.append(subject)
@@ -209,10 +198,10 @@ class _Lookup:
             upcoming: Iterator[tuple[int, list[str]]] = enumerate(requests)
             for index, subjects in upcoming:
                 self._send(str(index), subjects, {})
-                if len(self._awaiting) >= REQUESTS_IN_FLIGHT:
+                if len(self._awaiting) >= d.KV_MULTI_LAST_IN_FLIGHT:
                     break
             while self._awaiting:
-                for reply in sub.next_msgs(_REPLIES_PER_TAKE, self._timeout):
+                for reply in sub.next_msgs(d.KV_MULTI_LAST_REPLIES_PER_TAKE, self._timeout):
                     if self._handle(reply):
                         following = next(upcoming, None)
                         if following is not None:
@@ -221,7 +210,7 @@ class _Lookup:
             sub.unsubscribe()
 
     def _send(self, token: str, subjects: list[str], resume: dict[str, int]) -> None:
-        body: dict[str, Any] = {"multi_last": subjects, "max_bytes": REQUEST_MAX_BYTES,
+        body: dict[str, Any] = {"multi_last": subjects, "max_bytes": d.KV_MULTI_LAST_MAX_BYTES,
                                 **self._extra, **resume}
         if "up_to_seq" in resume:
             body.pop("up_to_time", None)  # the snapshot's sequence says it exactly now
@@ -273,7 +262,6 @@ def _resume(eob: Msg) -> dict[str, int] | None:
     return resume
 
 
-
 def last_msgs_for(js: JsContext, stream: str, patterns: Sequence[str], timeout: float, *,
                   up_to_seq: int | None, up_to_time: datetime | None,
                   batch: int | None) -> list[Msg]:
@@ -303,7 +291,7 @@ def last_msgs_for(js: JsContext, stream: str, patterns: Sequence[str], timeout: 
         read_last(js, stream, patterns, timeout, take, up_to_seq=up_to_seq,
                   up_to_time=up_to_time, batch=batch)
     except StatusError as err:
-        if err.status != TOO_MANY_RESULTS:
+        if err.status != d.STATUS_TOO_MANY_RESULTS:
             raise
         # Patterns matching more than one request may: asked again as exact subjects.
         exact, last_seq = matching_subjects(js, stream, patterns, timeout)

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import (
     CLOSE_CALLBACK_GRACE,
     JS_BYTES_ONLY_BATCH,
@@ -78,14 +79,6 @@ __all__ = [
     "PullConsumer",
     "SequencePair",
 ]
-
-#: A fetch of at least this many seconds gets a heartbeat by default (nats.go's rule).
-_FETCH_HEARTBEAT_FROM = 10.0
-_FETCH_HEARTBEAT = 5.0
-#: messages()/consume(): each pull's expires at least; the heartbeat's bounds.
-_MIN_STREAM_WAIT = 1.0
-_MIN_HEARTBEAT = 0.5
-_MAX_HEARTBEAT = 30.0
 
 
 class PullConsumer:
@@ -233,7 +226,7 @@ class PullConsumer:
                heartbeat: float | None, pg: PullGroup | None) -> MessageBatch:
         check_timeout(max_wait, "max_wait")
         if heartbeat is None:
-            heartbeat = _FETCH_HEARTBEAT if max_wait >= _FETCH_HEARTBEAT_FROM else None
+            heartbeat = d.JS_FETCH_HEARTBEAT if max_wait >= d.JS_FETCH_HEARTBEAT_FROM else None
         else:
             _check_heartbeat(heartbeat, max_wait)
         body = pull_body(batch, expires=max_wait, max_bytes=max_bytes, heartbeat=heartbeat,
@@ -338,12 +331,13 @@ class PullConsumer:
         if max_bytes is not None:
             check_int(max_bytes, "max_bytes", 1)
         check_timeout(max_wait, "max_wait")
-        if max_wait < _MIN_STREAM_WAIT:
+        if max_wait < d.JS_STREAM_MIN_WAIT:
             raise InvalidArgumentError(
-                f"max_wait must be >= {_MIN_STREAM_WAIT}s for a continuous read, got {max_wait!r}"
+                f"max_wait must be >= {d.JS_STREAM_MIN_WAIT}s for a continuous read, "
+                f"got {max_wait!r}"
             )
         if heartbeat is None:
-            heartbeat = min(max(max_wait / 2, _MIN_HEARTBEAT), _MAX_HEARTBEAT)
+            heartbeat = min(max(max_wait / 2, d.JS_STREAM_MIN_HEARTBEAT), d.JS_STREAM_MAX_HEARTBEAT)
         else:
             _check_heartbeat(heartbeat, max_wait)
         label = f"consumer {self._name!r} of stream {self._stream!r}"

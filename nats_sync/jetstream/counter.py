@@ -30,10 +30,10 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from nats_sync import _defaults as d
 from nats_sync._validate import check_text
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._kv_many import (
-    TOO_MANY_RESULTS,
     NoBatchedGetsError,
     latest_by_subject,
     matching_subjects,
@@ -178,7 +178,7 @@ class Counter:
             except NoBatchedGetsError:
                 batched = False
             except StatusError as err:
-                if err.status != TOO_MANY_RESULTS:
+                if err.status != d.STATUS_TOO_MANY_RESULTS:
                     raise
         exact = self._matching(patterns, wait)
         if batched:  # exact subjects: each request matches at most its 1,024

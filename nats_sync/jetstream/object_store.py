@@ -9,7 +9,7 @@ them): a bucket ``b`` is the stream ``OBJ_b`` on ``$O.b.C.>`` (chunks) and ``$O.
   ``$O.b.M.<base64url(name)>`` with ``Nats-Rollup: sub``, so only the latest stays.
 
 ``put`` reads the data a chunk at a time, hashing as it goes, and publishes the chunks
-with ``publish_async``; at most ``_WINDOW_BYTES`` of them are unacknowledged at once,
+with ``publish_async``; at most ``OBJ_WINDOW_BYTES`` (``_defaults``) of them are unacknowledged,
 so a file of any size passes through a bounded amount of memory. Only once every chunk
 is acknowledged is the info published (a reader never sees an info whose chunks are not
 all stored); then the chunks of the object it replaces are purged. When anything fails
@@ -47,6 +47,7 @@ from concurrent.futures import Future
 from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
+from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._api import check_bucket_name
@@ -81,9 +82,6 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
 
 DEFAULT_CHUNK_SIZE = 128 * 1024
-#: Chunk bytes a put may have unacknowledged, and a read asks for per batch: enough to
-#: keep the link busy, small enough that a 10 GB file needs no more memory than this.
-_WINDOW_BYTES = 8 * 1024 * 1024
 _ROLLUP = {"Nats-Rollup": "sub"}
 _NUID_ALPHABET = string.ascii_letters + string.digits
 
@@ -187,7 +185,7 @@ class ObjectStore:
     def _put_chunks(self, subject: str, reader: IO[bytes], chunk_size: int,
                     meta: ObjectInfo) -> Any:
         hasher = hashlib.sha256()
-        window = max(2, _WINDOW_BYTES // chunk_size)
+        window = max(2, d.OBJ_WINDOW_BYTES // chunk_size)
         in_flight: deque[Future[PubAck]] = deque()
         try:
             while True:
@@ -220,7 +218,7 @@ class ObjectStore:
                 all of them).
             ObjectStoreError: the batch ended short for another reason (a lost chunk).
         """
-        window = max(2, _WINDOW_BYTES // chunk_size)
+        window = max(2, d.OBJ_WINDOW_BYTES // chunk_size)
         refused: list[JetStreamError] = []
         batch = FastPublisher(self._js, flow=max(1, window // 2), max_outstanding_acks=2,
                               error_cb=refused.append)
@@ -345,9 +343,9 @@ class ObjectStore:
 
     def _chunks(self, info: ObjectInfo) -> Iterator[StoredMsg]:
         chunk_size = int((info.options or {}).get("max_chunk_size") or DEFAULT_CHUNK_SIZE)
-        batch = max(1, _WINDOW_BYTES // max(chunk_size, 1))
+        batch = max(1, d.OBJ_WINDOW_BYTES // max(chunk_size, 1))
         yield from self._stream.get_msgs(subject=self._chunk_subject(info.nuid), batch=batch,
-                                         max_bytes=_WINDOW_BYTES)
+                                         max_bytes=d.OBJ_WINDOW_BYTES)
 
     # --- change ----------------------------------------------------------------------
 

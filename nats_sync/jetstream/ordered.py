@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
 from nats_sync._port import port_of
 from nats_sync._waiting import Signal
@@ -52,10 +53,6 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
     from nats_sync.jetstream._msg import JsMsg
 
-#: Seconds the server keeps an ordered consumer nobody reads.
-_INACTIVE_THRESHOLD = 300.0
-_FIRST_BACKOFF = 1.0
-_MAX_BACKOFF = 10.0
 _DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time",
                      "last_per_subject")
 #: Errors after which the server-side consumer is remade (not the reader's fault).
@@ -128,7 +125,7 @@ class OrderedConsumer:
     def _config(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
             "ack_policy": "none", "mem_storage": True, "num_replicas": 1,
-            "inactive_threshold": _INACTIVE_THRESHOLD, "max_deliver": 1,
+            "inactive_threshold": d.JS_ORDERED_INACTIVE_THRESHOLD, "max_deliver": 1,
         }
         if self._headers_only:
             fields["headers_only"] = True
@@ -151,7 +148,7 @@ class OrderedConsumer:
         if self._reset_needed and self._consumer is not None:
             self._drop_consumer()
         self._reset_needed = False
-        backoff = _FIRST_BACKOFF
+        backoff = d.JS_ORDERED_FIRST_BACKOFF
         while self._consumer is None:
             if self._stopped.is_set() or self._js.client.is_closed:
                 raise core_errors.ConnectionClosedError("the ordered consumer was stopped")
@@ -163,7 +160,7 @@ class OrderedConsumer:
                 if time.monotonic() + backoff > deadline:
                     raise
                 self._stopped.wait(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
+                backoff = min(backoff * 2, d.JS_ORDERED_MAX_BACKOFF)
         return self._consumer
 
     def _drop_consumer(self) -> None:

@@ -40,6 +40,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from nats_sync import _defaults as d
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import (
     BatchAck,
@@ -78,11 +79,6 @@ class FastSettings(Protocol):
         """Seconds to wait for an acknowledgement."""
         ...
 
-#: Messages per flow-control ack the sink asks for (the server may lower it), and
-#: acks outstanding before ``add`` waits: ``FAST_FLOW * FAST_MAX_OUTSTANDING_ACKS``
-#: messages in flight at most.
-FAST_FLOW = 500
-FAST_MAX_OUTSTANDING_ACKS = 2
 
 _Row = tuple[str, bytes, "dict[str, str] | None", "str | None"]
 
@@ -114,7 +110,8 @@ def publish_fast(js: JetStream, settings: FastSettings, batches: Iterator[pa.Rec
             columns = batch_columns(batch, default_subject, settings.msg_id_columns, sent)
             if publisher is None:
                 publisher = js.fast_publisher(
-                    flow=FAST_FLOW, max_outstanding_acks=FAST_MAX_OUTSTANDING_ACKS,
+                    flow=d.SPARK_JS_FAST_FLOW,
+                    max_outstanding_acks=d.SPARK_JS_FAST_MAX_OUTSTANDING_ACKS,
                     continue_on_gap=False, ack_timeout=settings.timeout, error_cb=refusals)
             add = publisher.add
             if held is not None:
@@ -232,4 +229,4 @@ def _add_rows(add: Callable[..., object], columns: RowColumns, stop: int,
         add(subject, body, headers=headers, msg_id=row_id)
 
 
-__all__ = ["FAST_FLOW", "FAST_MAX_OUTSTANDING_ACKS", "publish_fast"]
+__all__ = ["publish_fast"]

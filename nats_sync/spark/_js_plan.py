@@ -21,6 +21,7 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
+from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import JetStream
 from nats_sync.jetstream._api import format_time
@@ -31,10 +32,6 @@ from nats_sync.spark._worker import worker_client
 logger = logging.getLogger("nats_sync.spark")
 
 SOURCE = "jetstream data source"
-#: Sequences one read task covers at most (more tasks for a larger range).
-MAX_SEQ_PER_PARTITION = 100_000
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_FETCH_BATCH = 5_000
 #: Kafka's JSON shorthands for a starting offset.
 EARLIEST, LATEST = -2, -1
 
@@ -55,15 +52,14 @@ class JsReadSettings:
     fail_on_data_loss: bool = True
     include_headers: bool = True
     domain: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = d.SPARK_JS_TIMEOUT
     read_mode: str = "auto"
-    fetch_batch: int = DEFAULT_FETCH_BATCH
+    fetch_batch: int = d.SPARK_JS_FETCH_BATCH
 
     def jetstream(self) -> JetStream:
         """This process's JetStream context on the worker client."""
         client = worker_client(list(self.servers), dict(self.connect_options))
         return client.jetstream(domain=self.domain, timeout=self.timeout)
-
 
 
 @dataclass(frozen=True)
@@ -191,7 +187,8 @@ class Planner:
         if lo >= hi:
             return []
         span = hi - lo
-        count = max(self.settings.min_partitions, math.ceil(span / MAX_SEQ_PER_PARTITION))
+        count = max(self.settings.min_partitions,
+                    math.ceil(span / d.SPARK_JS_MAX_SEQ_PER_PARTITION))
         count = min(count, span)
         direct = self._direct(info)
         bounds = [lo + (span * index) // count for index in range(count + 1)]

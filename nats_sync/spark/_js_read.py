@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nats_sync import _defaults as d
 from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg
 from nats_sync.jetstream._api import ns_from_time
 from nats_sync.jetstream.errors import JetStreamError, MessageNotFoundError
@@ -41,9 +42,6 @@ ARROW_SCHEMA = pa.schema([
 ])
 _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 _TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
-_ROWS_PER_BATCH = 10_000
-#: Seconds between reads of a replica found behind its leader.
-_LAG_RETRY_WAIT = 0.1
 
 
 def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
@@ -85,7 +83,7 @@ def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
                 f"leader (sequence {missing} is stored but was not delivered within "
                 f"{settings.timeout}s)"
             )
-        time.sleep(_LAG_RETRY_WAIT)
+        time.sleep(d.SPARK_JS_LAG_RETRY_WAIT)
         next_seq = missing
 
 
@@ -121,7 +119,7 @@ def _direct_runs(messages: Iterator[StoredMsg]) -> Iterator[StoredColumns]:
         run.datas.append(message.data)
         run.headers.append(message.headers)
         run.times_ns.append(0 if message.time is None else ns_from_time(message.time))
-        if len(run) >= _ROWS_PER_BATCH:
+        if len(run) >= d.SPARK_JS_ROWS_PER_BATCH:
             yield run
             run = StoredColumns()
     if run.seqs:

@@ -90,7 +90,6 @@ from nats_sync.spark._worker import PerClient, worker_client
 logger = logging.getLogger("nats_sync.spark")
 
 _SINK = SINK
-DEFAULT_ACK_TIMEOUT = 10.0
 DEFAULT_MAX_PENDING_ACKS = d.DEFAULT_JS_MAX_PENDING_ACKS
 #: ``publishMode`` values; "auto" is settled on the driver into one of the other two.
 PUBLISH_MODES = ("auto", "fast", "async")
@@ -101,9 +100,6 @@ _OPTION_NAMES = {"subject": "subject", "timeout": "timeout", "domain": "domain",
                  "publishmode": "publishMode", "commitbucket": "commitBucket"}
 _COLUMNS = ("data", "subject", "headers", "msg_id")
 _MSG_ID_PART_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
-#: Seconds a task waits beyond the ack timeout for the last futures to settle (the
-#: context's ack timer fails each one at its timeout; this only guards against a stall).
-_SETTLE_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -113,7 +109,7 @@ class SinkSettings:
     servers: tuple[str, ...]
     connect_options: tuple[tuple[str, Any], ...] = ()
     subject: str | None = None
-    timeout: float = DEFAULT_ACK_TIMEOUT
+    timeout: float = d.SPARK_JS_ACK_TIMEOUT
     domain: str | None = None
     max_pending_acks: int = DEFAULT_MAX_PENDING_ACKS
     msg_id_columns: tuple[str, ...] = ()
@@ -211,7 +207,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
         servers=servers,
         connect_options=connect,
         subject=subject,
-        timeout=positive_float("timeout", given.get("timeout", str(DEFAULT_ACK_TIMEOUT)),
+        timeout=positive_float("timeout", given.get("timeout", str(d.SPARK_JS_ACK_TIMEOUT)),
                                _SINK),
         domain=domain,
         max_pending_acks=positive_int(
@@ -437,13 +433,13 @@ def publish_async_acknowledged(settings: SinkSettings, batches: Iterator[pa.Reco
     except Error as error:
         if isinstance(error, InvalidArgumentError):
             raise
-        tally.settle(settings.timeout + _SETTLE_GRACE)
+        tally.settle(settings.timeout + d.SPARK_JS_SETTLE_GRACE)
         raise RuntimeError(
             f"{_SINK}: could not publish to {', '.join(settings.servers)} "
             f"({tally.acked} of the {tally.sent} rows sent by this task were acknowledged "
             f"before the failure): {error}"
         ) from error
-    tally.settle(settings.timeout + _SETTLE_GRACE)
+    tally.settle(settings.timeout + d.SPARK_JS_SETTLE_GRACE)
     if tally.failure is not None:
         subject, cause = tally.failure
         raise RuntimeError(

@@ -25,15 +25,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.pandas.functions import arrow_udf
 
+from nats_sync import _defaults as d
 from nats_sync._validate import check_timeout
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import KeyValue, KeyValueConfig
 from nats_sync.jetstream._api import check_domain
 from nats_sync.spark._worker import PerClient, worker_client
 from nats_sync.spark._worker_python import check_session_workers
-
-_DEFAULT_TIMEOUT = 5.0
-
 
 #: This process's bound buckets, per client, bucket, domain and timeout.
 _buckets: PerClient[KeyValue] = PerClient()
@@ -76,7 +74,7 @@ def _key_text(key: object) -> str:
     )
 
 
-def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = _DEFAULT_TIMEOUT,
+def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = d.SPARK_KV_LOOKUP_TIMEOUT,
                   *, domain: str | None = None, decode: str | None = None,
                   **connect_options: Any) -> Any:
     """A vectorised UDF giving each key's current value in a key-value bucket.

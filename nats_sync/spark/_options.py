@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql.types import BinaryType, DataType, MapType, StringType
 
+from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
 
 #: Options that go to ``connect()``; the value is the keyword they become there.
@@ -32,9 +33,6 @@ CONNECT_OPTIONS = {
 SOURCE_OPTIONS = ("subject", "queue", "timeout", "max_buffered", "max_rows_per_batch")
 #: Options Spark itself adds or reads (streaming queries pass them on to the source).
 SPARK_OPTIONS = ("checkpointlocation",)
-DEFAULT_WRITE_TIMEOUT = 10.0
-DEFAULT_MAX_BUFFERED = 100_000
-DEFAULT_MAX_ROWS_PER_BATCH = 10_000
 
 
 @dataclass(frozen=True)
@@ -45,9 +43,9 @@ class SourceSettings:
     connect_options: tuple[tuple[str, Any], ...] = ()
     subject: str | None = None
     queue: str = ""
-    timeout: float = DEFAULT_WRITE_TIMEOUT
-    max_buffered: int = DEFAULT_MAX_BUFFERED
-    max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
+    timeout: float = d.SPARK_WRITE_TIMEOUT
+    max_buffered: int = d.SPARK_MAX_BUFFERED
+    max_rows_per_batch: int = d.SPARK_MAX_ROWS_PER_BATCH
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
@@ -81,13 +79,13 @@ def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> S
         connect_options=connect_options,
         subject=subject,
         queue=given.get("queue", ""),
-        timeout=positive_float("timeout", given.get("timeout", str(DEFAULT_WRITE_TIMEOUT))),
+        timeout=positive_float("timeout", given.get("timeout", str(d.SPARK_WRITE_TIMEOUT))),
         max_buffered=positive_int(
-            "max_buffered", given.get("max_buffered", str(DEFAULT_MAX_BUFFERED))
+            "max_buffered", given.get("max_buffered", str(d.SPARK_MAX_BUFFERED))
         ),
         max_rows_per_batch=positive_int(
             "max_rows_per_batch",
-            given.get("max_rows_per_batch", str(DEFAULT_MAX_ROWS_PER_BATCH)),
+            given.get("max_rows_per_batch", str(d.SPARK_MAX_ROWS_PER_BATCH)),
         ),
     )
 

@@ -26,12 +26,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nats_sync import _defaults as d
 from nats_sync.errors import SparkWorkerPythonError
 
 __all__ = ["check_session_workers", "check_worker_python"]
 
-#: Seconds the child interpreter may take to import nats_sync; past it nothing is said.
-_CHECK_TIMEOUT = 30.0
 _PROBE = "import nats_sync"
 
 
@@ -99,7 +98,7 @@ def _import_problem(python: str, includes: tuple[str, ...],
     try:
         done = subprocess.run(
             [python, "-c", _PROBE], env=env, capture_output=True, text=True,
-            timeout=_CHECK_TIMEOUT, check=False,
+            timeout=d.SPARK_WORKER_PYTHON_CHECK_TIMEOUT, check=False,
         )
     except FileNotFoundError:
         return "no such interpreter"

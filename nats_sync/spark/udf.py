@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 REPLY_FIELD = "reply"
 ERROR_FIELD = "error"
 _NULL_PAYLOAD = "payload is null"
-_DEFAULT_TIMEOUT = 2.0
 
 
 def _as_bytes(value: Any) -> bytes | None:
@@ -104,7 +103,7 @@ def request_values(
 def request_udf(
     subject: str,
     servers: str | list[str],
-    timeout: float = _DEFAULT_TIMEOUT,
+    timeout: float = d.SPARK_REQUEST_TIMEOUT,
     max_in_flight: int = d.DEFAULT_REQUEST_MAX_IN_FLIGHT,
     *,
     with_errors: bool = False,
@@ -168,7 +167,7 @@ def request_df(
     subject: str,
     servers: str | list[str],
     payload_col: str,
-    timeout: float = _DEFAULT_TIMEOUT,
+    timeout: float = d.SPARK_REQUEST_TIMEOUT,
     max_in_flight: int = d.DEFAULT_REQUEST_MAX_IN_FLIGHT,
     **connect_options: Any,
 ) -> DataFrame:

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import nats_sync
+from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream import JetStream, StoredMsg, _kv_many
+from nats_sync.jetstream import JetStream, StoredMsg
 from nats_sync.jetstream.stream import Stream
 from nats_sync.testing import NatsServer
 
@@ -71,7 +72,7 @@ def test_more_subjects_than_one_request_all_latest_in_stream_order(
     found = list(stream.get_last_msgs_for([*subjects[::-1], "last.nothing"]))
 
     assert len(sent) >= 3, "2,501 subjects need three requests at least"
-    assert all(len(body["multi_last"]) <= _kv_many.MULTI_LAST_MAX_KEYS for body in sent)
+    assert all(len(body["multi_last"]) <= d.KV_MULTI_LAST_MAX_KEYS for body in sent)
     assert len({body.get("up_to_seq") for body in sent}) == 1, "one snapshot for all"
     assert len(found) == 2500
     _check_order(found)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import nats_sync
+from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError, NoRespondersError
 from nats_sync.jetstream import (
     Entry,
@@ -23,7 +24,6 @@ from nats_sync.jetstream import (
     JetStream,
     KeyNotFoundError,
     KeyValue,
-    _kv_many,
 )
 from nats_sync.testing import NatsServer
 
@@ -134,14 +134,14 @@ def test_more_keys_than_one_request_takes_go_in_several_requests(
     nc: nats_sync.Client, js: JetStream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kv = js.create_key_value(bucket="wide")
-    count = 5 * _kv_many.MULTI_LAST_MAX_KEYS + 300
+    count = 5 * d.KV_MULTI_LAST_MAX_KEYS + 300
     _fill(js, "wide", {f"k{n}": b"v%d" % n for n in range(0, count, 2)})  # even keys only
     spy = Spy(nc, kv, monkeypatch)
     found = kv.get_many(f"k{n}" for n in range(count))
     assert found == {f"k{n}": b"v%d" % n for n in range(0, count, 2)}
-    # Six requests of at most 1,024 keys, more than REQUESTS_IN_FLIGHT: slots were reused.
+    # Six requests of at most 1,024 keys, more than KV_MULTI_LAST_IN_FLIGHT: slots were reused.
     assert [len(body["multi_last"]) for body in spy.requests] == [1024] * 5 + [300]
-    assert len(spy.requests) > _kv_many.REQUESTS_IN_FLIGHT
+    assert len(spy.requests) > d.KV_MULTI_LAST_IN_FLIGHT
     assert spy.gets == 0
 
 
@@ -164,7 +164,7 @@ def test_values_past_a_request_s_byte_limit_are_continued(
 ) -> None:
     kv = js.create_key_value(bucket="big")
     size = 900 * 1024  # under the default 1 MiB max_payload with the headers
-    count = _kv_many.REQUEST_MAX_BYTES // size + 4  # ~11.7 MB in one request
+    count = d.KV_MULTI_LAST_MAX_BYTES // size + 4  # ~11.7 MB in one request
     big = {f"big{n}": bytes([n]) * size for n in range(count)}
     for key, value in big.items():
         kv.put(key, value)
@@ -192,7 +192,7 @@ def test_many_requests_each_continued_many_times(
     kv.delete("k8")
     values.update({"k7": b"newer"})
     del values["k8"]
-    monkeypatch.setattr(_kv_many, "REQUEST_MAX_BYTES", 2_000)  # a few dozen values a round
+    monkeypatch.setattr(d, "KV_MULTI_LAST_MAX_BYTES", 2_000)  # a few dozen values a round
     spy = Spy(nc, kv, monkeypatch)
     assert kv.get_many([*values, "k8", "missing"]) == values
     assert spy.resumed > 20 and spy.gets == 0
