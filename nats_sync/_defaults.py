@@ -20,6 +20,10 @@ DEFAULT_JS_TIMEOUT = 5.0
 #: publish_async acks awaited at once, and how long a full window waits for room.
 DEFAULT_JS_MAX_PENDING_ACKS = 4000
 DEFAULT_JS_STALL_WAIT = 0.2
+#: JetStream publish (``publish``, ``publish_async``): attempts after a "no responders"
+#: answer (no stream yet, or its leader changing), and seconds between them.
+DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS = 2
+DEFAULT_JS_PUBLISH_RETRY_WAIT = 0.25
 #: Headers of the WebSocket upgrade request that the upgrade itself writes, which
 #: ``ws_connection_headers`` may therefore not set (lower case).
 WS_RESERVED_HEADERS = frozenset(

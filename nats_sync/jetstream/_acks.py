@@ -54,12 +54,14 @@ from concurrent.futures._base import RUNNING as _RUNNING_STATE
 from typing import TYPE_CHECKING, Any
 
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
+from nats_sync._defaults import DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS as _DEFAULT_RETRY_ATTEMPTS
+from nats_sync._defaults import DEFAULT_JS_PUBLISH_RETRY_WAIT as _DEFAULT_RETRY_WAIT
 from nats_sync._port import port_of
 from nats_sync._threads import run_to_completion
 from nats_sync._validate import check_int, check_timeout
 from nats_sync._waiting import Sleepers, wait_until
 from nats_sync.errors import ConnectionClosedError, Error, TimeoutError
-from nats_sync.jetstream._api import Headers, decode_reply, js_headers, msg_id_block
+from nats_sync.jetstream._api import Headers, decode_reply, publish_headers
 from nats_sync.jetstream.api import PubAck
 from nats_sync.jetstream.errors import (
     JetStreamError,
@@ -76,8 +78,6 @@ if TYPE_CHECKING:
 #: Seconds a session lives on with nothing in flight before it unsubscribes and its
 #: timer thread ends (a context made per call must not keep a thread forever).
 _IDLE_EXIT = 10.0
-_DEFAULT_RETRY_ATTEMPTS = 2
-_DEFAULT_RETRY_WAIT = 0.25
 _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it
 #: Seconds between the timer's sweeps of settled entries while acks are in flight.
@@ -373,27 +373,24 @@ class AsyncPublisher:
         timeout: float | None = None, msg_id: str | None = None,
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25, ttl: float | str | None = None,
+        expected_last_msg_id: str | None = None,
+        retry_attempts: int = _DEFAULT_RETRY_ATTEMPTS,
+        retry_wait: float = _DEFAULT_RETRY_WAIT, ttl: float | str | None = None,
     ) -> Future[PubAck]:
-        """See ``JetStream.publish_async``."""
+        """See ``JetStream.publish_async`` (the context binds this method in its place:
+        same signature, held to it by ``tests/unit/test_publish_options.py``)."""
         # The plain call (no keyword given) skips the checks: this runs per message.
         timeout = self._js.timeout if timeout is None else self._timeout(timeout)
         if retry_attempts != _DEFAULT_RETRY_ATTEMPTS or retry_wait != _DEFAULT_RETRY_WAIT:
             check_retries(retry_attempts, retry_wait)
         merged: Headers | bytes
-        if (expected_stream is None and expected_last_seq is None
+        if (msg_id is None and expected_stream is None and expected_last_seq is None
                 and expected_last_subject_seq is None and expected_last_msg_id is None
                 and ttl is None):
-            if msg_id is None:
-                merged = headers
-            elif headers is None:  # the common keyed case: its block made directly
-                merged = msg_id_block(msg_id)
-            else:
-                merged = js_headers(headers, msg_id)
+            merged = headers  # publish_headers' first case, without its call
         else:
-            merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
-                                expected_last_subject_seq, expected_last_msg_id, ttl)
+            merged = publish_headers(headers, msg_id, expected_stream, expected_last_seq,
+                                     expected_last_subject_seq, expected_last_msg_id, ttl)
         session = self._session or self._open_session()
         route = session.route
         waiter = AckFuture(self, subject, payload, merged, timeout, retry_attempts,

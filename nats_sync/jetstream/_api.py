@@ -395,15 +395,41 @@ def js_headers(
     return {**headers, **extra}
 
 
-def msg_id_block(msg_id: str) -> bytes:
-    """The header block of a message whose only header is ``Nats-Msg-Id: msg_id``,
-    encoded without a dict (what ``encode_headers`` makes of ``{"Nats-Msg-Id": ...}``):
-    the per-message path of ``publish_async`` and fast ingest with ids.
+def publish_headers(
+    headers: Headers,
+    msg_id: str | None = None,
+    expected_stream: str | None = None,
+    expected_last_seq: int | None = None,
+    expected_last_subject_seq: int | None = None,
+    expected_last_msg_id: str | None = None,
+    ttl: float | str | None = None,
+) -> Headers | bytes:
+    """The headers a JetStream publish sends for its keywords, encoded already where
+    that is cheaper: the one builder of ``publish_async`` and fast ingest, whose
+    messages go out through the client's port (which takes a dict or a block).
+
+    - No keyword: ``headers`` as given (the publish that encodes them checks them).
+    - Only ``msg_id``, no headers (the common keyed message): the block
+      ``encode_headers({"Nats-Msg-Id": msg_id})`` makes, made here without a dict.
+    - Otherwise: the dict of :func:`js_headers`, the merge ``publish`` and atomic
+      batches use.
+
+    Callers on a per-message path may skip the call when no keyword is given (the
+    first case); ``tests/unit/test_publish_options.py`` holds every case to the merge.
 
     Raises:
-        InvalidArgumentError: ``msg_id`` is not a non-empty str, or holds CR or LF.
+        InvalidArgumentError: as :func:`js_headers`; the block also refuses a ``msg_id``
+            holding CR or LF.
     """
-    check_text(msg_id, "msg_id")
-    if "\r" in msg_id or "\n" in msg_id:
-        raise InvalidArgumentError(f"msg_id holds CR or LF: {msg_id!r}")
-    return b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n" % msg_id.encode()
+    if (expected_stream is None and expected_last_seq is None
+            and expected_last_subject_seq is None and expected_last_msg_id is None
+            and ttl is None):
+        if msg_id is None:
+            return headers
+        if headers is None:  # one call per keyed message: the block made in place
+            check_text(msg_id, "msg_id")
+            if "\r" in msg_id or "\n" in msg_id:
+                raise InvalidArgumentError(f"msg_id holds CR or LF: {msg_id!r}")
+            return b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n" % msg_id.encode()
+    return js_headers(headers, msg_id, expected_stream, expected_last_seq,
+                      expected_last_subject_seq, expected_last_msg_id, ttl)

@@ -1,18 +1,34 @@
 """What the batch publishers (fast ingest, atomic batches) share about their replies.
 
 How it works: each batch publisher subscribes a private inbox of its own for the
-server's answers to its messages; :func:`status_error` is the error a status answer
-stands for (no responders: no stream stores the subject), and
+server's answers to its messages (:func:`subscribe_replies`); :func:`status_error` is
+the error a status answer stands for (no responders: no stream stores the subject), and
 :func:`unsubscribe_quietly` ends the inbox however the batch ended. No state, no
-thread: called on the thread using the publisher.
+thread: called on the thread using the publisher (``unsubscribe_quietly`` also on the
+client's timer thread, by the fast batch's keep-alive).
 """
 
 from __future__ import annotations
 
 from nats_sync.errors import Error
+from nats_sync.jetstream._api import CoreClient
 from nats_sync.jetstream.errors import JetStreamError, NoStreamResponseError
 from nats_sync.msg import Msg
 from nats_sync.subscription import Subscription
+
+
+def subscribe_replies(client: CoreClient, subject: str, pending_msgs_limit: int
+                      ) -> Subscription:
+    """The subscription of a batch's private inbox (``subject``: the inbox and its
+    wildcard): no callback, so the client's reader thread only queues the answers and
+    the batch's own thread reads them.
+
+    Args:
+        client: the batch's client.
+        subject: ``<inbox>.*`` or ``<inbox>.>``, the inbox new for this batch.
+        pending_msgs_limit: answers queued at most (0: no limit).
+    """
+    return client.subscribe(subject, pending_msgs_limit=pending_msgs_limit)
 
 
 def status_error(msg: Msg, subject: str, what: str, no_stream: str, after: str = ""

@@ -62,7 +62,11 @@ from typing import TYPE_CHECKING, Any
 from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 from nats_sync.jetstream._api import Headers, decode_reply, js_headers, ttl_header
-from nats_sync.jetstream._batch_replies import status_error, unsubscribe_quietly
+from nats_sync.jetstream._batch_replies import (
+    status_error,
+    subscribe_replies,
+    unsubscribe_quietly,
+)
 from nats_sync.jetstream.api import BatchAck
 from nats_sync.jetstream.errors import (
     BatchClosedError,
@@ -331,8 +335,9 @@ class AtomicBatch:
                 "expected_last_seq is only allowed on the first message of an atomic batch "
                 "(the server checks it against the stream as it was before the batch); "
                 "use expected_last_subject_seq on later messages")
-        merged = dict(js_headers(headers, msg_id, None, expected_last_seq,
-                                 expected_last_subject_seq, None, ttl) or {})
+        merged = dict(js_headers(headers, msg_id=msg_id, expected_last_seq=expected_last_seq,
+                                 expected_last_subject_seq=expected_last_subject_seq,
+                                 ttl=ttl) or {})
         for name in list(merged):
             if name.lower() in _BATCH_HEADERS:
                 raise InvalidArgumentError(
@@ -347,7 +352,7 @@ class AtomicBatch:
         if self._sub is None:
             self._prefix = self._client.new_inbox() + "."
             # No message limit: one reply per message sent, at most max_messages + 1.
-            self._sub = self._client.subscribe(self._prefix + "*", pending_msgs_limit=0)
+            self._sub = subscribe_replies(self._client, self._prefix + "*", 0)
         self._client.publish(subject, data, self._prefix + str(seq), headers)
         self._seq = seq
         self._subjects.append(subject)

@@ -26,6 +26,7 @@ from nats_sync.jetstream._api import (
     check_consumer_name,
     check_domain,
     check_stream_name,
+    js_headers,
 )
 from nats_sync.jetstream._context_compat import NatsPyNames
 from nats_sync.jetstream.api import (
@@ -95,7 +96,8 @@ class JetStream(NatsPyNames):
         self.timeout = float(timeout)
         self.api = JsApi(client, prefix, self.timeout)
         self._publisher = JsPublisher(self, max_pending_acks, stall_wait)
-        # The per-message path without this class's own frame (same signature).
+        # The per-message path without this class's own frame (same signature, held to
+        # it by tests/unit/test_publish_options.py).
         self.publish_async = self._publisher.publish_async  # type: ignore[method-assign]
         self._api_level: int | None = None
 
@@ -368,8 +370,9 @@ class JetStream(NatsPyNames):
         timeout: float | None = None, msg_id: str | None = None,
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25, ttl: float | str | None = None,
+        expected_last_msg_id: str | None = None,
+        retry_attempts: int = d.DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS,
+        retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT, ttl: float | str | None = None,
     ) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement.
 
@@ -386,13 +389,12 @@ class JetStream(NatsPyNames):
             PublishAckTimeoutError: no acknowledgement in time.
             MsgTTLDisabledError: ``ttl`` to a stream without ``allow_msg_ttl``.
         """
-        return self._publisher.publish(
-            subject, payload, headers=headers, timeout=timeout, msg_id=msg_id,
-            expected_stream=expected_stream, expected_last_seq=expected_last_seq,
-            expected_last_subject_seq=expected_last_subject_seq,
-            expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
-            retry_wait=retry_wait, ttl=ttl,
-        )
+        publisher = self._publisher
+        timeout = publisher.check_options(timeout, retry_attempts, retry_wait)
+        merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
+                            expected_last_subject_seq, expected_last_msg_id, ttl)
+        return publisher.publish(subject, payload, merged, timeout, retry_attempts,
+                                 retry_wait)
 
     def publish_scheduled(
         self, subject: str, data: bytes = b"", *, schedule: datetime | str, target: str,
@@ -441,8 +443,9 @@ class JetStream(NatsPyNames):
         timeout: float | None = None, msg_id: str | None = None,
         expected_stream: str | None = None, expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25, ttl: float | str | None = None,
+        expected_last_msg_id: str | None = None,
+        retry_attempts: int = d.DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS,
+        retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT, ttl: float | str | None = None,
     ) -> Future[PubAck]:
         """Publishes without waiting; the future gets the acknowledgement or the error.
 

@@ -65,8 +65,12 @@ from nats_sync._defaults import DEFAULT_SUB_PENDING_MSGS_LIMIT
 from nats_sync._port import port_of
 from nats_sync._validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
-from nats_sync.jetstream._api import Headers, js_headers, msg_id_block
-from nats_sync.jetstream._batch_replies import status_error, unsubscribe_quietly
+from nats_sync.jetstream._api import Headers, publish_headers
+from nats_sync.jetstream._batch_replies import (
+    status_error,
+    subscribe_replies,
+    unsubscribe_quietly,
+)
 from nats_sync.jetstream.api import BatchAck, FastPubAck
 from nats_sync.jetstream.errors import (
     APIError,
@@ -263,11 +267,11 @@ class FastPublisher:
         if self._closed:
             raise self._closed_error()
         seq = self._seq + 1
-        if headers is None and msg_id is None and ttl is None and (
-                expected_last_subject_seq is None):
-            merged: Headers | bytes = None
+        if msg_id is None and ttl is None and expected_last_subject_seq is None:
+            merged: Headers | bytes = headers  # publish_headers' first case, without its call
         else:
-            merged = self._headers(headers, msg_id, ttl, expected_last_subject_seq)
+            merged = publish_headers(headers, msg_id, ttl=ttl,
+                                     expected_last_subject_seq=expected_last_subject_seq)
         if seq == 1:
             return self._start(subject, data, merged)
         if self._answers:  # answers queued meanwhile, taken without waiting
@@ -307,7 +311,8 @@ class FastPublisher:
         """
         if self._closed:
             return self._closed_final()
-        merged = self._headers(headers, msg_id, ttl, expected_last_subject_seq)
+        merged = publish_headers(headers, msg_id, ttl=ttl,
+                                 expected_last_subject_seq=expected_last_subject_seq)
         seq = self._seq + 1
         if seq == 1:
             self._subscribe()
@@ -371,18 +376,10 @@ class FastPublisher:
 
     # --- sending -----------------------------------------------------------------------
 
-    def _headers(self, headers: Headers, msg_id: str | None, ttl: float | str | None,
-                 expected_last_subject_seq: int | None) -> Headers | bytes:
-        if (msg_id is not None and headers is None and ttl is None
-                and expected_last_subject_seq is None):
-            return msg_id_block(msg_id)  # the common keyed case, without a dict
-        return js_headers(headers, msg_id,
-                          expected_last_subject_seq=expected_last_subject_seq, ttl=ttl)
-
     def _subscribe(self) -> None:
         if self._sub is None:  # a first message whose publish raised may be sent again
-            self._sub = self._client.subscribe(f"{self._inbox}.>",
-                                               pending_msgs_limit=_INBOX_PENDING_MSGS)
+            self._sub = subscribe_replies(self._client, f"{self._inbox}.>",
+                                          _INBOX_PENDING_MSGS)
             self._answers = self._sub._messages._items
 
     def _start(self, subject: str, data: bytes, headers: Headers | bytes) -> FastPubAck:
@@ -657,10 +654,7 @@ class _KeepAlive:
         """Timer thread: pings the batch if it sent nothing since the last look."""
         publisher = self._publisher()
         if publisher is None:
-            try:
-                self._sub.unsubscribe()
-            except Error:
-                pass  # ended already (the client closed, or the batch ended)
+            unsubscribe_quietly(self._sub)  # it may have ended already (the batch ended)
             return
         if publisher._sub is None:
             return  # the batch ended: the publisher unsubscribed

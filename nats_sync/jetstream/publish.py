@@ -36,7 +36,7 @@ from nats_sync.jetstream._acks import (
     decode_ack,
     no_stream,
 )
-from nats_sync.jetstream._api import Headers, js_headers
+from nats_sync.jetstream._api import Headers
 from nats_sync.jetstream.api import PubAck
 from nats_sync.jetstream.errors import JetStreamError
 from nats_sync.msg import Msg
@@ -44,7 +44,7 @@ from nats_sync.msg import Msg
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
 
-__all__ = ["JsPublisher", "decode_ack", "js_headers"]
+__all__ = ["JsPublisher", "decode_ack"]
 
 class JsPublisher:
     """Publishes for one context; ``publish_async`` and its window are its
@@ -69,19 +69,23 @@ class JsPublisher:
 
     # --- publish ---------------------------------------------------------------------
 
-    def publish(
-        self, subject: str, payload: bytes = b"", *, headers: Headers = None,
-        timeout: float | None = None, msg_id: str | None = None,
-        expected_stream: str | None = None, expected_last_seq: int | None = None,
-        expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None, retry_attempts: int = 2,
-        retry_wait: float = 0.25, ttl: float | str | None = None,
-    ) -> PubAck:
-        """See ``JetStream.publish``; ``timeout`` applies to each attempt."""
+    def check_options(self, timeout: float | None, retry_attempts: int,
+                      retry_wait: float) -> float:
+        """Checks ``publish``'s timeout and retries; returns the timeout in seconds (the
+        context's when None).
+
+        Raises:
+            InvalidArgumentError: one of them has a value it cannot take.
+        """
         timeout = self._timeout(timeout)
         check_retries(retry_attempts, retry_wait)
-        merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
-                            expected_last_subject_seq, expected_last_msg_id, ttl)
+        return timeout
+
+    def publish(self, subject: str, payload: bytes, merged: Headers, timeout: float,
+                retry_attempts: int, retry_wait: float) -> PubAck:
+        """``JetStream.publish`` once its options are checked (``check_options``) and
+        its keywords merged into ``merged`` (``js_headers``); ``timeout`` applies to
+        each attempt."""
         otel = self._port.instrumentation
         if otel is None:
             return self._publish(subject, payload, merged, timeout, retry_attempts,

@@ -19,10 +19,11 @@ from nats_sync import errors as core
 from nats_sync._port import ClientPort
 from nats_sync._proto import encode_headers
 from nats_sync._requests import InboxRoute, RequestMux
+from nats_sync.jetstream import JetStream
 from nats_sync.jetstream import errors as js_errors
-from nats_sync.jetstream._api import msg_id_block
+from nats_sync.jetstream._api import js_headers, publish_headers
 from nats_sync.jetstream.api import PubAck
-from nats_sync.jetstream.publish import JsPublisher, decode_ack, js_headers
+from nats_sync.jetstream.publish import JsPublisher, decode_ack
 from nats_sync.msg import Msg
 
 pytestmark = pytest.mark.timeout(20)
@@ -202,6 +203,12 @@ def publisher(fake: FakeClient, max_pending_acks: int = 100, stall_wait: float =
                        max_pending_acks, stall_wait)
 
 
+def context(fake: FakeClient) -> JetStream:
+    """The real context over the fake client: its ``publish`` checks and merges the
+    keywords before its publisher sends."""
+    return JetStream(fake, timeout=5.0)  # type: ignore[arg-type]
+
+
 def test_the_window_settings_are_checked(fake: FakeClient) -> None:
     with pytest.raises(core.InvalidArgumentError, match="max_pending_acks"):
         publisher(fake, max_pending_acks=0)
@@ -210,7 +217,7 @@ def test_the_window_settings_are_checked(fake: FakeClient) -> None:
 
 
 def test_publish_retries_no_responders_then_gives_up(fake: FakeClient) -> None:
-    pub = publisher(fake)
+    pub = context(fake)
     fake.request_replies = [core.NoRespondersError("none")] * 3
     started = time.monotonic()
     with pytest.raises(js_errors.NoStreamResponseError):
@@ -223,7 +230,7 @@ def test_publish_retries_no_responders_then_gives_up(fake: FakeClient) -> None:
 
 
 def test_publish_timeout_is_not_retried(fake: FakeClient) -> None:
-    pub = publisher(fake)
+    pub = context(fake)
     fake.request_replies = [core.TimeoutError("slow")]
     with pytest.raises(js_errors.PublishAckTimeoutError):
         pub.publish("s", b"x", timeout=0.1)
@@ -236,12 +243,12 @@ def test_publish_timeout_is_not_retried(fake: FakeClient) -> None:
 ])
 def test_bad_options_raise_before_anything_is_sent(fake: FakeClient,
                                                    options: dict[str, Any]) -> None:
-    pub = publisher(fake)
+    js = context(fake)
     with pytest.raises(core.InvalidArgumentError):
-        pub.publish("s", b"x", **options)
+        js.publish("s", b"x", **options)
     with pytest.raises(core.InvalidArgumentError):
-        pub.publish_async("s", b"x", **options)
-    assert not fake.requests and not fake.published and pub.pending() == 0
+        js.publish_async("s", b"x", **options)
+    assert not fake.requests and not fake.published and js.publish_async_pending() == 0
 
 
 def test_async_reply_settles_its_own_future(fake: FakeClient) -> None:
@@ -497,13 +504,13 @@ def test_a_full_window_is_woken_by_the_ack_that_lands_right_after_its_look(
 
 @pytest.mark.parametrize("msg_id", ["m-1", "orders:17", "ü-ñ", "x" * 200])
 def test_the_msg_id_block_is_what_encode_headers_makes(msg_id: str) -> None:
-    assert msg_id_block(msg_id) == encode_headers({"Nats-Msg-Id": msg_id})
+    assert publish_headers(None, msg_id) == encode_headers({"Nats-Msg-Id": msg_id})
 
 
 @pytest.mark.parametrize("msg_id", ["", "a\r\nX: y", "a\n", 17])
 def test_a_bad_msg_id_is_refused_before_anything_is_sent(msg_id: Any) -> None:
     with pytest.raises(core.InvalidArgumentError, match="msg_id"):
-        msg_id_block(msg_id)
+        publish_headers(None, msg_id)
 
 
 def test_publish_async_with_a_msg_id_sends_its_block(fake: FakeClient) -> None:
