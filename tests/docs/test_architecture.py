@@ -4,11 +4,15 @@ enforces), and its pictures are those tools/arch_diagram.py draws from it now.
 The page's layer table names every module of ``LAYERS`` in the row of its layer and
 nowhere else; its thread table has a row for every thread of the picture; every thread
 of the picture is still started where ``THREADS`` says; the page embeds both pictures.
-No server and no docs build: it reads files (well under a second).
+Also the page's claims about the optional OpenTelemetry extra: ``otel`` is the only
+module importing ``opentelemetry``, and only ``_client_support`` (``connect(tracing=True)``)
+and ``spark.udf`` import ``otel``. No server and no docs build: it reads files (well
+under a second).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -101,3 +105,29 @@ def test_the_page_shows_both_pictures() -> None:
     text = PAGE.read_text(encoding="utf-8")
     for path in arch_diagram.PICTURES:
         assert f"](images/{path.name})" in text
+
+
+def _imported_by_module() -> dict[str, set[str]]:
+    """Every module of the package (dotted, relative) and the absolute names it imports
+    (``from a import b`` gives ``a`` and ``a.b``); the package uses absolute imports."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        found[module] = names
+    return found
+
+
+def test_only_otel_imports_opentelemetry_and_few_import_otel() -> None:
+    imports = _imported_by_module()
+    assert sorted(m for m, names in imports.items()
+                  if any(n.split(".")[0] == "opentelemetry" for n in names)) == ["otel"]
+    assert sorted(m for m, names in imports.items()
+                  if "nats_sync.otel" in names) == ["_client_support", "spark.udf"]
