@@ -1,8 +1,8 @@
-"""The package's imports run one way, down the layers of docs/ARCHITECTURE.md, with no
-circle: a module imports only modules of its own layer or below (``TYPE_CHECKING``
-imports included), and the imports that run form no circle (a ``TYPE_CHECKING`` import
-of a module of the same layer, for a type, is allowed to point back). Within
-``jetstream/``, no part imports the context (``TYPE_CHECKING`` included): they take it as
+"""The package's imports run one way, down the layers of ``tools/layers.py`` (the table
+docs/ARCHITECTURE.md shows and draws), with no circle: a module imports only modules of
+its own layer or below, and the imports form no circle, ``TYPE_CHECKING`` imports
+included (where a type is needed from above, a module names it as a protocol of its
+own). Within ``jetstream/``, no part imports the context: they take it as
 ``jetstream._context_api.JsContext``. Above the client's own modules, nothing touches
 the client's private attributes: extensions go through its port
 (``nats_sync._port.port_of``)."""
@@ -10,58 +10,16 @@ the client's private attributes: extensions go through its port
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import nats_sync
 
 PACKAGE_DIR = Path(nats_sync.__file__).parent
-
-#: Layer of every module, bottom up. A new module must be placed here.
-LAYERS: dict[str, int] = {}
-for _layer, _modules in enumerate([
-    # 0 the protocol core and plain data
-    ["errors", "_validate", "_defaults", "_state", "_version", "_nuid", "msg", "_proto",
-     "_proto.ops", "_proto.headers", "_proto.encoder", "_proto.parser"],
-    # 1 transport: addresses, credentials, options, streams and the handshake
-    ["_pool", "_auth", "_contexts", "_options", "_transport", "_websocket", "_handshake"],
-    # 2 connection threads and the small threaded parts
-    ["_outbox", "_connection", "_callbacks", "_timer", "_threads", "_waiting"],
-    # 3 components the handler composes
-    ["_requests", "subscription", "_publishing", "_requesting", "_request_many",
-     "_reconnect", "_pings", "_instrumentation", "_port"],
-    # 4 the handler
-    ["_handler"],
-    # 5 JetStream: on the client's public API (a protocol of it), below the client
-    ["jetstream", "jetstream.errors", "jetstream._api", "jetstream.api", "jetstream.context",
-     "jetstream._context_api", "jetstream._priority", "jetstream._pull_wire",
-     "jetstream.stream", "jetstream._ranges", "jetstream._acks", "jetstream.publish",
-     "jetstream._msg",
-     "jetstream._pull", "jetstream.consumer", "jetstream.ordered", "jetstream._compat",
-     "jetstream.atomic", "jetstream.fast", "jetstream._batch_replies",
-     "jetstream.object_store", "jetstream._obs_watch", "jetstream._obs_config", "jetstream.kv",
-     "jetstream._kv_watch", "jetstream._kv_many", "jetstream.counter",
-     "jetstream.schedule", "jetstream._context_compat", "jetstream._kv_config",
-     "jetstream.pcgroups", "jetstream.pcgroups._config", "jetstream.pcgroups._member",
-     "jetstream.pcgroups.static", "jetstream.pcgroups.elastic", "jetstream.pcgroups.errors",
-     "jetstream.kvcodec", "jetstream.kvcodec.errors", "jetstream.kvcodec._codecs",
-     "jetstream.kvcodec._bucket"],
-    # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
-    # imports it; it names the client as a protocol, InstrumentedClient)
-    ["client", "_client_support", "_trace", "otel"],
-    # 7 built on the public client
-    ["", "__main__", "_process", "testing", "pytest_plugin", "cli", "_cli_jetstream", "_cli_object",
-     "_cli_counter", "_cli_server", "_cli_trace", "_cli_pcgroups",
-     "spark", "spark._options", "spark._worker", "spark.datasource", "spark.udf",
-     "spark.jetstream", "spark._js_source", "spark._js_plan", "spark._js_read",
-     "spark._js_sink", "spark._js_rows", "spark._js_fast", "spark._js_commits",
-     "spark._kv_udf", "spark._worker_python",
-     "spark.testing",
-     "micro", "micro._api", "micro.request", "micro.service", "micro.discovery", "_cli_micro",
-     "sys", "_cli_sys"],
-]):
-    for _module in _modules:
-        LAYERS[_module] = _layer
-
+ROOT = Path(__file__).resolve().parents[2]
+# The layer table (tools/layers.py), which tools/arch_diagram.py draws for the docs.
+sys.path.insert(0, str(ROOT / "tools"))
+from layers import LAYERS  # noqa: E402
 
 #: The modules of ``jetstream/`` that may import ``jetstream.context``, and why. The context
 #: imports every part, so a part that imported it (even for a type) would close a circle.
@@ -122,7 +80,13 @@ def _graph() -> dict[str, set[str]]:
 
 def test_every_module_has_a_layer() -> None:
     unplaced = sorted(set(_graph()) - set(LAYERS))
-    assert unplaced == [], f"place these modules in LAYERS (and docs/ARCHITECTURE.md): {unplaced}"
+    assert unplaced == [], (
+        f"place these modules in tools/layers.py (and docs/ARCHITECTURE.md): {unplaced}")
+
+
+def test_every_layer_entry_is_a_module() -> None:
+    stale = sorted(name for name in LAYERS if not _exists(name))
+    assert stale == [], f"tools/layers.py places modules that do not exist: {stale}"
 
 
 def test_imports_go_down_the_layers_only() -> None:
