@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 import nats_sync
 from nats_sync import _cli_counter, _cli_object
+from nats_sync._defaults import JS_ATOMIC_MAX_MESSAGES
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import (
     ApiObject,
@@ -32,7 +33,6 @@ from nats_sync.jetstream import (
     JetStreamError,
     StreamInfo,
 )
-from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 
 Connect = Callable[[argparse.Namespace], nats_sync.Client]
 Handler = Callable[[argparse.Namespace, TextIO], None]
@@ -378,9 +378,9 @@ def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,
     def msg_id(n: int) -> str | None:
         return None if args.msg_id is None else str(args.msg_id).replace("{n}", str(n))
 
-    if args.count > DEFAULT_ATOMIC_BATCH_MAX:  # refused before anything is sent
+    if args.count > JS_ATOMIC_MAX_MESSAGES:  # refused before anything is sent
         raise BatchTooLargeError(f"--count {args.count} with --atomic: an atomic batch holds "
-                                 f"at most {DEFAULT_ATOMIC_BATCH_MAX} messages; nothing sent")
+                                 f"at most {JS_ATOMIC_MAX_MESSAGES} messages; nothing sent")
     js = nc.jetstream(timeout=args.timeout)
     with js.atomic_batch() as batch:
         for n in range(1, args.count):

@@ -243,3 +243,36 @@ SPARK_JS_FAST_FLOW = 500
 SPARK_JS_FAST_MAX_OUTSTANDING_ACKS = 2
 #: Seconds the child interpreter may take to import nats_sync; past it nothing is said.
 SPARK_WORKER_PYTHON_CHECK_TIMEOUT = 30.0
+
+# --- JetStream publishing, micro and the CLI ---------------------------------------------
+#: Seconds a session lives on with nothing in flight before it unsubscribes and its
+#: timer thread ends (a context made per call must not keep a thread forever).
+JS_ACK_TIMER_IDLE_EXIT = 10.0
+#: Seconds between the timer's sweeps of settled entries while acks are in flight.
+JS_ACK_SWEEP_INTERVAL = 0.25
+#: Seconds between the timer's looks for waiters a Ctrl-C left with nothing to settle
+#: them (see ``AsyncPublisher._reap_orphans``); one is failed at its second sighting.
+JS_ACK_ORPHAN_SCAN = 1.0
+#: Longest wait for an ack before a ping asks the server to repeat it (a quarter of
+#: ``ack_timeout`` when that is shorter): an ack lost on the way costs this much.
+JS_FAST_PING_INTERVAL = 0.5
+#: Answers taken from the inbox per look.
+JS_FAST_REPLIES_PER_TAKE = 256
+#: Seconds between the keep-alive's looks at an open batch (see the module docstring):
+#: an idle batch is pinged this often, and the server hears from it at least every two
+#: intervals, well within its 10 s idle timeout.
+JS_FAST_KEEPALIVE_INTERVAL = 2.5
+#: The server's default limit of messages per atomic batch (``streamDefaultMaxAtomicBatchSize``).
+JS_ATOMIC_MAX_MESSAGES = 1000
+OBJ_CHUNK_SIZE = 128 * 1024
+#: Seconds ``stop()`` waits for running handlers unless told otherwise.
+MICRO_STOP_TIMEOUT = 5.0
+#: Seconds to wait for the first answer.
+MICRO_DISCOVERY_TIMEOUT = 2.0
+#: Seconds without a new answer after which the others are taken as all there are.
+MICRO_DISCOVERY_QUIET = 0.25
+#: Seconds for connecting and for each request: one knob, longer than the library's
+#: request default because a person at a terminal would rather wait than retry.
+CLI_TIMEOUT = 2.0
+#: ``pub --js`` awaits at most this many acks (below the context's max_pending_acks).
+CLI_JS_PUBLISH_WINDOW = 1000

@@ -30,6 +30,7 @@ from nats_sync import (
     _cli_sys,
     _cli_trace,
 )
+from nats_sync import _defaults as d
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import (
@@ -42,12 +43,7 @@ from nats_sync.errors import (
 from nats_sync.jetstream import PubAck
 from nats_sync.msg import Msg
 
-#: Seconds for connecting and for each request: one knob, longer than the library's
-#: request default because a person at a terminal would rather wait than retry.
-DEFAULT_TIMEOUT = 2.0
 _PROGRESS_WIDTH = 30
-#: ``pub --js`` awaits at most this many acks (below the context's max_pending_acks).
-_JS_PUB_WINDOW = 1000
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
@@ -63,7 +59,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool)
     """
     # None: connect() picks $NATS_URL, the nats context, or the default URL.
     url_default = None if with_defaults else argparse.SUPPRESS
-    timeout_default: Any = DEFAULT_TIMEOUT if with_defaults else argparse.SUPPRESS
+    timeout_default: Any = d.CLI_TIMEOUT if with_defaults else argparse.SUPPRESS
     other_default: Any = None if with_defaults else argparse.SUPPRESS
     group = parser.add_argument_group("connection options (before or after the command)")
     # The help texts spell the defaults out: %(default)s would print ==SUPPRESS== in a
@@ -81,7 +77,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool)
     group.add_argument("--tls-ca", default=other_default,
                        help="CA file to verify the server's certificate")
     group.add_argument("--timeout", type=float, default=timeout_default,
-                       help=f"seconds for connect and requests (default {DEFAULT_TIMEOUT})")
+                       help=f"seconds for connect and requests (default {d.CLI_TIMEOUT})")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -231,7 +227,7 @@ def _publish_acked(nc: nats_sync.Client, args: argparse.Namespace,
         out.write(f"{ack.stream}\tseq {ack.seq}{duplicate}\n")
 
     for n in range(1, args.count + 1):
-        if len(awaited) >= _JS_PUB_WINDOW:  # stay below max_pending_acks: never stall
+        if len(awaited) >= d.CLI_JS_PUBLISH_WINDOW:  # stay below max_pending_acks: never stall
             show(awaited.popleft().result())
         msg_id = args.msg_id.replace("{n}", str(n)) if args.msg_id is not None else None
         awaited.append(js.publish_async(args.subject, args.data.replace("{n}", str(n)).encode(),

@@ -29,13 +29,13 @@ session; the deques of deadlines are appended by callers and popped only by the 
   with attempts left goes to ``_retries`` instead. Done-callbacks are handed to the
   client's callback thread: the reader never runs user code.
 - the ack timer thread ``nats_sync-js-acks`` (one per live session): wakes at the
-  earliest deadline or retry, and every ``_SWEEP_INTERVAL`` while acks are in flight;
+  earliest deadline or retry, and every ``JS_ACK_SWEEP_INTERVAL`` while acks are in flight;
   drops settled entries from the deques' heads (a deque per timeout, so deadlines in
   each only grow), fails expired ones with ``PublishAckTimeoutError`` (taking them
   from the mux first, so a late ack and the timeout settle each future once), publishes
   503'd messages again under a fresh reply, fails everything with
   ``ConnectionClosedError`` when the client closes, and retires the session after
-  ``_IDLE_EXIT`` seconds with nothing in flight.
+  ``JS_ACK_TIMER_IDLE_EXIT`` seconds with nothing in flight.
 - the client's status listener (any client thread): only marks the session closed and
   wakes the timer.
 """
@@ -53,6 +53,7 @@ from concurrent.futures._base import FINISHED as _FINISHED_STATE
 from concurrent.futures._base import RUNNING as _RUNNING_STATE
 from typing import TYPE_CHECKING, Any
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._defaults import DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS as _DEFAULT_RETRY_ATTEMPTS
 from nats_sync._defaults import DEFAULT_JS_PUBLISH_RETRY_WAIT as _DEFAULT_RETRY_WAIT
@@ -75,16 +76,8 @@ if TYPE_CHECKING:
     from nats_sync._requests import InboxRoute, RequestMux
     from nats_sync.jetstream._context_api import JsContext
 
-#: Seconds a session lives on with nothing in flight before it unsubscribes and its
-#: timer thread ends (a context made per call must not keep a thread forever).
-_IDLE_EXIT = 10.0
 _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it
-#: Seconds between the timer's sweeps of settled entries while acks are in flight.
-_SWEEP_INTERVAL = 0.25
-#: Seconds between the timer's looks for waiters a Ctrl-C left with nothing to settle
-#: them (see ``AsyncPublisher._reap_orphans``); one is failed at its second sighting.
-_ORPHAN_SCAN = 1.0
 
 #: ``{"stream":"<name>","seq":<n>}`` exactly, as nats-server writes a plain PubAck.
 _PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)\}\Z')
@@ -561,7 +554,7 @@ class AsyncPublisher:
                         self._retries = [item for item in self._retries if item[0] > now]
                     scan = now >= self._next_orphan_scan and bool(self._in_flight)
                     if scan:
-                        self._next_orphan_scan = now + _ORPHAN_SCAN
+                        self._next_orphan_scan = now + d.JS_ACK_ORPHAN_SCAN
                         retrying = {waiter for _, waiter in self._retries} | set(due)
             if closed:
                 self._fail_all(mux)
@@ -576,17 +569,17 @@ class AsyncPublisher:
                 for when, _ in self._retries:
                     next_wake = min(next_wake, when)
                 if not self._in_flight:
-                    if now - self._idle_since >= _IDLE_EXIT:
+                    if now - self._idle_since >= d.JS_ACK_TIMER_IDLE_EXIT:
                         self._session = None  # callers open a new one from now on
                         return
                     # Not past the next look for orphans either: one added to the
                     # window without a deadline (Ctrl-C) must not wait for the idle exit.
-                    next_wake = min(next_wake, self._idle_since + _IDLE_EXIT,
-                                    now + _ORPHAN_SCAN)
+                    next_wake = min(next_wake, self._idle_since + d.JS_ACK_TIMER_IDLE_EXIT,
+                                    now + d.JS_ACK_ORPHAN_SCAN)
                 else:
                     # Settled entries leave the deques only here: sweep them at least
                     # this often, so that a long ack timeout does not keep them all.
-                    next_wake = min(next_wake, now + _SWEEP_INTERVAL)
+                    next_wake = min(next_wake, now + d.JS_ACK_SWEEP_INTERVAL)
                 self._next_wake = next_wake
                 self._wake.wait(max(next_wake - time.monotonic(), 0.0))
 
@@ -613,7 +606,7 @@ class AsyncPublisher:
 
         A Ctrl-C in ``publish_async`` between putting its waiter in the window and
         taking it back can leave it there, in the mux or not, with or without a
-        deadline. Every ``_ORPHAN_SCAN`` seconds the window is looked over: a waiter
+        deadline. Every ``JS_ACK_ORPHAN_SCAN`` seconds the window is looked over: a waiter
         neither settled, nor in the mux, nor waiting to be sent again, is a suspect;
         one still so with the same reply at the next look (a second later: a reader
         settling it takes microseconds) is failed. One in the mux is the deadlines'.

@@ -59,6 +59,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from nats_sync import _defaults as d
 from nats_sync._validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 from nats_sync.jetstream._api import Headers, decode_reply, js_headers, ttl_header
@@ -81,10 +82,8 @@ from nats_sync.subscription import Subscription
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
 
-__all__ = ["DEFAULT_MAX_MESSAGES", "AtomicBatch", "publish_atomic"]
+__all__ = ["AtomicBatch", "publish_atomic"]
 
-#: The server's default limit of messages per atomic batch (``streamDefaultMaxAtomicBatchSize``).
-DEFAULT_MAX_MESSAGES = 1000
 
 _BATCH_ID = "Nats-Batch-Id"
 _BATCH_SEQ = "Nats-Batch-Sequence"
@@ -132,7 +131,7 @@ class AtomicBatch:
     """
 
     def __init__(self, js: JsContext, *, timeout: float | None = None,
-                 max_messages: int = DEFAULT_MAX_MESSAGES) -> None:
+                 max_messages: int = d.JS_ATOMIC_MAX_MESSAGES) -> None:
         if timeout is not None:
             check_timeout(timeout)
         check_int(max_messages, "max_messages", 1)
@@ -515,7 +514,7 @@ class AtomicBatch:
 
 def publish_atomic(
     js: JsContext, messages: Iterable[Any], *, timeout: float | None = None,
-    max_messages: int = DEFAULT_MAX_MESSAGES, ttl: float | str | None = None,
+    max_messages: int = d.JS_ATOMIC_MAX_MESSAGES, ttl: float | str | None = None,
 ) -> BatchAck:
     """See :meth:`JetStream.publish_atomic`: checks every item (and ``ttl``), then sends
     them as one batch, the last one with the commit."""

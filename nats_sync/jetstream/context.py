@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, TypeAlias
 
 from nats_sync import _defaults as d
+from nats_sync._defaults import JS_ATOMIC_MAX_MESSAGES
 from nats_sync._validate import check_timeout
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import _compat
@@ -39,7 +40,6 @@ from nats_sync.jetstream.api import (
     StreamInfo,
     config_with,
 )
-from nats_sync.jetstream.atomic import DEFAULT_MAX_MESSAGES as DEFAULT_ATOMIC_BATCH_MAX
 from nats_sync.jetstream.atomic import AtomicBatch, publish_atomic
 from nats_sync.jetstream.consumer import PullConsumer, bind_consumer, put_consumer
 from nats_sync.jetstream.counter import Counter
@@ -525,7 +525,7 @@ class JetStream(NatsPyNames):
                                              timeout=timeout)
 
     def atomic_batch(self, *, timeout: float | None = None,
-                     max_messages: int = DEFAULT_ATOMIC_BATCH_MAX) -> AtomicBatch:
+                     max_messages: int = JS_ATOMIC_MAX_MESSAGES) -> AtomicBatch:
         """Starts an atomic batch (ADR-50, nats-server 2.12+; the stream needs
         ``allow_atomic``): the stream stores every message added, at the commit, or none.
 
@@ -554,7 +554,7 @@ class JetStream(NatsPyNames):
 
     def publish_atomic(
         self, messages: Iterable[tuple[str, bytes] | tuple[str, bytes, Headers]], *,
-        timeout: float | None = None, max_messages: int = DEFAULT_ATOMIC_BATCH_MAX,
+        timeout: float | None = None, max_messages: int = JS_ATOMIC_MAX_MESSAGES,
         ttl: float | str | None = None,
     ) -> BatchAck:
         """Publishes messages as one atomic batch: the stream stores all, or none.

@@ -29,7 +29,7 @@ How it works:
 - Kept alive: the server drops a batch that sent nothing for 10 s (its
   ``max_batch_timeout``; the next message is then refused as an unknown batch). Once
   the batch started, a `_KeepAlive` on the client's timer thread looks at it every
-  ``KEEPALIVE_INTERVAL``; a batch that sent nothing (no message, no ping) since the
+  ``JS_FAST_KEEPALIVE_INTERVAL``; a batch that sent nothing (no message, no ping) since the
   previous look gets a ping, which restarts the server's idle timer: an idle batch
   costs one ping and one flow ack per interval, and the server sees it at least every
   two intervals. ``add`` does nothing for it (the look compares counters it keeps
@@ -61,6 +61,7 @@ from collections.abc import Callable, Sized
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from nats_sync import _defaults as d
 from nats_sync._defaults import DEFAULT_SUB_PENDING_MSGS_LIMIT
 from nats_sync._port import port_of
 from nats_sync._validate import check_int, check_timeout
@@ -97,21 +98,12 @@ ErrorCallback = Callable[[JetStreamError], None]
 MAX_OUTSTANDING_ACKS: Final = 10
 #: The server keeps the flow in a uint16.
 MAX_FLOW: Final = 65_535
-#: Longest wait for an ack before a ping asks the server to repeat it (a quarter of
-#: ``ack_timeout`` when that is shorter): an ack lost on the way costs this much.
-PING_INTERVAL: Final = 0.5
-#: Answers taken from the inbox per look.
-_TAKE = 256
 #: The inbox subscription's pending message limit (a module attribute, so a test can
 #: make it tiny to have acks dropped on purpose).
 _INBOX_PENDING_MSGS = DEFAULT_SUB_PENDING_MSGS_LIMIT
 #: ``{"type":"ack","seq":N,"msgs":F}`` exactly, as nats-server writes a flow ack.
 _FLOW_ACK = re.compile(rb'\{"type":"ack","seq":(\d+),"msgs":(\d+)\}\Z')
 
-#: Seconds between the keep-alive's looks at an open batch (see the module docstring):
-#: an idle batch is pinged this often, and the server hears from it at least every two
-#: intervals, well within its 10 s idle timeout.
-KEEPALIVE_INTERVAL: Final = 2.5
 
 #: ``FastPubAck(a, b)`` without the named tuple's own ``__new__``: half the cost, per add.
 _new_tuple = tuple.__new__
@@ -173,7 +165,7 @@ class FastPublisher:
         # A reply under our own inbox needs no check per message (see ClientPort).
         self._publish = port.publish_inbox
         self._ack_timeout = float(ack_timeout)
-        self._ping_every = min(PING_INTERVAL, self._ack_timeout / 4)
+        self._ping_every = min(d.JS_FAST_PING_INTERVAL, self._ack_timeout / 4)
         self._gap_ok = continue_on_gap
         self._error_cb = error_cb
         self._max_outstanding = max_outstanding_acks
@@ -455,7 +447,7 @@ class FastPublisher:
                 self._ping()
                 ping_at = now + self._ping_every
             try:
-                msgs = sub.next_msgs(_TAKE, min(deadline, ping_at) - now)
+                msgs = sub.next_msgs(d.JS_FAST_REPLIES_PER_TAKE, min(deadline, ping_at) - now)
             except TimeoutError:
                 continue
             except Error as err:
@@ -523,7 +515,7 @@ class FastPublisher:
     def _take_ready(self) -> None:
         sub = self._sub
         if sub is not None and sub.pending_msgs:
-            self._take(sub.next_msgs(_TAKE))
+            self._take(sub.next_msgs(d.JS_FAST_REPLIES_PER_TAKE))
 
     def _take(self, msgs: list[Msg]) -> None:
         for msg in msgs:
@@ -630,7 +622,7 @@ class FastPublisher:
 
 class _KeepAlive:
     """The timer call that keeps one batch alive while it is idle (see the module
-    docstring); it schedules itself again every ``KEEPALIVE_INTERVAL`` until the batch
+    docstring); it schedules itself again every ``JS_FAST_KEEPALIVE_INTERVAL`` until the batch
     ended, or the publisher was collected (then it unsubscribes the inbox).
 
     It holds the publisher only by a weak reference, and the inbox subscription (the
@@ -648,7 +640,7 @@ class _KeepAlive:
 
     def schedule(self) -> None:
         """Runs the next look one interval from now."""
-        self._schedule(time.monotonic() + KEEPALIVE_INTERVAL, self)
+        self._schedule(time.monotonic() + d.JS_FAST_KEEPALIVE_INTERVAL, self)
 
     def __call__(self) -> None:
         """Timer thread: pings the batch if it sent nothing since the last look."""

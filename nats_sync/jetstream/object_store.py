@@ -81,7 +81,6 @@ from nats_sync.jetstream.stream import Stream, bind_stream, put_stream
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
 
-DEFAULT_CHUNK_SIZE = 128 * 1024
 _ROLLUP = {"Nats-Rollup": "sub"}
 _NUID_ALPHABET = string.ascii_letters + string.digits
 
@@ -131,7 +130,7 @@ class ObjectStore:
             description: str | None = None,
             headers: Mapping[str, str | Sequence[str]] | None = None,
             metadata: Mapping[str, str] | None = None,
-            chunk_size: int = DEFAULT_CHUNK_SIZE) -> ObjectInfo:
+            chunk_size: int = d.OBJ_CHUNK_SIZE) -> ObjectInfo:
         """Stores an object (replacing one of that name), a chunk at a time.
 
         Args:
@@ -342,7 +341,7 @@ class ObjectStore:
         return info
 
     def _chunks(self, info: ObjectInfo) -> Iterator[StoredMsg]:
-        chunk_size = int((info.options or {}).get("max_chunk_size") or DEFAULT_CHUNK_SIZE)
+        chunk_size = int((info.options or {}).get("max_chunk_size") or d.OBJ_CHUNK_SIZE)
         batch = max(1, d.OBJ_WINDOW_BYTES // max(chunk_size, 1))
         yield from self._stream.get_msgs(subject=self._chunk_subject(info.nuid), batch=batch,
                                          max_bytes=d.OBJ_WINDOW_BYTES)

@@ -14,6 +14,7 @@ import json
 import time
 from typing import TYPE_CHECKING, TypeVar
 
+from nats_sync import _defaults as d
 from nats_sync._validate import check_timeout
 from nats_sync.errors import InvalidArgumentError, TimeoutError
 from nats_sync.micro._api import (
@@ -27,16 +28,13 @@ from nats_sync.micro._api import (
 if TYPE_CHECKING:
     from nats_sync.client import Client
 
-#: Seconds to wait for the first answer.
-DEFAULT_TIMEOUT = 2.0
-#: Seconds without a new answer after which the others are taken as all there are.
-DEFAULT_QUIET = 0.25
 
 _Record = TypeVar("_Record", ServicePing, ServiceInfo, ServiceStats)
 
 
 def ping(nc: Client, name: str | None = None, id: str | None = None, *,
-         timeout: float = DEFAULT_TIMEOUT, quiet: float = DEFAULT_QUIET) -> list[ServicePing]:
+         timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
+         quiet: float = d.MICRO_DISCOVERY_QUIET) -> list[ServicePing]:
     """Every instance that answers ``$SRV.PING[.<name>[.<id>]]``, sorted by name and id.
 
     Args:
@@ -53,13 +51,15 @@ def ping(nc: Client, name: str | None = None, id: str | None = None, *,
 
 
 def info(nc: Client, name: str | None = None, id: str | None = None, *,
-         timeout: float = DEFAULT_TIMEOUT, quiet: float = DEFAULT_QUIET) -> list[ServiceInfo]:
+         timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
+         quiet: float = d.MICRO_DISCOVERY_QUIET) -> list[ServiceInfo]:
     """Every instance's answer to ``$SRV.INFO[.<name>[.<id>]]``; see :func:`ping`."""
     return _gather(nc, "INFO", name, id, timeout, quiet, ServiceInfo)
 
 
 def stats(nc: Client, name: str | None = None, id: str | None = None, *,
-          timeout: float = DEFAULT_TIMEOUT, quiet: float = DEFAULT_QUIET) -> list[ServiceStats]:
+          timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
+          quiet: float = d.MICRO_DISCOVERY_QUIET) -> list[ServiceStats]:
     """Every instance's answer to ``$SRV.STATS[.<name>[.<id>]]``; see :func:`ping`."""
     return _gather(nc, "STATS", name, id, timeout, quiet, ServiceStats)
 

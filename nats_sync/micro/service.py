@@ -74,8 +74,6 @@ log = logging.getLogger("nats_sync")
 
 #: ``handler(request)``: answers with ``request.respond`` or ``request.respond_error``.
 RequestHandler = Callable[[Request], None]
-#: Seconds ``stop()`` waits for running handlers unless told otherwise.
-DEFAULT_STOP_TIMEOUT = 5.0
 _ids = Nuid()
 
 
@@ -396,7 +394,7 @@ class Service:
         """Whether the service stopped (``stop()``, or its client closed)."""
         return self._stopped or self._nc.is_closed
 
-    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+    def stop(self, timeout: float = d.MICRO_STOP_TIMEOUT) -> None:
         """Stops serving: unsubscribes everything, then waits for running handlers.
 
         Requests already received are still handled (each subscription is drained);

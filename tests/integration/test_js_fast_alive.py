@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import nats_sync
+from nats_sync import _defaults as d
 from nats_sync.jetstream import (
     BatchClosedError,
     BatchMessageError,
@@ -26,7 +27,6 @@ from nats_sync.jetstream import (
     FastPublisher,
     JetStream,
 )
-from nats_sync.jetstream import fast as fast_module
 from nats_sync.msg import Msg
 from nats_sync.testing import NatsServer
 
@@ -51,7 +51,7 @@ def short_timeout_server() -> Iterator[NatsServer]:
 
 @pytest.fixture
 def quick_keepalive(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fast_module, "KEEPALIVE_INTERVAL", SHORT_KEEPALIVE)
+    monkeypatch.setattr(d, "JS_FAST_KEEPALIVE_INTERVAL", SHORT_KEEPALIVE)
 
 
 def _jetstream(server: NatsServer, made: list[nats_sync.Client]) -> JetStream:
@@ -156,7 +156,7 @@ def test_without_the_keepalive_the_server_drops_the_idle_batch(
         short_timeout_server: NatsServer, clients: list[nats_sync.Client],
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The control of the test above: the short timeout does drop a batch left idle.
-    monkeypatch.setattr(fast_module, "KEEPALIVE_INTERVAL", 3600.0)
+    monkeypatch.setattr(d, "JS_FAST_KEEPALIVE_INTERVAL", 3600.0)
     js = _jetstream(short_timeout_server, clients)
     fp = js.fast_publisher()
     for n in range(50):

@@ -13,6 +13,7 @@ from concurrent.futures import Future
 import pytest
 
 import nats_sync
+from nats_sync import _defaults as d
 from nats_sync.jetstream import (
     APIError,
     BadRequestError,
@@ -25,7 +26,6 @@ from nats_sync.jetstream import (
     WrongLastMsgIdError,
     WrongLastSequenceError,
 )
-from nats_sync.jetstream import _acks as acks_module
 from nats_sync.testing import NatsCluster, NatsServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -293,7 +293,7 @@ def test_done_callbacks_run_off_the_reader_and_may_publish_again(js: JetStream) 
 def test_the_idle_session_ends_its_thread_and_comes_back(
     js: JetStream, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(acks_module, "_IDLE_EXIT", 0.3)
+    monkeypatch.setattr(d, "JS_ACK_TIMER_IDLE_EXIT", 0.3)
     assert js.publish_async("orders.a", b"1").result(10).seq == 1
     deadline = time.monotonic() + 5
     while any(t.name == "nats_sync-js-acks" for t in threading.enumerate()):

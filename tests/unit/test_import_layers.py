@@ -222,3 +222,65 @@ def test_the_crossing_check_sees_one() -> None:
              "micro.service": {"_handler"}, "jetstream.kv": {"jetstream._kv_config"}}
     assert _private_crossings(graph) == ["micro.service imports _handler",
                                          "spark._js_sink imports jetstream._kv_config"]
+
+
+#: Numbers named at module level outside ``_defaults`` that are facts of a format or a
+#: protocol, or of a tool's own screen, not defaults or limits to tune: each with why.
+NOT_DEFAULTS = {
+    "_nuid.PREFIX_LENGTH": "the NUID format", "_nuid.SEQUENCE_LENGTH": "the NUID format",
+    "_nuid._MIN_INCREMENT": "the NUID format", "_nuid._MAX_INCREMENT": "the NUID format",
+    "_nuid._MAX_SEQUENCE": "the NUID format",
+    "_auth._SIGNATURE_SIZE": "ed25519",
+    "jetstream._api._NS_PER_SECOND": "a unit",
+    "jetstream._api.MAX_TTL_SECONDS": "the wire's int64 nanoseconds",
+    "jetstream._msg._V2_STREAM_AT": "the ack subject's v2 layout",
+    "jetstream.pcgroups.elastic._WQ_NOT_UNIQUE": "a server error code",
+    "jetstream.fast._OP_START": "ADR-50 wire op", "jetstream.fast._OP_APPEND": "ADR-50 wire op",
+    "jetstream.fast._OP_COMMIT": "ADR-50 wire op",
+    "jetstream.fast._OP_END_OF_BATCH": "ADR-50 wire op",
+    "jetstream.fast._OP_PING": "ADR-50 wire op",
+    "jetstream.fast.MAX_FLOW": "the server's uint16", "jetstream.fast.MAX_OUTSTANDING_ACKS":
+        "ADR-50's bound", "jetstream._kv_config.MAX_HISTORY": "the server's limit",
+    "cli._PROGRESS_WIDTH": "the CLI's screen", "cli._INTERRUPT_POLL": "the CLI's own wait",
+    "_cli_server._ALIVE_POLL": "the CLI's own wait",
+    "testing._POLL_INTERVAL": "the test server's start-up wait",
+    "spark.testing._POLL_INTERVAL": "the test cluster's start-up wait",
+}
+
+
+def _numeric(node: ast.expr, inside: bool = False) -> bool:
+    """A number, or arithmetic on numbers and names (a name alone is an alias)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.BinOp):
+        return _numeric(node.left, True) and _numeric(node.right, True)
+    if isinstance(node, ast.Name):
+        return inside
+    return isinstance(node, ast.UnaryOp) and _numeric(node.operand, inside)
+
+
+def _named_numbers(path: Path) -> list[str]:
+    """``<module>.<NAME>`` for each module-level ``NAME = <number>``."""
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else (
+            node.target if isinstance(node, ast.AnnAssign) else None)
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if (isinstance(target, ast.Name) and target.id.lstrip("_").isupper()
+                and value is not None and _numeric(value)):
+            found.append(f"{_module_name(path)}.{target.id}")
+    return found
+
+
+def test_defaults_and_limits_live_in_defaults() -> None:
+    stray = [name for path in sorted(PACKAGE_DIR.rglob("*.py")) if path.name != "_defaults.py"
+             for name in _named_numbers(path) if name not in NOT_DEFAULTS]
+    assert stray == [], "move these to nats_sync/_defaults.py (or say in NOT_DEFAULTS why not)"
+    assert all(name.split(".")[-1] in {
+        n.rpartition(".")[2] for path in PACKAGE_DIR.rglob("*.py") for n in _named_numbers(path)}
+        for name in NOT_DEFAULTS), "NOT_DEFAULTS names a constant that is gone"
+
+
+def test_defaults_name_each_value_once() -> None:
+    names = [name.rpartition(".")[2] for name in _named_numbers(PACKAGE_DIR / "_defaults.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
