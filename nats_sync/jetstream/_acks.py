@@ -5,7 +5,7 @@ How it works:
 
 - ``publish_async`` registers each message as a waiter in the client's request
   multiplexer (the shared inbox ``<inbox>.*`` that ``request`` uses, through the
-  client's ``_inbox_route`` hook) and publishes it with that waiter's reply subject
+  client port's ``inbox_route``) and publishes it with that waiter's reply subject
   (``<inbox>.<token>``), so its ack is decoded and its future settled on the thread
   that parses the ack, as a request's reply is: no queue, no thread hop, no lock per
   message. The future is an :class:`AckFuture`, which makes a condition

@@ -284,3 +284,14 @@ def test_defaults_and_limits_live_in_defaults() -> None:
 def test_defaults_name_each_value_once() -> None:
     names = [name.rpartition(".")[2] for name in _named_numbers(PACKAGE_DIR / "_defaults.py")]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+#: The house rule: a module a reader can hold in mind (split a longer one by its parts).
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_is_longer_than_the_rule() -> None:
+    long = {str(path.relative_to(PACKAGE_DIR)): count for path in sorted(
+        PACKAGE_DIR.rglob("*.py")) if (count := len(path.read_text().splitlines()))
+        > MAX_MODULE_LINES}
+    assert long == {}
