@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from typing import TYPE_CHECKING, Protocol
 
 from nats_sync import _defaults as d
@@ -208,6 +208,14 @@ class _MessageQueue:
             if ended:
                 items.append(_END)
             return count
+
+
+def queued_view(sub: Subscription) -> Sized:
+    """A live, read-only view of what ``sub`` holds (messages, and the end marker once it
+    ended), for an "is anything there?" look without a lock or a call: JetStream fast
+    ingest's per-message check for answers. Its truth value may be stale by the time it
+    is acted on; take messages with ``next_msg``/``next_msgs`` as usual."""
+    return sub._messages._items
 
 
 class SubscriptionOwner(Protocol):

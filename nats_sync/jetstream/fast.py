@@ -84,7 +84,7 @@ from nats_sync.jetstream.errors import (
     api_error,
 )
 from nats_sync.msg import Msg
-from nats_sync.subscription import Subscription
+from nats_sync.subscription import Subscription, queued_view
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._context_api import JsContext
@@ -372,7 +372,7 @@ class FastPublisher:
         if self._sub is None:  # a first message whose publish raised may be sent again
             self._sub = subscribe_replies(self._client, f"{self._inbox}.>",
                                           _INBOX_PENDING_MSGS)
-            self._answers = self._sub._messages._items
+            self._answers = queued_view(self._sub)
 
     def _start(self, subject: str, data: bytes, headers: Headers | bytes) -> FastPubAck:
         """The first message: subscribes, publishes and waits for the first answer."""
