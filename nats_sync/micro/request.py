@@ -101,19 +101,23 @@ def check(reply: Msg | BaseException) -> Msg:
 class Request:
     """One request to an endpoint, handed to its handler.
 
+    Args:
+        msg: the received message.
+        tracing: the service's instrumentation, when traced (the endpoint gives it).
+
     Attributes:
         msg: the received message.
     """
 
     __slots__ = ("_error", "_responded", "_tracing", "msg")
 
-    def __init__(self, msg: Msg) -> None:
+    def __init__(self, msg: Msg, tracing: Instrumentation | None = None) -> None:
         self.msg = msg
         self._error: str | None = None
         self._responded = False
-        #: The service's instrumentation (set by the endpoint): the answer then carries
+        #: The service's instrumentation (given by the endpoint): the answer then carries
         #: the handler's trace context.
-        self._tracing: Instrumentation | None = None
+        self._tracing = tracing
 
     @property
     def subject(self) -> str:

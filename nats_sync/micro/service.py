@@ -168,8 +168,8 @@ class _Endpoint:
 
     def handle(self, msg: Msg) -> None:
         """Runs the handler for one request and counts it (a handler thread)."""
-        request = Request(msg)
-        otel = request._tracing = self.otel
+        otel = self.otel
+        request = Request(msg, otel)
         start = time.perf_counter_ns()
         try:
             self.handler(request)
