@@ -259,11 +259,17 @@ def test_consume_drain_hands_over_what_was_received(js: JetStream) -> None:
     while consumer.info().num_ack_pending < 10 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)  # the ten the server sent have reached the client
-    threading.Timer(0.3, gate.set).start()
+    # 1 s: the drain must have begun (no more pulls) before the callback is let go, even
+    # on a loaded machine; released earlier, it would pull the next ones itself.
+    threading.Timer(1.0, gate.set).start()
     context.drain(timeout=10)
     assert context.closed and context.error is None
     assert got == list(range(1, 11))  # all ten received, none pulled after the drain
     js.client.flush()
+    # The server takes acks in on the consumer's own time: look until it has.
+    deadline = time.monotonic() + 5
+    while consumer.info().num_ack_pending and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert consumer.info().num_ack_pending == 0
 
 
