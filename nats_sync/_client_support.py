@@ -67,8 +67,8 @@ def bind_traced_methods(client: object, port: ClientPort, otel: Instrumentation)
     makes from them (``Client._instrument``)."""
     methods: dict[str, Callable[..., Any]] = {
         name: getattr(client, name) for name in TRACED_METHODS}
-    methods["_publish_inbox"] = port.publish_inbox
+    methods["publish_inbox"] = port.publish_inbox
     otel.wrap_client_methods(methods)
-    port.publish_inbox = methods.pop("_publish_inbox")
+    port.publish_inbox = methods.pop("publish_inbox")
     for name, method in methods.items():
         setattr(client, name, method)

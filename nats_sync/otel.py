@@ -239,7 +239,7 @@ class _Instrumentation:
     def wrap_client_methods(self, methods: dict[str, Callable[..., Any]]) -> None:
         """Replaces the client's publish and request methods with traced ones."""
         methods["publish"] = self._traced_publish(methods["publish"])
-        methods["_publish_inbox"] = self._traced_publish_inbox(methods["_publish_inbox"])
+        methods["publish_inbox"] = self._traced_publish_inbox(methods["publish_inbox"])
         methods["request"] = self._traced_request(methods["request"])
         methods["request_future"] = self._traced_request_future(methods["request_future"])
         methods["request_batch"] = self._traced_request_batch(methods["request_batch"])

@@ -131,7 +131,7 @@ class JetStream(NatsPyNames):
         Raises:
             StreamNameAlreadyInUseError: a stream of that name has another config.
         """
-        return self._put_stream("CREATE", config_with(StreamConfig, config, fields, "config"),
+        return put_stream(self, "CREATE", config_with(StreamConfig, config, fields, "config"),
                                 timeout)
 
     def update_stream(
@@ -143,7 +143,7 @@ class JetStream(NatsPyNames):
         Raises:
             StreamNotFoundError: there is no such stream.
         """
-        return self._put_stream("UPDATE", config_with(StreamConfig, config, fields, "config"),
+        return put_stream(self, "UPDATE", config_with(StreamConfig, config, fields, "config"),
                                 timeout)
 
     def create_or_update_stream(
@@ -153,12 +153,10 @@ class JetStream(NatsPyNames):
         """Updates the stream, or creates it when it does not exist."""
         full = config_with(StreamConfig, config, fields, "config")
         try:
-            return self._put_stream("UPDATE", full, timeout)
+            return put_stream(self, "UPDATE", full, timeout)
         except StreamNotFoundError:
-            return self._put_stream("CREATE", full, timeout)
+            return put_stream(self, "CREATE", full, timeout)
 
-    def _put_stream(self, action: str, config: StreamConfig, timeout: float | None) -> Stream:
-        return put_stream(self, action, config, timeout)
 
     def stream(self, name: str, timeout: float | None = None) -> Stream:
         """Binds to an existing stream.

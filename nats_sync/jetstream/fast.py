@@ -619,6 +619,26 @@ class FastPublisher:
         self._closed = True
         self._unsubscribe()
 
+    # --- the keep-alive's (timer thread) ------------------------------------------------
+
+    def _sent_so_far(self) -> tuple[int, int]:
+        """What the batch has sent: its sequence and its pings."""
+        return self._seq, self._pings
+
+    def _ping_if_idle(self, seen: tuple[int, int]) -> tuple[int, int]:
+        """Pings the batch if it sent nothing since ``seen`` (the keep-alive's last
+        look); returns what it has sent now, for the next look."""
+        now = (self._seq, self._pings)
+        if now == seen and not self._closed and self._client.is_connected:
+            try:
+                self._publish(self._subject, b"", self._reply(now[0], _OP_PING))
+            except Error as error:  # e.g. the client closing: its next look stops
+                log.debug("nats_sync: fast batch %s: keep-alive ping failed: %s",
+                          self._batch_id, error)
+            else:
+                self._keepalive_pings += 1
+        return now
+
 
 class _KeepAlive:
     """The timer call that keeps one batch alive while it is idle (see the module
@@ -636,7 +656,7 @@ class _KeepAlive:
         self._publisher = weakref.ref(publisher)
         self._sub = sub
         self._schedule = publisher._client_port.schedule
-        self._seen = (publisher._seq, publisher._pings)
+        self._seen = publisher._sent_so_far()
 
     def schedule(self) -> None:
         """Runs the next look one interval from now."""
@@ -650,17 +670,7 @@ class _KeepAlive:
             return
         if publisher._sub is None:
             return  # the batch ended: the publisher unsubscribed
-        seen = (publisher._seq, publisher._pings)
-        if seen == self._seen and not publisher._closed and publisher._client.is_connected:
-            try:
-                publisher._publish(publisher._subject, b"",
-                                   publisher._reply(seen[0], _OP_PING))
-            except Error as error:  # e.g. the client closing: its next look stops
-                log.debug("nats_sync: fast batch %s: keep-alive ping failed: %s",
-                          publisher._batch_id, error)
-            else:
-                publisher._keepalive_pings += 1
-        self._seen = seen
+        self._seen = publisher._ping_if_idle(self._seen)
         self.schedule()
 
 
