@@ -12,7 +12,8 @@ Prints markdown tables of medians with each cell's min-max: msgs/s and MB/s (MB 
 
 A rule is a threshold ``T``: payloads below it are joined into their frame by the
 publisher, the rest are queued as ``[control line, payload, CRLF]`` and go to the
-socket as their own buffers (set in the worker through ``_publishing._LARGE_PAYLOAD``).
+socket as their own buffers (set in the worker through
+``_core.components.publishing._LARGE_PAYLOAD``).
 ``T/wC`` adds a writer that joins runs of frames, large ones included, into buffers of
 up to ``C`` bytes (one copy in the writer instead of one buffer per piece); a frame
 larger than ``C`` still goes as it is. The rules patch private names of nats_sync: they
@@ -76,7 +77,8 @@ def label(column: str) -> str:
 
 
 def segments_joining_runs(cap: int) -> Callable[[list[Any]], list[Any]]:
-    """A ``_connection._segments`` that joins runs of frames into buffers of up to ``cap``."""
+    """A ``_core.threads.connection._segments`` that joins runs of frames into buffers of
+    up to ``cap``."""
 
     def segments(frames: list[Any]) -> list[Any]:
         try:
@@ -120,9 +122,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         module = importlib.import_module(MODULES[column])
         return dict(module.SCENARIOS["publish"](url=url, size=size, count=count))
     threshold, cap = parse_rule(column)
-    patch("nats_sync._publishing", "_LARGE_PAYLOAD", threshold)
+    patch("nats_sync._core.components.publishing", "_LARGE_PAYLOAD", threshold)
     if cap is not None:
-        patch("nats_sync._connection", "_segments", segments_joining_runs(cap))
+        patch("nats_sync._core.threads.connection", "_segments", segments_joining_runs(cap))
     module = importlib.import_module(MODULES["nats_sync"])
     return dict(module.SCENARIOS["publish"](url=url, size=size, count=count))
 

@@ -15,6 +15,7 @@ with nats_sync.connect("nats://127.0.0.1:4222") as nc:
 ```
 """
 
+from nats_sync._core.components.subscription import Subscription
 from nats_sync._process import process_client
 from nats_sync._trace import MessageTrace
 from nats_sync._version import __version__
@@ -53,7 +54,6 @@ from nats_sync.errors import (
     TimeoutError,
 )
 from nats_sync.msg import Msg
-from nats_sync.subscription import Subscription
 
 __all__ = [
     "AuthorizationError",

@@ -10,13 +10,13 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nats_sync._pool import parse_server_url
+from nats_sync._core.transport.pool import parse_server_url
 from nats_sync.errors import NotSupportedError
 
 if TYPE_CHECKING:
-    from nats_sync._handler import Handler
-    from nats_sync._instrumentation import Instrumentation
-    from nats_sync._port import ClientPort
+    from nats_sync._core.components.instrumentation import Instrumentation
+    from nats_sync._core.components.port import ClientPort
+    from nats_sync._core.handler import Handler
     from nats_sync.otel import InstrumentedClient
 
 

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_sync import _defaults as d
-from nats_sync._proto.encoder import publish_subject
-from nats_sync._publishing import HeadersArg
-from nats_sync._validate import check_timeout
+from nats_sync._core.components.publishing import HeadersArg
+from nats_sync._core.proto.encoder import publish_subject
+from nats_sync._core.validate import check_timeout
 from nats_sync.errors import (
     BadHeaderError,
     BadSubjectError,
@@ -36,8 +36,8 @@ from nats_sync.errors import (
 )
 
 if TYPE_CHECKING:
+    from nats_sync._core.components.subscription import Subscription
     from nats_sync.msg import Msg
-    from nats_sync.subscription import Subscription
 
 TRACE_DEST_HEADER = "Nats-Trace-Dest"
 TRACE_ONLY_HEADER = "Nats-Trace-Only"

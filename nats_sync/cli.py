@@ -22,15 +22,13 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 import nats_sync
-from nats_sync import (
-    _cli_jetstream,
-    _cli_micro,
-    _cli_pcgroups,
-    _cli_server,
-    _cli_sys,
-    _cli_trace,
-)
 from nats_sync import _defaults as d
+from nats_sync._cli import jetstream as _cli_jetstream
+from nats_sync._cli import micro as _cli_micro
+from nats_sync._cli import pcgroups as _cli_pcgroups
+from nats_sync._cli import server as _cli_server
+from nats_sync._cli import sys as _cli_sys
+from nats_sync._cli import trace as _cli_trace
 from nats_sync._defaults import DEFAULT_URL
 from nats_sync._version import __version__
 from nats_sync.errors import (

@@ -22,10 +22,14 @@ from nats_sync._client_support import (
     close_despite_interrupts,
     otel_instrument,
 )
-from nats_sync._contexts import NatsContext
-from nats_sync._handler import Handler
-from nats_sync._instrumentation import Instrumentation
-from nats_sync._options import (
+from nats_sync._core.components.instrumentation import Instrumentation
+from nats_sync._core.components.port import ClientPort
+from nats_sync._core.components.publishing import HeadersArg
+from nats_sync._core.components.subscription import MessageCallback, Subscription
+from nats_sync._core.handler import Handler
+from nats_sync._core.state import State
+from nats_sync._core.transport.contexts import NatsContext
+from nats_sync._core.transport.options import (
     DelayCallback,
     ErrorCallback,
     EventCallback,
@@ -34,16 +38,12 @@ from nats_sync._options import (
     build_options_and_context,
     server_urls,
 )
-from nats_sync._pool import Server
-from nats_sync._port import ClientPort
-from nats_sync._publishing import HeadersArg
-from nats_sync._state import State
+from nats_sync._core.transport.pool import Server
+from nats_sync._core.validate import check_int
 from nats_sync._trace import MessageTrace, trace
-from nats_sync._validate import check_int
 from nats_sync.errors import ConnectionClosedError, InvalidArgumentError
 from nats_sync.jetstream import JetStream
 from nats_sync.msg import Msg
-from nats_sync.subscription import MessageCallback, Subscription
 
 
 def connect(
@@ -222,7 +222,7 @@ class Client:
         self.publish = handler.publisher.publish  # type: ignore[method-assign]
         #: None until ``_instrument``: the uninstrumented paths are exactly as before.
         self._otel: Instrumentation | None = None
-        #: What the extensions use besides the public API (``_port.port_of``).
+        #: What the extensions use besides the public API (``_core.components.port.port_of``).
         self._port = ClientPort(
             add_status_listener=handler.add_status_listener,
             inbox_route=handler.requester.inbox_route,

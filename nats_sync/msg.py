@@ -16,7 +16,7 @@ from nats_sync._defaults import STATUS_NO_RESPONDERS
 from nats_sync.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from nats_sync._proto import Headers
+    from nats_sync._core.proto import Headers
 
 #: ``publish(subject, payload, reply, headers)`` of the client that received a message.
 Publisher = Callable[[str, bytes, str, "Mapping[str, str | Sequence[str]] | None"], None]

@@ -14,7 +14,8 @@ OpenTelemetry (for the trace headers of its requests); an uninstrumented client 
 exactly its plain code.
 
 How it works: :func:`instrument` makes an :class:`_Instrumentation` for one client and
-hands it to the client's port (``nats_sync._port``, its ``instrument``). The client then
+hands it to the client's port (``nats_sync._core.components.port``, its
+``instrument``). The client then
 binds this module's traced ``publish``, ``request``, ``request_future`` and
 ``request_batch``, and the port's ``publish_inbox`` (JetStream's ``publish_async`` and
 fast ingest), instead of the plain ones, wraps the callbacks of the subscriptions made
@@ -43,14 +44,14 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from nats_sync import _defaults as d
-from nats_sync._port import port_of
+from nats_sync._core.components.port import port_of
 from nats_sync._version import __version__
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from nats_sync._instrumentation import SubscriptionView
+    from nats_sync._core.components.instrumentation import SubscriptionView
     from nats_sync.msg import Msg
 
 #: The instrumentation scope's name.
@@ -144,7 +145,8 @@ def _error_type(err: BaseException) -> str:
 
 
 class _Instrumentation:
-    """One client's spans and metrics (``nats_sync._instrumentation.Instrumentation``)."""
+    """One client's spans and metrics
+    (``nats_sync._core.components.instrumentation.Instrumentation``)."""
 
     def __init__(
         self,

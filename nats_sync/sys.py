@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from nats_sync import _defaults as d
-from nats_sync._validate import check_int, check_timeout
+from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
     InvalidArgumentError,
     MonitoringError,

@@ -3,7 +3,7 @@
 docs/RELIABILITY.md.
 
 What is checked, for every input (`check`): the input is fed to a fresh
-``nats_sync._proto.Parser`` whole, and again cut into chunks at a few points, draining
+``nats_sync._core.proto.Parser`` whole, and again cut into chunks at a few points, draining
 after every chunk (``next_op()`` until it returns None) as the reader thread does. Then:
 
 - the only exception that may come out is ``ProtocolError``;
@@ -53,8 +53,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from nats_sync._core.proto import Parser, ServerOp, encode_headers
 from nats_sync._defaults import MAX_CONTROL_LINE
-from nats_sync._proto import Parser, ServerOp, encode_headers
 from nats_sync.errors import ProtocolError
 
 CRASHES = Path(__file__).resolve().parent.parent / "fuzz-crashes"
@@ -429,7 +429,7 @@ def atheris_available() -> bool:
 
 def _instrument_parser(atheris: Any) -> None:
     """Adds coverage feedback to the parser's code (and the header decoder's)."""
-    from nats_sync._proto import headers, parser  # noqa: PLC0415
+    from nats_sync._core.proto import headers, parser  # noqa: PLC0415
 
     for module in (parser, headers):
         for value in list(vars(module).values()):

@@ -13,7 +13,7 @@ as it is; tests/docs/api_names.py fails the build if a ``DEFAULT_`` name still s
 
 `SourceOrder`: the members of each class in the order of their definitions. The pages
 document classes through their public names (``nats_sync.jetstream.JetStream``, an
-alias of ``nats_sync.jetstream.context.JetStream``), whose members mkdocstrings shows in
+alias of ``nats_sync.jetstream._streams.context.JetStream``), whose members mkdocstrings shows in
 the order of the class's member table, where an ``__init__`` assigning
 ``self.publish_async`` puts that method before all the others.
 

@@ -30,27 +30,42 @@ LAYER_NAMES: tuple[str, ...] = (
 #: The modules of each layer, bottom up. A new module must be placed here.
 LAYER_MODULES: tuple[tuple[str, ...], ...] = (
     # 0 the protocol core and plain data
-    ("errors", "_validate", "_defaults", "_state", "_version", "_nuid", "msg", "_proto",
-     "_proto.ops", "_proto.headers", "_proto.encoder", "_proto.parser"),
+    ("errors", "_defaults", "_version", "msg", "_core", "_core.validate", "_core.state",
+     "_core.nuid", "_core.proto", "_core.proto.ops", "_core.proto.headers",
+     "_core.proto.encoder", "_core.proto.parser"),
     # 1 transport: addresses, credentials, options, streams and the handshake
-    ("_pool", "_auth", "_contexts", "_options", "_transport", "_websocket", "_handshake"),
+    ("_core.transport", "_core.transport.pool", "_core.transport.auth",
+     "_core.transport.contexts", "_core.transport.options", "_core.transport.streams",
+     "_core.transport.websocket", "_core.transport.handshake"),
     # 2 connection threads and the small threaded parts
-    ("_outbox", "_connection", "_callbacks", "_timer", "_threads", "_waiting"),
+    ("_core.threads", "_core.threads.outbox", "_core.threads.connection",
+     "_core.threads.callbacks", "_core.threads.timer", "_core.threads.lifecycle",
+     "_core.threads.waiting"),
     # 3 components the handler composes, and the port the extensions take
-    ("_requests", "subscription", "_publishing", "_requesting", "_request_many",
-     "_reconnect", "_pings", "_instrumentation", "_port"),
+    ("_core.components", "_core.components.requests", "_core.components.subscription",
+     "_core.components.publishing", "_core.components.requesting",
+     "_core.components.request_many", "_core.components.reconnect",
+     "_core.components.pings", "_core.components.instrumentation",
+     "_core.components.port"),
     # 4 the handler
-    ("_handler",),
+    ("_core.handler",),
     # 5 JetStream: on the client's public API (a protocol of it) and its port, below the client
-    ("jetstream", "jetstream.errors", "jetstream._api", "jetstream.api", "jetstream.context",
-     "jetstream._context_api", "jetstream._context_compat", "jetstream._compat",
-     "jetstream.stream", "jetstream._ranges", "jetstream._msg",
-     "jetstream.publish", "jetstream._acks", "jetstream.fast", "jetstream.atomic",
-     "jetstream._batch_replies", "jetstream.counter", "jetstream.schedule",
-     "jetstream.consumer", "jetstream._pull", "jetstream._pull_wire", "jetstream._priority",
-     "jetstream.ordered",
-     "jetstream.kv", "jetstream._kv_config", "jetstream._kv_watch", "jetstream._kv_many",
-     "jetstream.object_store", "jetstream._obs_config", "jetstream._obs_watch",
+    ("jetstream", "jetstream.errors", "jetstream.api",
+     "jetstream._streams", "jetstream._streams.wire", "jetstream._streams.context",
+     "jetstream._streams.context_api", "jetstream._streams.context_compat",
+     "jetstream._streams.stream", "jetstream._streams.ranges",
+     "jetstream._publishing", "jetstream._publishing.publish", "jetstream._publishing.acks",
+     "jetstream._publishing.fast", "jetstream._publishing.atomic",
+     "jetstream._publishing.batch_replies", "jetstream._publishing.counter",
+     "jetstream._publishing.schedule",
+     "jetstream._consumers", "jetstream._consumers.consumer", "jetstream._consumers.pull",
+     "jetstream._consumers.pull_wire", "jetstream._consumers.priority",
+     "jetstream._consumers.ordered", "jetstream._consumers.msg",
+     "jetstream._consumers.compat",
+     "jetstream._kv", "jetstream._kv.bucket", "jetstream._kv.config", "jetstream._kv.watch",
+     "jetstream._kv.many",
+     "jetstream._object_store", "jetstream._object_store.store",
+     "jetstream._object_store.config", "jetstream._object_store.watch",
      "jetstream.pcgroups", "jetstream.pcgroups._config", "jetstream.pcgroups._member",
      "jetstream.pcgroups.static", "jetstream.pcgroups.elastic", "jetstream.pcgroups.errors",
      "jetstream.kvcodec", "jetstream.kvcodec.errors", "jetstream.kvcodec._codecs",
@@ -60,8 +75,8 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
     ("client", "_client_support", "_trace", "otel"),
     # 7 built on the public client
     ("", "__main__", "_process", "testing", "pytest_plugin",
-     "cli", "_cli_jetstream", "_cli_object", "_cli_counter", "_cli_micro", "_cli_pcgroups",
-     "_cli_server", "_cli_trace", "_cli_sys",
+     "cli", "_cli", "_cli.jetstream", "_cli.object", "_cli.counter", "_cli.micro",
+     "_cli.pcgroups", "_cli.server", "_cli.trace", "_cli.sys",
      "micro", "micro._api", "micro.request", "micro.service", "micro.discovery",
      "sys",
      "spark", "spark._options", "spark._worker", "spark._worker_python", "spark.datasource",
@@ -97,22 +112,22 @@ class Thread(NamedTuple):
 #: The components of the threads' picture, top down (by layer, as the layers' picture).
 COMPONENTS: tuple[Component, ...] = (
     Component("micro Endpoint", "micro.service"),
-    Component("AsyncPublisher (publish_async)", "jetstream._acks"),
-    Component("FastPublisher (keep-alive)", "jetstream.fast"),
-    Component("MessageStream (messages, consume)", "jetstream._pull"),
-    Component("Handler (state, subs, dispatch)", "_handler"),
-    Component("Publisher", "_publishing"),
-    Component("Requester", "_requesting"),
-    Component("RequestMux", "_requests"),
-    Component("Subscription", "subscription"),
-    Component("Deliveries", "subscription"),
-    Component("Reconnector", "_reconnect"),
-    Component("Pings", "_pings"),
-    Component("Outbox", "_outbox"),
-    Component("Connection (socket, parser)", "_connection"),
-    Component("CallbackRunner", "_callbacks"),
-    Component("StatusListeners", "_callbacks"),
-    Component("Timer", "_timer"),
+    Component("AsyncPublisher (publish_async)", "jetstream._publishing.acks"),
+    Component("FastPublisher (keep-alive)", "jetstream._publishing.fast"),
+    Component("MessageStream (messages, consume)", "jetstream._consumers.pull"),
+    Component("Handler (state, subs, dispatch)", "_core.handler"),
+    Component("Publisher", "_core.components.publishing"),
+    Component("Requester", "_core.components.requesting"),
+    Component("RequestMux", "_core.components.requests"),
+    Component("Subscription", "_core.components.subscription"),
+    Component("Deliveries", "_core.components.subscription"),
+    Component("Reconnector", "_core.components.reconnect"),
+    Component("Pings", "_core.components.pings"),
+    Component("Outbox", "_core.threads.outbox"),
+    Component("Connection (socket, parser)", "_core.threads.connection"),
+    Component("CallbackRunner", "_core.threads.callbacks"),
+    Component("StatusListeners", "_core.threads.callbacks"),
+    Component("Timer", "_core.threads.timer"),
 )
 
 #: The threads of the picture, left to right, with what each touches (by component name).
@@ -126,31 +141,31 @@ THREADS: tuple[Thread, ...] = (
         "MessageStream (messages, consume)", "Handler (state, subs, dispatch)", "Publisher",
         "Requester", "RequestMux", "Subscription", "Outbox", "Connection (socket, parser)",
         "CallbackRunner", "StatusListeners", "Timer")),
-    Thread("reader", "_handler", '"reader"', (
+    Thread("reader", "_core.handler", '"reader"', (
         "AsyncPublisher (publish_async)", "MessageStream (messages, consume)",
         "Handler (state, subs, dispatch)", "RequestMux", "Subscription", "Pings", "Outbox",
         "Connection (socket, parser)", "CallbackRunner", "StatusListeners")),
-    Thread("writer", "_handler", '"writer"', (
+    Thread("writer", "_core.handler", '"writer"', (
         "MessageStream (messages, consume)",
         "Handler (state, subs, dispatch)", "Outbox", "Connection (socket, parser)",
         "StatusListeners")),
-    Thread("a requester", "_connection", "def lead", (
+    Thread("a requester", "_core.threads.connection", "def lead", (
         "AsyncPublisher (publish_async)", "Handler (state, subs, dispatch)", "RequestMux",
         "Subscription", "Connection (socket, parser)")),
-    Thread("reconnect", "_reconnect", '"reconnect"', (
+    Thread("reconnect", "_core.components.reconnect", '"reconnect"', (
         "AsyncPublisher (publish_async)", "MessageStream (messages, consume)",
         "Handler (state, subs, dispatch)", "Reconnector", "Pings", "Outbox",
         "StatusListeners")),
-    Thread("timer", "_timer", '"timer"', (
+    Thread("timer", "_core.threads.timer", '"timer"', (
         "FastPublisher (keep-alive)", "MessageStream (messages, consume)",
         "Handler (state, subs, dispatch)", "RequestMux", "Pings", "Outbox",
         "StatusListeners", "Timer")),
-    Thread("callback", "_handler", '"callbacks"', ("CallbackRunner",)),
-    Thread("delivery", "subscription", 'f"sub-', ("micro Endpoint", "Subscription",
+    Thread("callback", "_core.handler", '"callbacks"', ("CallbackRunner",)),
+    Thread("delivery", "_core.components.subscription", 'f"sub-', ("micro Endpoint", "Subscription",
                                                  "Deliveries")),
-    Thread("JetStream consume", "jetstream.consumer", "nats_sync-js-consume-", (
+    Thread("JetStream consume", "jetstream._consumers.consumer", "nats_sync-js-consume-", (
         "MessageStream (messages, consume)", "Publisher", "Subscription", "Outbox")),
-    Thread("JetStream acks", "jetstream._acks", "nats_sync-js-acks", (
+    Thread("JetStream acks", "jetstream._publishing.acks", "nats_sync-js-acks", (
         "AsyncPublisher (publish_async)", "Publisher", "RequestMux", "Outbox",
         "CallbackRunner")),
     Thread("micro endpoint workers", "micro.service", "nats_sync-micro-", (

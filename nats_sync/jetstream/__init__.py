@@ -7,13 +7,36 @@ snake_case; nats-py's names are there too, for code ported from it (listed apart
 
 from __future__ import annotations
 
-from nats_sync.jetstream._obs_config import (
+from nats_sync.jetstream._consumers.consumer import (
+    ConsumeContext,
+    JsMsg,
+    MessageBatch,
+    MessageStream,
+    MsgMetadata,
+    PullConsumer,
+    SequencePair,
+)
+from nats_sync.jetstream._consumers.ordered import OrderedConsumer
+from nats_sync.jetstream._kv.bucket import (
+    Entry,
+    KeyValue,
+    KeyValueConfig,
+    KeyValueStatus,
+    KeyWatcher,
+)
+from nats_sync.jetstream._object_store.config import (
     ObjectInfo,
     ObjectResult,
     ObjectStoreConfig,
     ObjectStoreStatus,
 )
-from nats_sync.jetstream._obs_watch import ObjectWatcher
+from nats_sync.jetstream._object_store.store import ObjectStore
+from nats_sync.jetstream._object_store.watch import ObjectWatcher
+from nats_sync.jetstream._publishing.atomic import AtomicBatch
+from nats_sync.jetstream._publishing.counter import Counter
+from nats_sync.jetstream._publishing.fast import FastPublisher
+from nats_sync.jetstream._streams.context import JetStream
+from nats_sync.jetstream._streams.stream import Stream
 from nats_sync.jetstream.api import (
     AccountInfo,
     ApiObject,
@@ -30,18 +53,6 @@ from nats_sync.jetstream.api import (
     StreamInfo,
     StreamState,
 )
-from nats_sync.jetstream.atomic import AtomicBatch
-from nats_sync.jetstream.consumer import (
-    ConsumeContext,
-    JsMsg,
-    MessageBatch,
-    MessageStream,
-    MsgMetadata,
-    PullConsumer,
-    SequencePair,
-)
-from nats_sync.jetstream.context import JetStream
-from nats_sync.jetstream.counter import Counter
 from nats_sync.jetstream.errors import (
     APIError,
     AtomicBatchNotEnabledError,
@@ -124,17 +135,6 @@ from nats_sync.jetstream.errors import (
     WrongLastSequenceError,
     api_error,
 )
-from nats_sync.jetstream.fast import FastPublisher
-from nats_sync.jetstream.kv import (
-    Entry,
-    KeyValue,
-    KeyValueConfig,
-    KeyValueStatus,
-    KeyWatcher,
-)
-from nats_sync.jetstream.object_store import ObjectStore
-from nats_sync.jetstream.ordered import OrderedConsumer
-from nats_sync.jetstream.stream import Stream
 
 __all__ = [
     "APIError",

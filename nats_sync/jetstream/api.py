@@ -18,9 +18,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from nats_sync._proto import Headers
+from nats_sync._core.proto import Headers
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._api import check_consumer_name, format_time, from_ns, parse_time, to_ns
+from nats_sync.jetstream._streams.wire import (
+    check_consumer_name,
+    format_time,
+    from_ns,
+    parse_time,
+    to_ns,
+)
 
 _T = TypeVar("_T", bound="ApiObject")
 

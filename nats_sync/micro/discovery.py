@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, TypeVar
 
 from nats_sync import _defaults as d
-from nats_sync._validate import check_timeout
+from nats_sync._core.validate import check_timeout
 from nats_sync.errors import InvalidArgumentError, TimeoutError
 from nats_sync.micro._api import (
     ServiceInfo,

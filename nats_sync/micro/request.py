@@ -18,7 +18,7 @@ from nats_sync.micro._api import ERROR_CODE_HEADER, ERROR_HEADER
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
-    from nats_sync._instrumentation import Instrumentation
+    from nats_sync._core.components.instrumentation import Instrumentation
 
 HeadersArg = Mapping[str, str | Sequence[str]] | None
 

@@ -38,9 +38,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
-from nats_sync._nuid import Nuid
-from nats_sync._port import port_of
-from nats_sync._validate import check_int, check_timeout
+from nats_sync._core.components.port import port_of
+from nats_sync._core.nuid import Nuid
+from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -66,9 +66,9 @@ from nats_sync.micro.request import Request, ServiceError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
-    from nats_sync._instrumentation import Instrumentation
+    from nats_sync._core.components.instrumentation import Instrumentation
+    from nats_sync._core.components.subscription import Subscription
     from nats_sync.client import Client
-    from nats_sync.subscription import Subscription
 
 log = logging.getLogger("nats_sync")
 

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import InputPartition
 from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import JetStream
-from nats_sync.jetstream._api import format_time
+from nats_sync.jetstream._streams.wire import format_time
 from nats_sync.jetstream.api import StreamInfo
 from nats_sync.jetstream.errors import MessageNotFoundError, StreamNotFoundError
 from nats_sync.spark._worker import worker_client

@@ -21,10 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nats_sync import _defaults as d
-from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg
-from nats_sync.jetstream._api import ns_from_time
+from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg, Stream
+from nats_sync.jetstream._streams.wire import ns_from_time
 from nats_sync.jetstream.errors import JetStreamError, MessageNotFoundError
-from nats_sync.jetstream.stream import Stream
 from nats_sync.spark._js_plan import SOURCE, JsRange, Planner
 from nats_sync.spark._options import flat_headers
 

@@ -69,10 +69,10 @@ from pyspark.sql.types import (
 )
 
 from nats_sync import _defaults as d
-from nats_sync._proto import publish_subject
+from nats_sync._core.proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, KeyValue, PubAck
-from nats_sync.jetstream._api import check_bucket_name, check_domain
+from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
 from nats_sync.spark import _js_commits
 from nats_sync.spark._js_fast import publish_fast
 from nats_sync.spark._js_rows import SINK, batch_columns

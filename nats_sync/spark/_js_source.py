@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._api import check_stream_name
+from nats_sync.jetstream._streams.wire import check_stream_name
 from nats_sync.jetstream.errors import InvalidStreamNameError
 from nats_sync.spark._js_plan import (
     EARLIEST,

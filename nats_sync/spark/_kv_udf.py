@@ -26,10 +26,10 @@ import pyarrow as pa
 from pyspark.sql.pandas.functions import arrow_udf
 
 from nats_sync import _defaults as d
-from nats_sync._validate import check_timeout
+from nats_sync._core.validate import check_timeout
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import KeyValue, KeyValueConfig
-from nats_sync.jetstream._api import check_domain
+from nats_sync.jetstream._streams.wire import check_domain
 from nats_sync.spark._worker import PerClient, worker_client
 from nats_sync.spark._worker_python import check_session_workers
 

@@ -32,6 +32,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from nats_sync._core.components.subscription import Subscription
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
 from nats_sync.spark._options import (
@@ -41,7 +42,6 @@ from nats_sync.spark._options import (
     parse_source_options,
 )
 from nats_sync.spark._worker import worker_client
-from nats_sync.subscription import Subscription
 
 logger = logging.getLogger("nats_sync.spark")
 

@@ -21,8 +21,8 @@ from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from nats_sync import _defaults as d
-from nats_sync._proto import publish_subject
-from nats_sync._validate import check_int, check_timeout
+from nats_sync._core.proto import publish_subject
+from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
 from nats_sync.spark._worker import worker_client

@@ -22,7 +22,7 @@ from fake_servers import FakeServer, FakeServerFactory
 import nats_sync
 from nats_sync.testing import NatsServer
 
-#: Every thread the library starts is named ``nats_sync-<role>`` (see ``_handler``).
+#: Every thread the library starts is named ``nats_sync-<role>`` (see ``_core.handler``).
 LIBRARY_THREAD_PREFIX = "nats_sync-"
 #: How long threads get to end after a test before it counts as a leak.
 THREAD_END_GRACE = 5.0

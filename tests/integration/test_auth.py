@@ -16,7 +16,7 @@ import nkeys
 import pytest
 
 import nats_sync
-from nats_sync._auth import sign
+from nats_sync._core.transport.auth import sign
 from nats_sync.testing import NatsServer
 
 ClientFactory = Callable[..., nats_sync.Client]

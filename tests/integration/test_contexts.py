@@ -135,7 +135,7 @@ def test_nats_url_comes_before_any_context(
 
 
 def test_no_environment_and_no_context_keep_the_default_url(home: Path) -> None:
-    from nats_sync._options import build_options
+    from nats_sync._core.transport.options import build_options
 
     options = build_options(None)
     assert options.servers == ("nats://127.0.0.1:4222",) and options.context is None

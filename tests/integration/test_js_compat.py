@@ -12,7 +12,7 @@ import pytest
 
 import nats_sync
 from nats_sync.jetstream import JetStream, StreamNotFoundError
-from nats_sync.jetstream._msg import JsMsg
+from nats_sync.jetstream._consumers.msg import JsMsg
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -194,7 +194,7 @@ def test_nats_py_reads_and_adds_to_the_same_counter(
 
 
 def test_counter_value_refuses_what_is_not_one() -> None:
-    from nats_sync.jetstream.counter import counter_value
+    from nats_sync.jetstream._publishing.counter import counter_value
 
     assert counter_value(b'{"val":"-12"}', "s") == -12
     for data in (b"", b"{}", b'{"val":"x"}', b"[1]", b'{"val":null}'):

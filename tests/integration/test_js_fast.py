@@ -29,8 +29,8 @@ from nats_sync.jetstream import (
     PublishAckTimeoutError,
     WrongLastSequenceError,
 )
-from nats_sync.jetstream import fast as fast_module
-from nats_sync.jetstream._api import ttl_header
+from nats_sync.jetstream._publishing import fast as fast_module
+from nats_sync.jetstream._streams.wire import ttl_header
 from nats_sync.msg import Msg
 from nats_sync.testing import NatsServer
 

@@ -16,7 +16,7 @@ import nats_sync
 from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import JetStream, StoredMsg
-from nats_sync.jetstream.stream import Stream
+from nats_sync.jetstream._streams.stream import Stream
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(90)

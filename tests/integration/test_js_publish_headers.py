@@ -13,7 +13,7 @@ import pytest
 
 import nats_sync
 from nats_sync.jetstream import JetStream
-from nats_sync.jetstream._api import js_headers
+from nats_sync.jetstream._streams.wire import js_headers
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(60)

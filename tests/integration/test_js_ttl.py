@@ -19,7 +19,7 @@ from nats_sync.jetstream import (
     MessageNotFoundError,
     MsgTTLDisabledError,
 )
-from nats_sync.jetstream._api import MAX_TTL_SECONDS, ttl_header
+from nats_sync.jetstream._streams.wire import MAX_TTL_SECONDS, ttl_header
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -21,7 +21,7 @@ from nats_sync.jetstream import (
     MessageNotFoundError,
     MsgTTLDisabledError,
 )
-from nats_sync.jetstream._kv_watch import operation_of
+from nats_sync.jetstream._kv.watch import operation_of
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(60)

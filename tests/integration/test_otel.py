@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import nats_sync
 from nats_sync import micro, otel
-from nats_sync._port import port_of
+from nats_sync._core.components.port import port_of
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(30)

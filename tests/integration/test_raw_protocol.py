@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from nats_sync import _proto as proto
+from nats_sync._core import proto
 from nats_sync.testing import NatsServer
 
 

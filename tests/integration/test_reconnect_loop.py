@@ -10,9 +10,9 @@ import pytest
 import tenacity
 
 import nats_sync
-from nats_sync._options import build_options
-from nats_sync._pool import ServerPool, reconnect_wait
-from nats_sync._reconnect import reconnect
+from nats_sync._core.components.reconnect import reconnect
+from nats_sync._core.transport.options import build_options
+from nats_sync._core.transport.pool import ServerPool, reconnect_wait
 
 pytestmark = pytest.mark.timeout(30)
 

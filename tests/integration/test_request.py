@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import nats_sync
-from nats_sync import _proto as proto
+from nats_sync._core import proto
 from nats_sync.msg import Msg
 from nats_sync.pytest_plugin import ServerFactory
 from nats_sync.testing import NatsServer

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import nats_sync
-from nats_sync import _proto as proto
+from nats_sync._core import proto
 from nats_sync.pytest_plugin import ServerFactory
 from nats_sync.testing import (
     NatsCluster,

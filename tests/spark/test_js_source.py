@@ -178,7 +178,7 @@ def test_a_read_that_ends_short_of_a_stored_message_reads_again(
         js_server: NatsServer, js: JetStream, monkeypatch: pytest.MonkeyPatch) -> None:
     """As from a replica behind its leader: the first read stops at 60 of 100; the
     leader says 61 is stored, so the task reads again from there (in-process, no Spark)."""
-    from nats_sync.jetstream.stream import Stream
+    from nats_sync.jetstream._streams.stream import Stream
     from nats_sync.spark._js_plan import Planner
     from nats_sync.spark._js_read import read_range_batches
     from nats_sync.spark._js_source import parse_read_options

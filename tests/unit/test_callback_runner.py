@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from nats_sync._callbacks import CallbackRunner
+from nats_sync._core.threads.callbacks import CallbackRunner
 
 #: Bound on every wait for another thread.
 STEP_TIMEOUT = 5.0

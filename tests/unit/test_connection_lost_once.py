@@ -13,10 +13,10 @@ import threading
 
 import pytest
 
-from nats_sync._connection import Connection
-from nats_sync._outbox import Outbox
-from nats_sync._proto import Parser
-from nats_sync._transport import TcpStream
+from nats_sync._core.proto import Parser
+from nats_sync._core.threads.connection import Connection
+from nats_sync._core.threads.outbox import Outbox
+from nats_sync._core.transport.streams import TcpStream
 from nats_sync.errors import Error, NatsConnectionError
 
 pytestmark = pytest.mark.timeout(30)

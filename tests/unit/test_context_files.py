@@ -1,5 +1,6 @@
-"""``_contexts``: where contexts are looked for, the order of the sources of servers, and
-what a context file may hold. Environments are given as dicts, never the real one."""
+"""``_core.transport.contexts``: where contexts are looked for, the order of the sources
+of servers, and what a context file may hold. Environments are given as dicts, never the
+real one."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from typing import Any
 import pytest
 
 import nats_sync
-from nats_sync._contexts import apply_context, config_dir, load, resolve, selected_name
-from nats_sync._options import build_options
+from nats_sync._core.transport.contexts import (
+    apply_context,
+    config_dir,
+    load,
+    resolve,
+    selected_name,
+)
+from nats_sync._core.transport.options import build_options
 
 DEFAULT = "nats://127.0.0.1:4222"
 

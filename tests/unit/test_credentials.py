@@ -12,9 +12,9 @@ import nkeys
 import pytest
 from nacl.signing import VerifyKey
 
-from nats_sync import _auth
-from nats_sync._auth import connect_auth, read_creds_file, read_seed_file, sign
-from nats_sync._options import build_options
+from nats_sync._core.transport import auth as _auth
+from nats_sync._core.transport.auth import connect_auth, read_creds_file, read_seed_file, sign
+from nats_sync._core.transport.options import build_options
 from nats_sync.errors import BadCredentialsError, Error
 
 FAKE_JWT = "eyJ0eXAiOiJKV1QifQ.eyJzdWIiOiJVQUJDIn0.c2lnbmF0dXJl"

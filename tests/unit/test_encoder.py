@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from nats_sync._defaults import SUBJECT_CACHE_SIZE
-from nats_sync._proto import (
+from nats_sync._core.proto import (
     CRLF,
     PING,
     PONG,
@@ -26,7 +25,8 @@ from nats_sync._proto import (
     reply_subject,
     subscribe_subject,
 )
-from nats_sync._proto import encoder as encoder_module
+from nats_sync._core.proto import encoder as encoder_module
+from nats_sync._defaults import SUBJECT_CACHE_SIZE
 from nats_sync.errors import BadHeaderError, BadSubjectError, Error
 
 AUTH_KEYS = ("user", "pass", "auth_token", "jwt", "nkey", "sig")

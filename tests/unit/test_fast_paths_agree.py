@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from nats_sync import _defaults as d
-from nats_sync._connection import Connection
-from nats_sync._outbox import Frame, Outbox
-from nats_sync._publishing import Publisher
+from nats_sync._core.components.publishing import Publisher
+from nats_sync._core.components.subscription import Subscription
+from nats_sync._core.threads.connection import Connection
+from nats_sync._core.threads.outbox import Frame, Outbox
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -23,7 +24,6 @@ from nats_sync.errors import (
     OutboundBufferLimitError,
 )
 from nats_sync.msg import Msg
-from nats_sync.subscription import Subscription
 
 
 class _Host:

@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
-from nats_sync import _proto as proto
-from nats_sync._handler import Handler
-from nats_sync._options import build_options
-from nats_sync._pool import parse_server_url
-from nats_sync._state import State
-from nats_sync._transport import TcpStream
+from nats_sync._core import proto
+from nats_sync._core.components.subscription import Subscription
+from nats_sync._core.handler import Handler
+from nats_sync._core.state import State
+from nats_sync._core.transport.options import build_options
+from nats_sync._core.transport.pool import parse_server_url
+from nats_sync._core.transport.streams import TcpStream
 from nats_sync.errors import (
     AuthorizationError,
     ConnectionClosedError,
@@ -29,7 +30,6 @@ from nats_sync.errors import (
     NoServersError,
     StaleConnectionError,
 )
-from nats_sync.subscription import Subscription
 
 pytestmark = pytest.mark.timeout(20)
 

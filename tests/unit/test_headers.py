@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from nats_sync._proto import decode_headers, encode_headers
-from nats_sync._proto.headers import VERSION_LINE
+from nats_sync._core.proto import decode_headers, encode_headers
+from nats_sync._core.proto.headers import VERSION_LINE
 from nats_sync.errors import BadHeaderError, Error, ProtocolError
 
 

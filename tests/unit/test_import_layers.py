@@ -3,9 +3,9 @@ docs/ARCHITECTURE.md shows and draws), with no circle: a module imports only mod
 its own layer or below, and the imports form no circle, ``TYPE_CHECKING`` imports
 included (where a type is needed from above, a module names it as a protocol of its
 own). Within ``jetstream/``, no part imports the context: they take it as
-``jetstream._context_api.JsContext``. Above the client's own modules, nothing touches
+``jetstream._streams.context_api.JsContext``. Above the client's own modules, nothing touches
 the client's private attributes: extensions go through its port
-(``nats_sync._port.port_of``)."""
+(``nats_sync._core.components.port.port_of``)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 from layers import LAYERS  # noqa: E402
 
-#: The modules of ``jetstream/`` that may import ``jetstream.context``, and why. The context
-#: imports every part, so a part that imported it (even for a type) would close a circle.
+#: The modules of ``jetstream/`` that may import ``jetstream._streams.context``, and why.
+#: The context imports every part, so a part that imported it (even for a type) would
+#: close a circle.
 CONTEXT_IMPORTERS: dict[str, str] = {
     "jetstream": "the package exports JetStream",
 }
@@ -104,11 +105,11 @@ def test_no_part_of_jetstream_imports_the_context() -> None:
     importers = sorted(
         module for module, targets in _graph().items()
         if module.startswith("jetstream") and module not in CONTEXT_IMPORTERS
-        and targets & {"jetstream", "jetstream.context"}
+        and targets & {"jetstream", "jetstream._streams.context"}
     )
     assert importers == [], (
-        f"{importers} import jetstream.context (or the package): type the context as "
-        "jetstream._context_api.JsContext (add the members they use there)")
+        f"{importers} import jetstream._streams.context (or the package): type the context as "
+        "jetstream._streams.context_api.JsContext (add the members they use there)")
 
 
 def test_there_is_no_import_circle() -> None:
@@ -137,12 +138,12 @@ def test_there_is_no_import_circle() -> None:
 
 
 def test_the_checker_sees_a_known_import() -> None:
-    assert "_handler" in _graph()["client"]
-    assert "_proto" in _graph()["_publishing"]
+    assert "_core.handler" in _graph()["client"]
+    assert "_core.proto" in _graph()["_core.components.publishing"]
 
 
 #: The client's own modules: the only ones that may touch its private attributes.
-CLIENT_MODULES = {"client", "_client_support", "_port"}
+CLIENT_MODULES = {"client", "_client_support", "_core.components.port"}
 #: The client's private attributes, and the hooks the port replaced (so that none comes
 #: back as a side door).
 CLIENT_PRIVATE = {
@@ -164,11 +165,12 @@ def _private_client_uses(source: str) -> list[str]:
 def test_extensions_reach_the_client_through_its_port_only() -> None:
     uses = [
         f"{_module_name(path)}:{use}" for path in sorted(PACKAGE_DIR.rglob("*.py"))
-        if LAYERS.get(_module_name(path), 0) >= LAYERS["_handler"]
+        if LAYERS.get(_module_name(path), 0) >= LAYERS["_core.handler"]
         and _module_name(path) not in CLIENT_MODULES
         for use in _private_client_uses(path.read_text())
     ]
-    assert uses == [], "use nats_sync._port.port_of(client) instead: " + "; ".join(uses)
+    assert uses == [], ("use nats_sync._core.components.port.port_of(client) instead: "
+                        + "; ".join(uses))
 
 
 def test_the_port_check_sees_a_private_use() -> None:
@@ -183,10 +185,15 @@ EXTENSION_PACKAGES = ("jetstream", "micro", "spark")
 #: connection machinery (handler, connection, outbox, publisher, requester, ...) and
 #: every other package's insides are reached only through the port or a public API.
 SHARED_PRIVATE = {
-    "": {"_defaults", "_validate", "_port", "_requests", "_instrumentation", "_waiting",
-         "_threads", "_nuid", "_process", "_version", "_proto", "_proto.ops",
-         "_proto.headers", "_proto.encoder", "_proto.parser"},
-    "jetstream": {"jetstream._api"},
+    "": {"_defaults", "_version", "_process", "_core.validate", "_core.nuid",
+         "_core.components.port", "_core.components.requests",
+         # the public Subscription's own module (nats_sync exports it; packages below
+         # the client cannot import nats_sync itself)
+         "_core.components.subscription",
+         "_core.components.instrumentation", "_core.threads.waiting",
+         "_core.threads.lifecycle", "_core.proto", "_core.proto.ops",
+         "_core.proto.headers", "_core.proto.encoder", "_core.proto.parser"},
+    "jetstream": {"jetstream._streams.wire"},
 }
 
 
@@ -218,31 +225,36 @@ def test_extensions_import_no_other_package_s_private_module() -> None:
 
 
 def test_the_crossing_check_sees_one() -> None:
-    graph = {"spark._js_sink": {"jetstream._kv_config", "jetstream._api", "_defaults"},
-             "micro.service": {"_handler"}, "jetstream.kv": {"jetstream._kv_config"}}
-    assert _private_crossings(graph) == ["micro.service imports _handler",
-                                         "spark._js_sink imports jetstream._kv_config"]
+    graph = {"spark._js_sink": {"jetstream._kv.config", "jetstream._streams.wire", "_defaults"},
+             "micro.service": {"_core.handler"},
+             "jetstream._kv.bucket": {"jetstream._kv.config"}}
+    assert _private_crossings(graph) == ["micro.service imports _core.handler",
+                                         "spark._js_sink imports jetstream._kv.config"]
 
 
 #: Numbers named at module level outside ``_defaults`` that are facts of a format or a
 #: protocol, or of a tool's own screen, not defaults or limits to tune: each with why.
 NOT_DEFAULTS = {
-    "_nuid.PREFIX_LENGTH": "the NUID format", "_nuid.SEQUENCE_LENGTH": "the NUID format",
-    "_nuid._MIN_INCREMENT": "the NUID format", "_nuid._MAX_INCREMENT": "the NUID format",
-    "_nuid._MAX_SEQUENCE": "the NUID format",
-    "_auth._SIGNATURE_SIZE": "ed25519",
-    "jetstream._api._NS_PER_SECOND": "a unit",
-    "jetstream._api.MAX_TTL_SECONDS": "the wire's int64 nanoseconds",
-    "jetstream._msg._V2_STREAM_AT": "the ack subject's v2 layout",
+    "_core.nuid.PREFIX_LENGTH": "the NUID format",
+    "_core.nuid.SEQUENCE_LENGTH": "the NUID format",
+    "_core.nuid._MIN_INCREMENT": "the NUID format",
+    "_core.nuid._MAX_INCREMENT": "the NUID format",
+    "_core.nuid._MAX_SEQUENCE": "the NUID format",
+    "_core.transport.auth._SIGNATURE_SIZE": "ed25519",
+    "jetstream._streams.wire._NS_PER_SECOND": "a unit",
+    "jetstream._streams.wire.MAX_TTL_SECONDS": "the wire's int64 nanoseconds",
+    "jetstream._consumers.msg._V2_STREAM_AT": "the ack subject's v2 layout",
     "jetstream.pcgroups.elastic._WQ_NOT_UNIQUE": "a server error code",
-    "jetstream.fast._OP_START": "ADR-50 wire op", "jetstream.fast._OP_APPEND": "ADR-50 wire op",
-    "jetstream.fast._OP_COMMIT": "ADR-50 wire op",
-    "jetstream.fast._OP_END_OF_BATCH": "ADR-50 wire op",
-    "jetstream.fast._OP_PING": "ADR-50 wire op",
-    "jetstream.fast.MAX_FLOW": "the server's uint16", "jetstream.fast.MAX_OUTSTANDING_ACKS":
-        "ADR-50's bound", "jetstream._kv_config.MAX_HISTORY": "the server's limit",
+    "jetstream._publishing.fast._OP_START": "ADR-50 wire op",
+    "jetstream._publishing.fast._OP_APPEND": "ADR-50 wire op",
+    "jetstream._publishing.fast._OP_COMMIT": "ADR-50 wire op",
+    "jetstream._publishing.fast._OP_END_OF_BATCH": "ADR-50 wire op",
+    "jetstream._publishing.fast._OP_PING": "ADR-50 wire op",
+    "jetstream._publishing.fast.MAX_FLOW": "the server's uint16",
+    "jetstream._publishing.fast.MAX_OUTSTANDING_ACKS": "ADR-50's bound",
+    "jetstream._kv.config.MAX_HISTORY": "the server's limit",
     "cli._PROGRESS_WIDTH": "the CLI's screen", "cli._INTERRUPT_POLL": "the CLI's own wait",
-    "_cli_server._ALIVE_POLL": "the CLI's own wait",
+    "_cli.server._ALIVE_POLL": "the CLI's own wait",
     "testing._POLL_INTERVAL": "the test server's start-up wait",
     "spark.testing._POLL_INTERVAL": "the test cluster's start-up wait",
 }
@@ -295,3 +307,33 @@ def test_no_module_is_longer_than_the_rule() -> None:
         PACKAGE_DIR.rglob("*.py")) if (count := len(path.read_text().splitlines()))
         > MAX_MODULE_LINES}
     assert long == {}
+
+
+#: The modules of the core's floors (layers 0-4) that stay at the package's top: the public
+#: ones, and the two every layer shares.
+CORE_AT_THE_TOP = {"errors", "msg", "_defaults", "_version"}
+
+
+def _misplaced(layers: dict[str, int]) -> list[str]:
+    handler = layers["_core.handler"]
+    found = [f"{module} (layer {layer}) is in _core, above the handler"
+             for module, layer in layers.items()
+             if (module == "_core" or module.startswith("_core.")) and layer > handler]
+    found += [f"{module} (layer {layer}) is a floor of the core outside _core"
+              for module, layer in layers.items()
+              if layer <= handler and module not in CORE_AT_THE_TOP
+              and not (module == "_core" or module.startswith("_core."))]
+    return sorted(found)
+
+
+def test_the_tree_is_the_layers() -> None:
+    assert _misplaced(LAYERS) == [], (
+        "the core's floors (layers 0-4) live in nats_sync/_core/, and nothing else does; "
+        "see docs/ARCHITECTURE.md, 'The tree'")
+
+
+def test_the_tree_check_sees_a_misplaced_module() -> None:
+    layers = {"_core.handler": 4, "_core.proto": 0, "_outbox": 2, "msg": 0,
+              "_core.spare": 6, "client": 6}
+    assert _misplaced(layers) == ["_core.spare (layer 6) is in _core, above the handler",
+                                  "_outbox (layer 2) is a floor of the core outside _core"]

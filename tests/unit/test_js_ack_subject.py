@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nats_sync import errors as core
-from nats_sync.jetstream._msg import (
+from nats_sync.jetstream._consumers.msg import (
     JsMsg,
     MsgMetadata,
     SequencePair,

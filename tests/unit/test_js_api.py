@@ -10,7 +10,7 @@ import pytest
 
 from nats_sync import errors as core
 from nats_sync.jetstream import errors as js_errors
-from nats_sync.jetstream._api import (
+from nats_sync.jetstream._streams.wire import (
     check_consumer_name,
     check_stream_name,
     decode_reply,

@@ -1,4 +1,4 @@
-"""A bulk read's pulls (``jetstream._ranges``) without a server: a consumer that is not
+"""A bulk read's pulls (``jetstream._streams.ranges``) without a server: a consumer that is not
 ready yet (its first pulls answered "no responders", as on a just-made R3 stream's
 replica) is asked again after a pause, a few times; a 503 after messages came, or past
 those tries, is the error it says."""
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nats_sync import _defaults as d
-from nats_sync.jetstream._ranges import _Pulls, _take
+from nats_sync.jetstream._streams.ranges import _Pulls, _take
 from nats_sync.jetstream.api import StoredColumns
 from nats_sync.jetstream.errors import ConsumerNotFoundError
 from nats_sync.msg import Msg

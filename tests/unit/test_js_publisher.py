@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from nats_sync import errors as core
-from nats_sync._port import ClientPort
-from nats_sync._proto import encode_headers
-from nats_sync._requests import InboxRoute, RequestMux
+from nats_sync._core.components.port import ClientPort
+from nats_sync._core.components.requests import InboxRoute, RequestMux
+from nats_sync._core.proto import encode_headers
 from nats_sync.jetstream import JetStream
 from nats_sync.jetstream import errors as js_errors
-from nats_sync.jetstream._api import js_headers, publish_headers
+from nats_sync.jetstream._publishing.publish import JsPublisher, decode_ack
+from nats_sync.jetstream._streams.wire import js_headers, publish_headers
 from nats_sync.jetstream.api import PubAck
-from nats_sync.jetstream.publish import JsPublisher, decode_ack
 from nats_sync.msg import Msg
 
 pytestmark = pytest.mark.timeout(20)
@@ -129,7 +129,8 @@ class FakeClient:
         self.is_closed = False
         self.publish_error: BaseException | None = None
         self._inboxes = 0
-        # What the extensions reach through nats_sync._port.port_of (not instrumented).
+        # What the extensions reach through nats_sync._core.components.port.port_of
+        # (not instrumented).
         self._port = ClientPort(add_status_listener=self.add_status_listener,
                                 inbox_route=self.inbox_route, publish_inbox=self.publish_inbox,
                                 schedule=self.schedule, instrument=self.instrument)

@@ -21,9 +21,9 @@ from nats_sync.jetstream import (
     StatusError,
     api_error,
 )
-from nats_sync.jetstream._priority import PinTracker, PullGroup, pull_group
-from nats_sync.jetstream._pull import MessageBatch, MessageStream
-from nats_sync.jetstream._pull_wire import classify, pull_body
+from nats_sync.jetstream._consumers.priority import PinTracker, PullGroup, pull_group
+from nats_sync.jetstream._consumers.pull import MessageBatch, MessageStream
+from nats_sync.jetstream._consumers.pull_wire import classify, pull_body
 from nats_sync.msg import Msg
 
 pytestmark = pytest.mark.timeout(20)
@@ -135,7 +135,7 @@ def test_a_423_is_a_lost_pin() -> None:
 
 def fetch(client: FakeClient, pins: PinTracker, batch: int = 3,
           wait: float = 5.0) -> MessageBatch:
-    from nats_sync.jetstream.consumer import _again
+    from nats_sync.jetstream._consumers.consumer import _again
     group = PullGroup(pins, "g", None, None, None)
     body = pull_body(batch, expires=wait, group=group.fields())
     return MessageBatch(client, NEXT, body, batch=batch,  # type: ignore[arg-type]

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from nats_sync import _proto as proto
 from nats_sync import errors as core
-from nats_sync._port import ClientPort
-from nats_sync.jetstream._pull import MessageBatch, MessageStream
-from nats_sync.jetstream._pull_wire import classify, message_size, pull_body
+from nats_sync._core import proto
+from nats_sync._core.components.port import ClientPort
+from nats_sync.jetstream._consumers.pull import MessageBatch, MessageStream
+from nats_sync.jetstream._consumers.pull_wire import classify, message_size, pull_body
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
     ConsumerNotFoundError,
@@ -160,7 +160,8 @@ class FakeClient:
         self.pulls: list[dict[str, Any]] = []
         self.listeners: list[Callable[[str], None]] = []
         self._count = 0
-        # What the extensions reach through nats_sync._port.port_of (not instrumented).
+        # What the extensions reach through nats_sync._core.components.port.port_of
+        # (not instrumented).
         self._port = ClientPort(add_status_listener=self.add_status_listener,
                                 inbox_route=_unused, publish_inbox=_unused,
                                 schedule=_unused, instrument=_unused)

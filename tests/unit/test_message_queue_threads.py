@@ -7,8 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from nats_sync._core.components.subscription import _MessageQueue
 from nats_sync.msg import Msg
-from nats_sync.subscription import _MessageQueue
 
 #: How long each race runs: long enough to interleave many times, with or without the GIL.
 RACE_SECONDS = 0.5

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from nats_sync import Error, Msg
-from nats_sync._proto import Parser
+from nats_sync._core.proto import Parser
 
 
 def test_fields_by_keyword_and_from_the_parser_agree() -> None:

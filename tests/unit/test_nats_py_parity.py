@@ -24,10 +24,10 @@ from nats.js.client import JetStreamContext
 from nats.js.manager import JetStreamManager
 
 import nats_sync
-from nats_sync._pool import parse_server_url
+from nats_sync._core.transport.pool import parse_server_url
 from nats_sync.client import Server
 from nats_sync.jetstream import JetStream
-from nats_sync.jetstream._msg import JsMsg
+from nats_sync.jetstream._consumers.msg import JsMsg
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "from-nats-py.md"
 

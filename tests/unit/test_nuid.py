@@ -5,7 +5,7 @@ from __future__ import annotations
 import string
 import threading
 
-from nats_sync._nuid import PREFIX_LENGTH, SEQUENCE_LENGTH, Nuid
+from nats_sync._core.nuid import PREFIX_LENGTH, SEQUENCE_LENGTH, Nuid
 
 BASE62 = frozenset(string.digits + string.ascii_uppercase + string.ascii_lowercase)
 ID_LENGTH = 22

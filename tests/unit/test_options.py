@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import nats_sync
-from nats_sync._options import Options, build_options
+from nats_sync._core.transport.options import Options, build_options
 
 PARAMETERS = inspect.signature(nats_sync.connect).parameters
 FIELDS = {item.name: item for item in dataclasses.fields(Options)}

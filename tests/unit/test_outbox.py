@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nats_sync._outbox import ControlFrame, Outbox, remainder
+from nats_sync._core.threads.outbox import ControlFrame, Outbox, remainder
 
 
 def test_an_unsent_tail_goes_out_before_anything_queued_meanwhile() -> None:

@@ -14,9 +14,16 @@ from typing import Any
 
 import pytest
 
-from nats_sync._connection import _unsent_messages
-from nats_sync._outbox import ControlFrame, Frame, Outbox, Remainder, frame_size, remainder
-from nats_sync._proto import PING
+from nats_sync._core.proto import PING
+from nats_sync._core.threads.connection import _unsent_messages
+from nats_sync._core.threads.outbox import (
+    ControlFrame,
+    Frame,
+    Outbox,
+    Remainder,
+    frame_size,
+    remainder,
+)
 from nats_sync.errors import ConnectionClosedError, OutboundBufferLimitError
 
 #: Long enough that a test finishing well inside it proves nobody waited it out.

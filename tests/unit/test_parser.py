@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from wire_helpers import drain, hmsg, msg, parse_chunks
 
-from nats_sync._defaults import DEFAULT_MAX_PAYLOAD, MAX_CONTROL_LINE, MAX_PAYLOAD_HEADROOM
-from nats_sync._proto import (
+from nats_sync._core.proto import (
     OK,
     PING_OP,
     PONG_OP,
@@ -22,6 +21,7 @@ from nats_sync._proto import (
     PongOp,
     ServerOp,
 )
+from nats_sync._defaults import DEFAULT_MAX_PAYLOAD, MAX_CONTROL_LINE, MAX_PAYLOAD_HEADROOM
 from nats_sync.errors import ProtocolError
 
 INFO_JSON = (

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wire_helpers import drain_one_by_one, hmsg, msg
 
-from nats_sync._proto import MsgOp, Parser
+from nats_sync._core.proto import MsgOp, Parser
 from nats_sync.errors import ProtocolError
 
 PAYLOADS = st.sampled_from([b"", b"x", b"0123456789abcdef", b"a\r\nb", b"\r\n", b"\r", b"\n",

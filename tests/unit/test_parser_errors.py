@@ -12,8 +12,8 @@ import json
 import pytest
 from wire_helpers import drain, hmsg, parse_chunks
 
+from nats_sync._core.proto import PING_OP, MsgOp, Parser
 from nats_sync._defaults import MAX_CONTROL_LINE
-from nats_sync._proto import PING_OP, MsgOp, Parser
 from nats_sync.errors import Error, ProtocolError
 
 NESTED = "INFO (JSON is nested too deeply|is not valid JSON)"

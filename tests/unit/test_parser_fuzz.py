@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nats_sync._core.proto import PING_OP, Parser, ServerOp
 from nats_sync._defaults import MAX_CONTROL_LINE
-from nats_sync._proto import PING_OP, Parser, ServerOp
 from nats_sync.errors import ProtocolError
 
 EXAMPLES = settings(max_examples=300, deadline=None)

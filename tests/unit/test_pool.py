@@ -7,7 +7,12 @@ import random
 import pytest
 import tenacity
 
-from nats_sync._pool import ServerAddress, ServerPool, parse_server_url, reconnect_wait
+from nats_sync._core.transport.pool import (
+    ServerAddress,
+    ServerPool,
+    parse_server_url,
+    reconnect_wait,
+)
 from nats_sync.errors import Error
 
 

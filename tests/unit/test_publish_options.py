@@ -24,11 +24,11 @@ import pytest
 
 from nats_sync import _defaults as d
 from nats_sync import errors as core
-from nats_sync._proto import encode_headers
+from nats_sync._core.proto import encode_headers
 from nats_sync.jetstream import JetStream
-from nats_sync.jetstream._acks import AsyncPublisher
-from nats_sync.jetstream._api import js_headers, publish_headers
-from nats_sync.jetstream.fast import FastPublisher
+from nats_sync.jetstream._publishing.acks import AsyncPublisher
+from nats_sync.jetstream._publishing.fast import FastPublisher
+from nats_sync.jetstream._streams.wire import js_headers, publish_headers
 
 pytestmark = pytest.mark.timeout(20)
 

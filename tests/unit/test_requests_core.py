@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from nats_sync._requests import BatchSlot, BatchWait, ReplyFuture, ReplyWaiter, RequestMux
+from nats_sync._core.components.requests import (
+    BatchSlot,
+    BatchWait,
+    ReplyFuture,
+    ReplyWaiter,
+    RequestMux,
+)
 from nats_sync.errors import ConnectionClosedError, NoRespondersError
 from nats_sync.msg import Msg
 

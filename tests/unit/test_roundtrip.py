@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wire_helpers import client_to_server, drain, parse_chunks
 
-from nats_sync._proto import (
+from nats_sync._core.proto import (
     PING_OP,
     MsgOp,
     Parser,

@@ -1,4 +1,4 @@
-"""The protocol core stays sans-IO: no module of nats_sync._proto imports an I/O module."""
+"""The protocol core stays sans-IO: no module of nats_sync._core.proto imports an I/O module."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import nats_sync._proto
+import nats_sync._core.proto
 
-PROTO_DIR = Path(nats_sync._proto.__file__).parent
-PROTO_PACKAGE = "nats_sync._proto"
+PROTO_DIR = Path(nats_sync._core.proto.__file__).parent
+PROTO_PACKAGE = "nats_sync._core.proto"
 FORBIDDEN = frozenset({"socket", "ssl", "threading", "time", "select", "selectors", "asyncio"})
-ALLOWED_OWN = ("nats_sync._proto", "nats_sync.errors", "nats_sync._defaults")
+ALLOWED_OWN = ("nats_sync._core.proto", "nats_sync.errors", "nats_sync._defaults")
 
 
 def _allowed_own(module: str) -> bool:
@@ -82,7 +82,7 @@ def test_proto_module_is_sans_io(path: Path) -> None:
         "def f():\n    import time\n",
         "try:\n    import ssl\nexcept ImportError:\n    pass\n",
         "from nats_sync import client",
-        "from nats_sync._connection import Connection",
+        "from nats_sync._core.threads.connection import Connection",
         "import nats_sync.client",
         "from .. import client",
         "from ..msg import Msg",
@@ -100,7 +100,7 @@ def test_checker_catches_forbidden_imports(source: str) -> None:
         "from nats_sync.errors import ProtocolError",
         "from nats_sync import errors",
         "from nats_sync._defaults import MAX_CONTROL_LINE",
-        "from nats_sync._proto.ops import PING",
+        "from nats_sync._core.proto.ops import PING",
         "from . import ops",
         "from .headers import decode_headers",
         "from .. import errors",

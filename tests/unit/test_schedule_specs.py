@@ -1,4 +1,4 @@
-"""The schedule checks and headers of ``jetstream/schedule.py`` without a server (the
+"""The schedule checks and headers of ``jetstream/_publishing/schedule.py`` without a server (the
 integration tests send what these build to nats-server 2.15)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream.schedule import PREDEFINED, check_schedule, schedule_headers
+from nats_sync.jetstream._publishing.schedule import PREDEFINED, check_schedule, schedule_headers
 
 
 def test_an_aware_datetime_is_sent_as_at_in_utc() -> None:

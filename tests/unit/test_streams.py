@@ -26,9 +26,9 @@ from wsproto.events import (
     Request,
 )
 
+from nats_sync._core.transport.streams import TcpStream, TlsStream, Transport, os_error
+from nats_sync._core.transport.websocket import WebSocketStream
 from nats_sync._defaults import MAX_IOVECS_PER_SEND
-from nats_sync._transport import TcpStream, TlsStream, Transport, os_error
-from nats_sync._websocket import WebSocketStream
 from nats_sync.errors import (
     NatsConnectionError,
     SecureConnFailedError,

@@ -1,4 +1,4 @@
-"""The subject check's fast path (``_proto.encoder._check_subject``) against the subject
+"""The subject check's fast path (``_core.proto.encoder._check_subject``) against the subject
 rules applied token by token. A file of its own: it needs hypothesis, which the
 free-threaded run lacks, and test_encoder.py should still run there."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nats_sync._proto import encoder
+from nats_sync._core.proto import encoder
 from nats_sync.errors import BadSubjectError
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nats_sync import MessageTrace, NotSupportedError
-from nats_sync._cli_trace import describe
+from nats_sync._cli.trace import describe
 from nats_sync._trace import _check_server_version, _missing_hops
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 import nats_sync
-from nats_sync._validate import check_int, check_timeout
+from nats_sync._core.validate import check_int, check_timeout
 
 
 @pytest.mark.parametrize("value", [0.001, 1, 2.5, 10**6])

@@ -14,7 +14,7 @@ from wsproto.events import (
     TextMessage,
 )
 
-from nats_sync._websocket import WebSocket
+from nats_sync._core.transport.websocket import WebSocket
 from nats_sync.errors import NatsConnectionError
 
 

@@ -1,7 +1,7 @@
 """The writer's pure helpers: what goes to the socket (`_segments`) and what goes back to
 the outbox after a failed send (`_unsent`), at every byte the socket may stop at.
 
-The rule (nats_sync/_connection.py): a failed send puts back every message not fully
+The rule (nats_sync/_core/threads/connection.py): a failed send puts back every message not fully
 handed to the kernel, whole, ahead of newer ones; the server drops a partial frame with
 the connection, so a partly written frame (a large payload's list included) is re-sent
 from its first byte, and a frame written to its last byte is not.
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from nats_sync._connection import Connection, _segments, _unsent
-from nats_sync._outbox import ControlFrame, Frame, Outbox, frame_size
-from nats_sync._proto import Parser
-from nats_sync._transport import Buffer
+from nats_sync._core.proto import Parser
+from nats_sync._core.threads.connection import Connection, _segments, _unsent
+from nats_sync._core.threads.outbox import ControlFrame, Frame, Outbox, frame_size
+from nats_sync._core.transport.streams import Buffer
 from nats_sync.errors import Error, NatsConnectionError
 
 LARGE_PAYLOAD = bytes(range(256)) * 2

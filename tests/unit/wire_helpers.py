@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nats_sync._proto import Parser, ServerOp
+from nats_sync._core.proto import Parser, ServerOp
 
 
 def drain(parser: Parser) -> list[ServerOp]:

@@ -54,7 +54,7 @@ from nats_sync.jetstream.kvcodec.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream.kv import KeyValue
+    from nats_sync.jetstream._kv.bucket import KeyValue
 
 __all__ = [
     "Base64Codec",

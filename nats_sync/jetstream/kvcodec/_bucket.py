@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._kv_config import KeyValueStatus, check_filter, check_key
+from nats_sync.jetstream._kv.config import KeyValueStatus, check_filter, check_key
 from nats_sync.jetstream.errors import InvalidKeyError, KeyNotFoundError, NoKeysError
 from nats_sync.jetstream.kvcodec._codecs import (
     FilterableKeyCodec,
@@ -39,8 +39,8 @@ from nats_sync.jetstream.kvcodec.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._kv_watch import Entry, KeyWatcher
-    from nats_sync.jetstream.kv import KeyValue
+    from nats_sync.jetstream._kv.bucket import KeyValue
+    from nats_sync.jetstream._kv.watch import Entry, KeyWatcher
 
 __all__ = ["CodecKeyValue", "CodecKeyWatcher"]
 

@@ -24,22 +24,22 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nats_sync._defaults import PCG_ELASTIC_BUCKET, PCG_STATIC_BUCKET
-from nats_sync.jetstream._api import CoreClient
+from nats_sync.jetstream._consumers.consumer import PullConsumer
+from nats_sync.jetstream._kv.bucket import KeyValue
+from nats_sync.jetstream._streams.stream import Stream
+from nats_sync.jetstream._streams.wire import CoreClient
 from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo, StreamConfig, StreamInfo
-from nats_sync.jetstream.consumer import PullConsumer
 from nats_sync.jetstream.errors import (
     BucketNotFoundError,
     KeyNotFoundError,
     StreamNameAlreadyInUseError,
 )
-from nats_sync.jetstream.kv import KeyValue
 from nats_sync.jetstream.pcgroups.errors import (
     ConsumerGroupConfigError,
     ConsumerGroupExistsError,
     ConsumerGroupNotFoundError,
     MemberNotInGroupError,
 )
-from nats_sync.jetstream.stream import Stream
 
 __all__ = [
     "ConsumerGroupConfigError",

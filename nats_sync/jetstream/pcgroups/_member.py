@@ -47,14 +47,14 @@ from nats_sync.errors import (
     Error,
     TimeoutError,
 )
-from nats_sync.jetstream._api import header_value
-from nats_sync.jetstream._msg import JsMsg
-from nats_sync.jetstream._priority import PIN_ID_HEADER
-from nats_sync.jetstream._pull import MessageStream
+from nats_sync.jetstream._consumers.consumer import PullConsumer
+from nats_sync.jetstream._consumers.msg import JsMsg
+from nats_sync.jetstream._consumers.priority import PIN_ID_HEADER
+from nats_sync.jetstream._consumers.pull import MessageStream
+from nats_sync.jetstream._kv.bucket import Entry, KeyValue, KeyWatcher
+from nats_sync.jetstream._streams.wire import header_value
 from nats_sync.jetstream.api import ConsumerConfig
-from nats_sync.jetstream.consumer import PullConsumer
 from nats_sync.jetstream.errors import ConsumerNotFoundError, KeyNotFoundError
-from nats_sync.jetstream.kv import Entry, KeyValue, KeyWatcher
 from nats_sync.jetstream.pcgroups._config import GroupJetStream, key_of
 from nats_sync.jetstream.pcgroups.errors import ConsumerGroupConfigError
 from nats_sync.msg import Msg

@@ -28,17 +28,17 @@ from dataclasses import replace
 
 from nats_sync._defaults import PCG_PRIORITY_GROUP, PCG_STANDBY_BACKOFF
 from nats_sync.errors import Error, InvalidArgumentError
-from nats_sync.jetstream._msg import JsMsg
-from nats_sync.jetstream._pull import ErrorCallback
+from nats_sync.jetstream._consumers.consumer import ConsumeContext, PullConsumer
+from nats_sync.jetstream._consumers.msg import JsMsg
+from nats_sync.jetstream._consumers.pull import ErrorCallback
+from nats_sync.jetstream._kv.bucket import Entry
 from nats_sync.jetstream.api import ConsumerConfig
-from nats_sync.jetstream.consumer import ConsumeContext, PullConsumer
 from nats_sync.jetstream.errors import (
     APIError,
     ConsumerExistsError,
     KeyWrongLastSequenceError,
     StreamNotFoundError,
 )
-from nats_sync.jetstream.kv import Entry
 from nats_sync.jetstream.pcgroups._config import (
     ConsumerGroupConfigError,
     ConsumerGroupExistsError,

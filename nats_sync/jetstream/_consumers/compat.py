@@ -1,0 +1,207 @@
+"""nats-py's legacy JetStream reading names, on pull consumers: ``pull_subscribe`` and
+``subscribe``.
+
+How it works: ``pull_subscribe`` binds (or creates) a pull consumer filtered on the
+subject and wraps it in :class:`PullSubscription`, whose ``fetch(batch, timeout)``
+returns a list and raises ``TimeoutError`` only when nothing at all arrived, as nats-py
+does. ``subscribe`` has no push consumer under it: it reads a pull consumer with
+``messages()`` (or ``consume(cb)`` when a callback is given, acknowledging after the
+callback returns unless ``manual_ack``), or an ordered consumer for
+``ordered_consumer=True``. The threads are those of ``messages``/``consume``; these
+wrappers hold only what they were built with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from nats_sync import errors as core_errors
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._consumers.consumer import PullConsumer, bind_consumer, put_consumer
+from nats_sync.jetstream._consumers.ordered import OrderedConsumer
+from nats_sync.jetstream._streams.wire import check_stream_name
+from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo
+from nats_sync.jetstream.errors import ConsumerNotFoundError, JetStreamError
+
+if TYPE_CHECKING:
+    from nats_sync.jetstream._consumers.msg import JsMsg
+    from nats_sync.jetstream._streams.context_api import JsContext
+
+
+class PullSubscription:
+    """nats-py's pull subscription: ``fetch(batch, timeout)`` on a pull consumer."""
+
+    def __init__(self, js: JsContext, consumer: PullConsumer, *, ephemeral: bool) -> None:
+        self._js = js
+        self._consumer = consumer
+        self._ephemeral = ephemeral
+
+    @property
+    def consumer(self) -> PullConsumer:
+        """The pull consumer read."""
+        return self._consumer
+
+    def fetch(self, batch: int = 1, timeout: float | None = 5.0,
+              heartbeat: float | None = None) -> list[JsMsg]:
+        """Up to ``batch`` messages within ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: no message at all arrived (nats-py's behaviour); a partial
+                batch is returned as it is.
+        """
+        wait = 5.0 if timeout is None else timeout
+        fetched = self._consumer.fetch(batch, max_wait=wait, heartbeat=heartbeat)
+        messages = list(fetched)
+        if fetched.error is not None and not messages:
+            raise fetched.error
+        if not messages:
+            raise core_errors.TimeoutError(
+                f"no message from consumer {self._consumer.name!r} within {wait}s"
+            )
+        return messages
+
+    def consumer_info(self) -> ConsumerInfo:
+        """The consumer's info now."""
+        return self._consumer.info()
+
+    def unsubscribe(self) -> None:
+        """Ends the subscription; an ephemeral consumer is deleted with it."""
+        if self._ephemeral:
+            _delete_quietly(self._js, self._consumer)
+
+
+class JsSubscription:
+    """nats-py's ``js.subscribe`` result, read from a pull (or ordered) consumer."""
+
+    def __init__(self, js: JsContext, consumer: PullConsumer | None, reader: Any,
+                 *, ephemeral: bool, with_callback: bool,
+                 on_end: Callable[[], None] | None = None) -> None:
+        self._on_end = on_end
+        self._js = js
+        self._consumer = consumer
+        self._reader = reader
+        self._ephemeral = ephemeral
+        self._with_callback = with_callback
+
+    def next_msg(self, timeout: float | None = 1.0) -> JsMsg:
+        """The next message.
+
+        Raises:
+            TimeoutError: none within ``timeout`` seconds.
+        """
+        if self._with_callback:
+            raise InvalidArgumentError("this subscription has a callback; next_msg works "
+                                       "only without one")
+        message: JsMsg = self._reader.next(timeout=timeout)
+        return message
+
+    def __iter__(self) -> Iterator[JsMsg]:
+        """Messages until the subscription ends."""
+        while True:
+            try:
+                yield self.next_msg(timeout=None)
+            except (core_errors.BadSubscriptionError, core_errors.ConnectionClosedError):
+                return
+
+    def consumer_info(self) -> ConsumerInfo:
+        """The underlying consumer's info (not for ordered subscriptions)."""
+        if self._consumer is None:
+            raise InvalidArgumentError("an ordered subscription has no fixed consumer")
+        return self._consumer.info()
+
+    def unsubscribe(self) -> None:
+        """Stops reading; an ephemeral consumer is deleted."""
+        self._reader.stop()
+        self._end()
+
+    def _end(self) -> None:
+        if self._ephemeral and self._consumer is not None:
+            _delete_quietly(self._js, self._consumer)
+        if self._on_end is not None:
+            self._on_end()
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Lets what was pulled be handed over, then stops."""
+        self._reader.drain(timeout)
+        self._end()
+
+
+def pull_subscribe(js: JsContext, subject: str, durable: str | None = None,
+                   stream: str | None = None, config: ConsumerConfig | None = None
+                   ) -> PullSubscription:
+    """See ``JetStream.pull_subscribe``."""
+    stream_name = stream or js.stream_name_by_subject(subject)
+    consumer, ephemeral = _bind_or_create(js, stream_name, subject, durable, config, None)
+    return PullSubscription(js, consumer, ephemeral=ephemeral)
+
+
+def subscribe(js: JsContext, subject: str, queue: str | None = None,
+              cb: Callable[[JsMsg], None] | None = None, durable: str | None = None,
+              stream: str | None = None, manual_ack: bool = False,
+              ordered_consumer: bool = False, deliver_policy: str | None = None,
+              config: ConsumerConfig | None = None) -> JsSubscription:
+    """See ``JetStream.subscribe``."""
+    if cb is not None and not callable(cb):
+        raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
+    stream_name = stream or js.stream_name_by_subject(subject)
+    if ordered_consumer:
+        if queue or durable:
+            raise InvalidArgumentError("an ordered consumer takes neither queue nor durable")
+        ordered = OrderedConsumer(js, check_stream_name(stream_name),
+                                  filter_subjects=[subject],
+                                  deliver_policy=deliver_policy or "all")
+        reader = _read(ordered, cb, manual_ack=True)
+        return JsSubscription(js, None, reader, ephemeral=False, with_callback=cb is not None,
+                              on_end=ordered.stop)
+    # A queue group shares one durable consumer named after it (nats-py does the same).
+    name = durable or queue
+    consumer, ephemeral = _bind_or_create(js, stream_name, subject, name, config,
+                                          deliver_policy)
+    reader = _read(consumer, cb, manual_ack=manual_ack)
+    return JsSubscription(js, consumer, reader, ephemeral=ephemeral,
+                          with_callback=cb is not None)
+
+
+def _read(source: Any, cb: Callable[[JsMsg], None] | None, *, manual_ack: bool) -> Any:
+    if cb is None:
+        return source.messages()
+    if manual_ack:
+        return source.consume(cb)
+    callback = cb
+
+    def acking(msg: JsMsg) -> None:
+        callback(msg)
+        if not msg.is_acked:
+            msg.ack()
+
+    return source.consume(acking)
+
+
+def _bind_or_create(js: JsContext, stream: str, subject: str, durable: str | None,
+                    config: ConsumerConfig | None, deliver_policy: str | None
+                    ) -> tuple[PullConsumer, bool]:
+    if durable:
+        try:
+            return bind_consumer(js, stream, durable, None), False
+        except ConsumerNotFoundError:
+            pass
+    fields: dict[str, Any] = {}
+    base = config or ConsumerConfig()
+    if not base.filter_subject and not base.filter_subjects:
+        fields["filter_subject"] = subject
+    if base.ack_policy is None:
+        fields["ack_policy"] = "explicit"
+    if deliver_policy and base.deliver_policy is None:
+        fields["deliver_policy"] = deliver_policy
+    if durable:
+        fields["durable_name"] = durable
+    consumer = put_consumer(js, stream, base.replace(**fields), {}, "create", None)
+    return consumer, not durable
+
+
+def _delete_quietly(js: JsContext, consumer: PullConsumer) -> None:
+    try:
+        js.delete_consumer(consumer.stream_name, consumer.name)
+    except (JetStreamError, core_errors.Error):
+        pass  # gone already, or the connection is: the server expires it anyway

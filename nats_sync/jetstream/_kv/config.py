@@ -1,0 +1,211 @@
+"""Key-value bucket names and settings: the key and bucket name checks,
+:class:`KeyValueConfig` (and the stream config it makes) and :class:`KeyValueStatus`.
+
+How it works: plain functions and dataclasses, moved out of ``kv.py`` (which imports
+them back, so ``nats_sync.jetstream._kv.bucket`` keeps every name) to keep it short. No thread,
+no state: the dataclasses are values, ``KeyValueStatus`` frozen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats_sync.errors import InvalidArgumentError
+from nats_sync.jetstream._streams.wire import check_bucket_name
+from nats_sync.jetstream.api import StreamConfig, StreamInfo
+from nats_sync.jetstream.errors import (
+    InvalidKeyError,
+    KeyHistoryTooLargeError,
+)
+
+MAX_HISTORY = 64
+_KEY_RE = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
+_FILTER_RE = re.compile(r"^[-/_=.a-zA-Z0-9*]*>?$")
+
+
+# --- names ---------------------------------------------------------------------------------
+
+
+def check_key(key: object, *, writing: bool = False) -> str:
+    """Returns ``key`` if it is a valid key.
+
+    Raises:
+        InvalidKeyError: empty, not a str, starting or ending with ``.``, holding ``..``
+            or a character other than letters, digits and ``- / _ = .``; or, when
+            ``writing``, starting with the reserved ``_kv``.
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidKeyError(f"key must be a non-empty str, got {key!r}")
+    if not _KEY_RE.match(key):
+        bad = "".join(sorted({c for c in key if not _KEY_RE.match(c)}))
+        raise InvalidKeyError(
+            f"key {key!r} holds {bad!r}: keys are letters, digits and '-', '/', '_', '=', '.'"
+        )
+    if key[0] == "." or key[-1] == "." or ".." in key:
+        raise InvalidKeyError(f"key {key!r} starts or ends with '.' or holds '..'")
+    if writing and key.startswith("_kv"):
+        raise InvalidKeyError(f"key {key!r}: keys starting with '_kv' are reserved")
+    return key
+
+
+def check_filter(pattern: object) -> str:
+    """Returns ``pattern`` if it is a valid key filter (``*`` and a final ``>`` allowed).
+
+    Raises:
+        InvalidKeyError: it is not.
+    """
+    tokens = pattern.split(".") if isinstance(pattern, str) else []
+    if not isinstance(pattern, str) or not pattern or not _FILTER_RE.match(pattern) or any(
+            not token or ("*" in token and token != "*") or (">" in token and token != ">")
+            for token in tokens) or ">" in tokens[:-1]:
+        raise InvalidKeyError(
+            f"key filter {pattern!r} is not a key, '>', or a key with '*' tokens or a final '>'"
+        )
+    return pattern
+
+
+def stream_name(bucket: str) -> str:
+    """The stream of a bucket."""
+    return f"KV_{bucket}"
+
+
+# --- data ----------------------------------------------------------------------------------
+
+
+@dataclass
+class KeyValueConfig:
+    """A bucket's configuration.
+
+    Attributes:
+        bucket: its name (letters, digits, ``-``, ``_``).
+        description: free text.
+        history: how many values a key keeps (1 to 64).
+        ttl: seconds a value lives (0: for ever).
+        max_value_size: the largest value in bytes (-1: no limit).
+        max_bytes: the bucket's size limit in bytes (-1: no limit).
+        storage: ``"file"`` or ``"memory"``.
+        replicas: how many servers keep it.
+        compression: compress the stored values (s2).
+        placement, republish, metadata: passed to the stream as they are.
+        limit_marker_ttl: seconds (>= 1) the server keeps a marker when age removes a
+            key's last value, so watchers see it; also lets ``create`` and ``purge``
+            take a ``ttl`` (key TTLs, ADR-48; nats-server 2.11+). None: no markers.
+    """
+
+    bucket: str
+    description: str | None = None
+    history: int = 1
+    ttl: float = 0.0
+    max_value_size: int = -1
+    max_bytes: int = -1
+    storage: str = "file"
+    replicas: int = 1
+    compression: bool = False
+    placement: dict[str, Any] | None = None
+    republish: dict[str, Any] | None = None
+    metadata: dict[str, str] | None = None
+    limit_marker_ttl: float | None = None
+
+    @classmethod
+    def build(cls, config: KeyValueConfig | None, fields: dict[str, Any]) -> KeyValueConfig:
+        """``config`` with ``fields`` over it (either, or both).
+
+        Raises:
+            InvalidArgumentError: ``config`` is not a KeyValueConfig, a field is unknown,
+                or no bucket is named.
+        """
+        if config is not None and not isinstance(config, KeyValueConfig):
+            raise InvalidArgumentError(
+                f"config must be a KeyValueConfig, got {type(config).__name__}")
+        known = {spec.name for spec in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown KeyValueConfig field(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}")
+        if config is None:
+            if "bucket" not in fields:
+                raise InvalidArgumentError("create_key_value needs a bucket name (bucket=...)")
+            return cls(**fields)
+        return dataclasses.replace(config, **fields)
+
+    def to_stream_config(self) -> StreamConfig:
+        """The stream config of the bucket (nats.go's ``prepareKeyValueConfig``).
+
+        Raises:
+            InvalidBucketNameError: the name is not valid.
+            KeyHistoryTooLargeError: history above 64.
+            InvalidArgumentError: another field has a value it cannot take.
+        """
+        bucket = check_bucket_name(self.bucket)
+        if bad_int(self.history, 1):
+            raise InvalidArgumentError(f"history must be an int >= 1, got {self.history!r}")
+        if self.history > MAX_HISTORY:
+            raise KeyHistoryTooLargeError(
+                f"history {self.history} is above {MAX_HISTORY}, the most a bucket keeps"
+            )
+        if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or self.ttl < 0:
+            raise InvalidArgumentError(f"ttl must be seconds >= 0, got {self.ttl!r}")
+        for value, what in ((self.max_value_size, "max_value_size"),
+                            (self.max_bytes, "max_bytes")):
+            if bad_int(value, -1) or value == 0:
+                raise InvalidArgumentError(f"{what} must be an int >= 1 or -1, got {value!r}")
+        if self.storage not in ("file", "memory"):
+            raise InvalidArgumentError(f"storage must be 'file' or 'memory', got {self.storage!r}")
+        if bad_int(self.replicas, 1):
+            raise InvalidArgumentError(f"replicas must be an int >= 1, got {self.replicas!r}")
+        marker_ttl = self.limit_marker_ttl
+        if marker_ttl is not None and (isinstance(marker_ttl, bool) or not isinstance(
+                marker_ttl, (int, float)) or not marker_ttl >= 1):
+            raise InvalidArgumentError(
+                f"limit_marker_ttl must be seconds >= 1 (or None), got {marker_ttl!r}")
+        duplicate_window = 120.0
+        if self.ttl and self.ttl < duplicate_window:
+            duplicate_window = float(self.ttl)
+        return StreamConfig(
+            name=stream_name(bucket), subjects=[f"$KV.{bucket}.>"],
+            description=self.description, max_msgs_per_subject=self.history,
+            max_bytes=self.max_bytes, max_age=float(self.ttl),
+            max_msg_size=self.max_value_size, storage=self.storage,
+            num_replicas=self.replicas, allow_rollup_hdrs=True, deny_delete=True,
+            discard="new", duplicate_window=duplicate_window, max_msgs=-1,
+            max_consumers=-1, allow_direct=True,
+            compression="s2" if self.compression else None,
+            placement=self.placement, republish=self.republish, metadata=self.metadata,
+            allow_msg_ttl=True if marker_ttl else None,
+            subject_delete_marker_ttl=float(marker_ttl) if marker_ttl else None,
+        )
+
+
+def bad_int(value: object, minimum: int) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int) or value < minimum
+
+
+@dataclass(frozen=True)
+class KeyValueStatus:
+    """A bucket's state and settings (``kv.status()``).
+
+    Attributes:
+        bucket: its name.
+        values: how many entries it stores (markers and history included).
+        history: values kept per key.
+        ttl: seconds a value lives (0: for ever).
+        bytes: its size in bytes.
+        backing_store: always ``"JetStream"``.
+        is_compressed: whether values are stored compressed.
+        limit_marker_ttl: seconds the limit markers live (0: no markers).
+        info: the stream info it was read from.
+    """
+
+    bucket: str
+    values: int
+    history: int
+    ttl: float
+    bytes: int
+    backing_store: str = "JetStream"
+    is_compressed: bool = False
+    limit_marker_ttl: float = 0.0
+    info: StreamInfo = field(default_factory=StreamInfo, repr=False, compare=False)
