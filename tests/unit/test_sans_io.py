@@ -84,8 +84,8 @@ def test_proto_module_is_sans_io(path: Path) -> None:
         "from nats_sync import client",
         "from nats_sync._core.threads.connection import Connection",
         "import nats_sync.client",
-        "from .. import client",
-        "from ..msg import Msg",
+        "from ... import client",
+        "from ...msg import Msg",
     ],
 )
 def test_checker_catches_forbidden_imports(source: str) -> None:
@@ -103,8 +103,8 @@ def test_checker_catches_forbidden_imports(source: str) -> None:
         "from nats_sync._core.proto.ops import PING",
         "from . import ops",
         "from .headers import decode_headers",
-        "from .. import errors",
-        "from ..errors import ProtocolError",
+        "from ... import errors",
+        "from ...errors import ProtocolError",
     ],
 )
 def test_checker_allows_pure_imports(source: str) -> None:
