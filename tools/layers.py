@@ -55,6 +55,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
      "jetstream._streams.context_api", "jetstream._streams.context_compat",
      "jetstream._streams.stream", "jetstream._streams.ranges",
      "jetstream._publishing", "jetstream._publishing.publish", "jetstream._publishing.acks",
+     "jetstream._publishing.ack_future",
      "jetstream._publishing.fast", "jetstream._publishing.atomic",
      "jetstream._publishing.batch_replies", "jetstream._publishing.counter",
      "jetstream._publishing.schedule",

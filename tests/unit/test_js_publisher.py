@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Future, as_completed, wait
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from types import SimpleNamespace
 from typing import Any
@@ -21,6 +21,7 @@ from nats_sync._core.components.requests import InboxRoute, RequestMux
 from nats_sync._core.proto import encode_headers
 from nats_sync.jetstream import JetStream
 from nats_sync.jetstream import errors as js_errors
+from nats_sync.jetstream._publishing import ack_future, acks
 from nats_sync.jetstream._publishing.publish import JsPublisher, decode_ack
 from nats_sync.jetstream._streams.wire import js_headers, publish_headers
 from nats_sync.jetstream.api import PubAck
@@ -376,6 +377,75 @@ def test_publish_batch_maps_each_result(fake: FakeClient) -> None:
 
 
 # --- the AckFuture: a concurrent.futures.Future in every way users touch ------------------
+
+
+@pytest.fixture(autouse=True, params=["lean", "plain"])
+def future_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                 ) -> type[ack_future.AckFutureBase]:
+    """Every test of this module runs with both implementations of the future: the lean
+    one every Python the package declares uses, and the documented-API one a CPython
+    with another ``Future`` layout would get (the two must agree)."""
+    chosen = {"lean": ack_future.LeanAckFuture, "plain": ack_future.PlainAckFuture}[
+        request.param]
+    monkeypatch.setattr(acks, "AckFuture", chosen)
+    return chosen
+
+
+def test_the_lean_future_is_the_one_in_use_here() -> None:
+    # Every Python the package declares (3.10-3.13, free-threaded 3.13t) keeps the
+    # layout; a new one that does not gets the plain future, and this test says so.
+    assert ack_future.future_layout_is_known()
+    assert ack_future.AckFuture is ack_future.LeanAckFuture
+
+
+def test_the_layout_check_refuses_a_changed_future(monkeypatch: pytest.MonkeyPatch) -> None:
+    original_init = Future.__init__
+
+    def init_with_another_field(self: Future[Any]) -> None:
+        original_init(self)
+        self._cancel_reason = None  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Future, "__init__", init_with_another_field)
+    assert not ack_future.future_layout_is_known()
+    monkeypatch.setattr(Future, "__init__", original_init)
+    assert ack_future.future_layout_is_known()
+    monkeypatch.setattr(ack_future, "_FINISHED_STATE", "")
+    assert not ack_future.future_layout_is_known()
+
+
+def test_the_future_names_its_state_and_refuses_to_be_set_by_users(
+    fake: FakeClient, future_class: type[ack_future.AckFutureBase],
+) -> None:
+    pub = publisher(fake)
+    future = pub.publish_async("s.a", b"1")
+    assert isinstance(future, future_class)
+    assert repr(future) == f"<{future_class.__name__} for 's.a' awaited>"
+    with pytest.raises(RuntimeError, match="settled by the client only"):
+        future.set_result(PubAck(stream="S", seq=1))
+    with pytest.raises(RuntimeError, match="settled by the client only"):
+        future.set_exception(ValueError("no"))
+    assert not future.cancelled() and future.running()
+    fake.deliver(fake.published[0][2], b'{"stream":"S","seq":1}')
+    assert repr(future).endswith("acknowledged>") and not future.running()
+    failing = pub.publish_async("s.b", b"2")
+    fake.deliver(fake.published[1][2],
+                 b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}')
+    assert "raised WrongLastSequenceError" in repr(failing)
+
+
+def test_wait_for_the_first_exception_sees_a_failed_future(fake: FakeClient) -> None:
+    pub = publisher(fake)
+    good = pub.publish_async("s.a", b"1")
+    bad = pub.publish_async("s.b", b"2")
+    fake.deliver(fake.published[0][2], b'{"stream":"S","seq":1}')
+    timer = threading.Timer(0.1, lambda: fake.deliver(
+        fake.published[1][2],
+        b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}'))
+    timer.start()
+    done, not_done = wait([good, bad], timeout=5, return_when=FIRST_EXCEPTION)
+    timer.join()
+    assert done == {good, bad} and not_done == set()
+    assert isinstance(bad.exception(), js_errors.WrongLastSequenceError)
 
 
 def test_the_future_works_with_concurrent_futures_wait_and_as_completed(

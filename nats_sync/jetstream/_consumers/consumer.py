@@ -38,12 +38,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nats_sync import _defaults as d
 from nats_sync._core.components.port import port_of
 from nats_sync._core.validate import check_int, check_timeout
-from nats_sync._defaults import (
-    CLOSE_CALLBACK_GRACE,
-    JS_BYTES_ONLY_BATCH,
-    JS_FETCH_MARGIN,
-    JS_PIN_RETRY_MIN_WAIT,
-)
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -175,7 +169,7 @@ class PullConsumer:
             InvalidArgumentError: a bad size, wait, heartbeat or criterion.
         """
         check_int(max_bytes, "max_bytes", 1)
-        return self._fetch(JS_BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat,
+        return self._fetch(d.JS_BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat,
                            self._group(group, min_pending, min_ack_pending, priority))
 
     def fetch_nowait(self, max_messages: int = 1, *, group: str | None = None,
@@ -197,7 +191,7 @@ class PullConsumer:
         pg = self._group(group, min_pending, min_ack_pending, priority)
         body = pull_body(max_messages, no_wait=True, group=None if pg is None else pg.fields())
         return MessageBatch(self._js.client, self._next_subject, body, batch=max_messages,
-                            max_bytes=None, wait=JS_FETCH_MARGIN, heartbeat=None,
+                            max_bytes=None, wait=d.JS_FETCH_MARGIN, heartbeat=None,
                             ack_timeout=self._js.timeout, group=pg,
                             again=_again(pg, None, None))
 
@@ -237,7 +231,7 @@ class PullConsumer:
         body = pull_body(batch, expires=max_wait, max_bytes=max_bytes, heartbeat=heartbeat,
                          group=None if pg is None else pg.fields())
         return MessageBatch(self._js.client, self._next_subject, body, batch=batch,
-                            max_bytes=max_bytes, wait=max_wait + JS_FETCH_MARGIN,
+                            max_bytes=max_bytes, wait=max_wait + d.JS_FETCH_MARGIN,
                             heartbeat=heartbeat, ack_timeout=self._js.timeout, group=pg,
                             again=_again(pg, max_wait, heartbeat))
 
@@ -404,11 +398,11 @@ def _again(pg: PullGroup | None, max_wait: float | None,
 
     def again(count: int, size: int, left: float) -> bytes | None:
         if max_wait is None:  # fetch_nowait: the deadline is the margin itself
-            if left < JS_PIN_RETRY_MIN_WAIT:
+            if left < d.JS_PIN_RETRY_MIN_WAIT:
                 return None
             return pull_body(count, no_wait=True, group=pg.fields())
-        expires = left - JS_FETCH_MARGIN
-        if expires < JS_PIN_RETRY_MIN_WAIT:
+        expires = left - d.JS_FETCH_MARGIN
+        if expires < d.JS_PIN_RETRY_MIN_WAIT:
             return None
         beat = heartbeat if heartbeat and 2 * heartbeat <= expires else None
         return pull_body(count, expires=expires, max_bytes=size or None, heartbeat=beat,
@@ -465,7 +459,7 @@ class ConsumeContext:
         moment for this thread, as for the client's own callback threads; a ``cb`` that
         does not return is left to finish on its own."""
         if event == "closed" and threading.current_thread() is not self._thread:
-            self._thread.join(CLOSE_CALLBACK_GRACE)
+            self._thread.join(d.CLOSE_CALLBACK_GRACE)
 
     def _run(self) -> None:
         """The consume thread: the next message, then ``cb``, until the stream ends."""

@@ -1,5 +1,5 @@
 """JetStream ``publish_async``: a window of acknowledgements in flight, settled where
-they are parsed; and the decoding of acknowledgements (also ``publish``'s).
+they are parsed.
 
 How it works:
 
@@ -8,9 +8,9 @@ How it works:
   client port's ``inbox_route``) and publishes it with that waiter's reply subject
   (``<inbox>.<token>``), so its ack is decoded and its future settled on the thread
   that parses the ack, as a request's reply is: no queue, no thread hop, no lock per
-  message. The future is an :class:`AckFuture`, which makes a condition
-  only if someone waits on it. At most ``max_pending_acks`` acks are awaited; a caller
-  beyond that waits up to ``stall_wait`` for room, then gets
+  message. The future is an ``AckFuture`` (``ack_future``: a ``concurrent.futures.Future``
+  that makes a condition only if someone waits on it). At most ``max_pending_acks``
+  acks are awaited; a caller beyond that waits up to ``stall_wait`` for room, then gets
   ``TooManyStalledMsgsError``. A 503 is retried like ``publish`` (the ack timer
   publishes again after ``retry_wait``); a timeout is not. Closing the client fails
   what is still awaited with ``ConnectionClosedError``: call
@@ -42,16 +42,12 @@ session; the deques of deadlines are appended by callers and popped only by the 
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FuturesTimeoutError
-from concurrent.futures._base import FINISHED as _FINISHED_STATE
-from concurrent.futures._base import RUNNING as _RUNNING_STATE
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
 from nats_sync._core.components.port import port_of
@@ -62,15 +58,17 @@ from nats_sync._defaults import CLOSE_CALLBACK_GRACE
 from nats_sync._defaults import DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS as _DEFAULT_RETRY_ATTEMPTS
 from nats_sync._defaults import DEFAULT_JS_PUBLISH_RETRY_WAIT as _DEFAULT_RETRY_WAIT
 from nats_sync.errors import ConnectionClosedError, Error, TimeoutError
-from nats_sync.jetstream._streams.wire import Headers, decode_reply, publish_headers
+from nats_sync.jetstream._publishing.ack_future import (
+    AckFuture,
+    AckFutureBase,
+    ack_timeout,
+)
+from nats_sync.jetstream._streams.wire import Headers, publish_headers
 from nats_sync.jetstream.api import PubAck
 from nats_sync.jetstream.errors import (
-    JetStreamError,
-    NoStreamResponseError,
     PublishAckTimeoutError,
     TooManyStalledMsgsError,
 )
-from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
     from nats_sync._core.components.requests import InboxRoute, RequestMux
@@ -78,233 +76,6 @@ if TYPE_CHECKING:
 
 _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it
-
-#: ``{"stream":"<name>","seq":<n>}`` exactly, as nats-server writes a plain PubAck.
-_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)\}\Z')
-#: How every acknowledgement starts (an error reply starts with ``{"error"``).
-_ACK_START = b'{"stream":'
-_ACK_KEYS = frozenset(("stream", "seq", "duplicate", "domain", "val"))
-
-
-def decode_ack(msg: Msg, subject: str) -> PubAck:
-    """The PubAck a publish reply carries.
-
-    Raises:
-        NoStreamResponseError: the reply is the 503 no-responders status.
-        APIError: the stream refused the message (the subclass by ``err_code``).
-        JetStreamError: the reply is not a publish acknowledgement.
-    """
-    if msg.status is not None:
-        if msg.is_no_responders:
-            raise no_stream(subject)
-        raise JetStreamError(
-            f"the publish to {subject!r} was answered with status {msg.status} "
-            f"{msg.description!r}, not an acknowledgement"
-        )
-    plain = _PLAIN_ACK.match(msg.data)
-    if plain is not None:  # what a stream answers nearly always: no JSON decoder needed
-        return PubAck(plain[1].decode(), int(plain[2]))
-    reply = decode_reply(msg.data, subject)
-    stream = reply.get("stream")
-    seq = reply.get("seq")
-    if not isinstance(stream, str) or not isinstance(seq, int) or isinstance(seq, bool):
-        raise JetStreamError(f"the reply to the publish to {subject!r} is not an "
-                             f"acknowledgement: {msg.data[:80]!r}")
-    if reply.keys() <= _ACK_KEYS:  # what every server sends: no generic decoding needed
-        return PubAck(stream, seq, reply.get("duplicate") is True, reply.get("domain"),
-                      reply.get("val"))
-    return PubAck.from_api(reply)
-
-
-def no_stream(subject: str) -> NoStreamResponseError:
-    return NoStreamResponseError(f"no stream stores {subject!r} (no responders)")
-
-
-def ack_timeout(subject: str, timeout: float) -> PublishAckTimeoutError:
-    return PublishAckTimeoutError(f"no ack for the publish to {subject!r} within {timeout}s")
-
-
-class AckFuture(Future[PubAck]):
-    """The ``concurrent.futures.Future`` of one ``publish_async`` message; also its
-    waiter in the client's request multiplexer (``resolve``/``fail`` are called there,
-    on the reader thread, and are not for users).
-
-    Cheap on the hot path in three ways:
-
-    - ``Future()`` builds a ``Condition`` (two locks) per message; this one builds its
-      condition, waiter list and callback list only when someone asks for them
-      (``result()`` that must wait, ``add_done_callback``, ``concurrent.futures.wait``).
-      :meth:`_settle` sets the state first and then looks for a condition: a thread
-      that makes the condition afterwards sees the state, and one that made it earlier
-      holds it while it checks the state, so a wake-up is never lost.
-    - A plain acknowledgement is kept as its bytes and decoded into a ``PubAck`` only
-      when ``result()`` or ``exception()`` asks (at once if someone already waits).
-    - Done-callbacks run on the client's callback thread, never on the reader thread.
-
-    It is running from the start: a message published cannot be taken back, so
-    ``cancel()`` returns False.
-    """
-
-    def __init__(self, owner: AsyncPublisher, subject: str, payload: bytes,
-                 headers: Headers | bytes,
-                 timeout: float, retries_left: int, retry_wait: float,
-                 run_callback: Callable[..., None]) -> None:  # no super(): see above
-        # What most messages share is a class attribute (see below): fewer stores.
-        self._run_callback = run_callback
-        self._owner = owner
-        self.subject = subject
-        self._payload = payload
-        self._headers = headers
-        self._timeout = timeout
-        if retries_left != _DEFAULT_RETRY_ATTEMPTS or retry_wait != _DEFAULT_RETRY_WAIT:
-            self._retries_left = retries_left
-            self._retry_wait = retry_wait
-
-    # Until set on the instance; Future's own methods read these names too.
-    _state = _RUNNING_STATE
-    _result: PubAck | None = None
-    _exception: BaseException | None = None
-    #: The ack's bytes while not decoded yet.
-    _ack_data: bytes | None = None
-    _retries_left = _DEFAULT_RETRY_ATTEMPTS
-    _retry_wait = _DEFAULT_RETRY_WAIT
-    _reply = ""
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached while the attribute is missing; setdefault keeps one winner if
-        # two threads make it at once.
-        if name == "_condition":
-            # On a plain lock of its own, which callers' threads enter directly: a
-            # Condition's own __enter__ is Python code, and a Ctrl-C as it returns
-            # would leave the lock held for ever.
-            lock = self._condition_lock
-            return self.__dict__.setdefault(name, threading.Condition(lock))
-        if name == "_condition_lock":
-            return self.__dict__.setdefault(name, threading.Lock())
-        if name == "_sleepers":
-            return self.__dict__.setdefault(name, Sleepers())
-        if name in ("_waiters", "_done_callbacks"):
-            return self.__dict__.setdefault(name, [])
-        raise AttributeError(name)
-
-    # --- the user's side -----------------------------------------------------------------
-
-    def done(self) -> bool:
-        """Whether the ack (or an error) came; reads the state without the condition."""
-        return self._state == _FINISHED_STATE
-
-    def result(self, timeout: float | None = None) -> PubAck:
-        """The ack, waiting up to ``timeout`` seconds (None: as long as it takes).
-
-        Raises:
-            The publish's error (``PublishAckTimeoutError``, an ``APIError``, ...), or
-            ``concurrent.futures.TimeoutError`` when it did not complete in time.
-        """
-        self._wait(timeout)
-        if self._exception is not None:
-            raise self._exception
-        assert self._result is not None
-        return self._result
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        """The publish's error or None, waiting up to ``timeout`` seconds.
-
-        Raises:
-            concurrent.futures.TimeoutError: it did not complete in time.
-        """
-        self._wait(timeout)
-        return self._exception
-
-    def _wait(self, timeout: float | None) -> None:
-        """Until settled (then decoded), or raises ``concurrent.futures.TimeoutError``.
-
-        Not ``Future.result``'s own wait: that returns ``_result`` as it finds it, and
-        a kept ack is decoded only here; and it sleeps inside the condition's lock,
-        which a Ctrl-C can leave half-released (see ``nats_sync._core.threads.waiting``).
-        """
-        if self._state != _FINISHED_STATE:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            self._condition  # noqa: B018 - made now: _settle wakes sleepers only if it is
-            if wait_until(self._condition_lock, self._sleepers, self._finished,
-                          deadline) is None:
-                raise FuturesTimeoutError()
-        self._decode()
-
-    def _finished(self) -> bool | None:
-        """True once settled, None before (``wait_until``'s look)."""
-        return True if self._state == _FINISHED_STATE else None
-
-    def add_done_callback(self, fn: Callable[[Future[PubAck]], object]) -> None:
-        """Runs ``fn(future)`` on the client's callback thread once the future is done."""
-        self._condition  # noqa: B018 - made now: _settle runs callbacks only if it is
-        with self._condition_lock:
-            if self._state != _FINISHED_STATE:
-                self._done_callbacks.append(fn)
-                return
-        self._run_callback(fn, self)
-
-    def _decode(self) -> None:
-        """Decodes a kept ack. Two threads may both decode: the result is the same, and
-        ``_result``/``_exception`` are set before the kept bytes are dropped."""
-        data = self._ack_data
-        if data is not None:
-            try:
-                self._result = decode_ack(Msg(self._reply, data=data), self.subject)
-            except JetStreamError as err:
-                self._exception = err
-            self._ack_data = None
-
-    # --- the mux's side (reader thread), the timer, a closing thread -------------------
-
-    def resolve(self, msg: Msg) -> None:
-        """Reader thread: the ack (or a 503, or an API error) came."""
-        if msg.status is None:
-            data = msg.data
-            if data.startswith(_ACK_START):  # an ack, not an error: decoded when asked
-                self._ack_data = data
-                self._settle()
-                return
-        elif self._retries_left and msg.is_no_responders:
-            self._owner._retry_later(self)
-            return
-        try:
-            self._result = decode_ack(msg, self.subject)
-        except JetStreamError as err:
-            self._exception = err
-        self._settle()
-
-    def fail(self, error: BaseException) -> None:
-        """Any thread that took this waiter from the mux: completes it with ``error``."""
-        self._exception = error
-        self._settle()
-
-    def _settle(self) -> None:
-        """Completes the future (exactly once: the caller took its waiter) and frees
-        its room in the window."""
-        self._state = _FINISHED_STATE
-        lazy = self.__dict__
-        condition = lazy.get("_condition")
-        if condition is not None:  # someone waits or listens
-            with condition:
-                sleepers = lazy.get("_sleepers")
-                if sleepers:
-                    sleepers.wake_all()
-                for waiter in lazy.get("_waiters", ()):
-                    if self._exception is None:
-                        waiter.add_result(self)
-                    else:
-                        waiter.add_exception(self)
-                condition.notify_all()
-            for fn in lazy.get("_done_callbacks", ()):
-                self._run_callback(fn, self)
-        owner = self._owner  # AsyncPublisher._settled, inlined: this runs per message
-        if owner._tracing is not None:  # a kept ack is an ack: decoded only when asked
-            owner._tracing.js_acked(self.subject, self._exception)
-        in_flight = owner._in_flight
-        in_flight.discard(self)
-        if owner._room_sleepers or not in_flight:
-            owner._settled()
-
 
 class _Session:
     """The inbox route, status listener and ack timer thread of a context's
@@ -347,16 +118,16 @@ class AsyncPublisher:
         #: The waiters registered and not yet settled (a 503 waiting to be sent again
         #: included): a set, whose add, discard and len need no lock, so the caller and
         #: the reader thread never contend for one per message.
-        self._in_flight: set[AckFuture] = set()
+        self._in_flight: set[AckFutureBase] = set()
         #: Per ack timeout: ``(deadline, reply, waiter)`` in publish order, so each
         #: deque's deadlines only grow and the timer reads only its head.
-        self._deadlines: dict[float, deque[tuple[float, str, AckFuture]]] = {}
+        self._deadlines: dict[float, deque[tuple[float, str, AckFutureBase]]] = {}
         #: ``(when, waiter)`` answered 503, to be published again by the timer.
-        self._retries: list[tuple[float, AckFuture]] = []
+        self._retries: list[tuple[float, AckFutureBase]] = []
         self._next_wake = _NEVER
         self._idle_since = time.monotonic()
         #: Waiters seen unsettled with their reply out of the mux, and that reply.
-        self._suspects: dict[AckFuture, str] = {}
+        self._suspects: dict[AckFutureBase, str] = {}
         self._next_orphan_scan = 0.0
 
     # --- publish_async ---------------------------------------------------------------
@@ -405,7 +176,7 @@ class AsyncPublisher:
             raise
         return waiter
 
-    def _send(self, waiter: AckFuture, route: InboxRoute, deadline: float) -> None:
+    def _send(self, waiter: AckFutureBase, route: InboxRoute, deadline: float) -> None:
         """Registers ``waiter`` under a fresh reply subject and publishes its message
         (a publish that raises leaves the waiter registered: the caller takes it back)."""
         # The subject first, then the registration: the caller can always cancel it.
@@ -456,7 +227,7 @@ class AsyncPublisher:
 
     # --- where acks are settled: the reader thread, the timer, a closing thread ----------
 
-    def _settled(self, waiter: AckFuture | None = None) -> None:
+    def _settled(self, waiter: AckFutureBase | None = None) -> None:
         """``waiter``'s future has its outcome (None: it left ``_in_flight`` already):
         frees its room.
 
@@ -476,7 +247,7 @@ class AsyncPublisher:
                 with self._lock:
                     self._done_sleepers.wake_all()
 
-    def _retry_later(self, waiter: AckFuture) -> None:
+    def _retry_later(self, waiter: AckFutureBase) -> None:
         """Reader thread: a 503 came and an attempt is left; the timer publishes it
         again after ``retry_wait`` (still in flight meanwhile)."""
         waiter._retries_left -= 1
@@ -601,7 +372,7 @@ class AsyncPublisher:
                     waiter.fail(ack_timeout(waiter.subject, waiter._timeout))
         return next_wake
 
-    def _reap_orphans(self, mux: RequestMux, retrying: set[AckFuture]) -> None:
+    def _reap_orphans(self, mux: RequestMux, retrying: set[AckFutureBase]) -> None:
         """Timer: fails the waiters that nothing will ever settle.
 
         A Ctrl-C in ``publish_async`` between putting its waiter in the window and
@@ -611,15 +382,15 @@ class AsyncPublisher:
         one still so with the same reply at the next look (a second later: a reader
         settling it takes microseconds) is failed. One in the mux is the deadlines'.
         """
-        suspects: dict[AckFuture, str] = {}
+        suspects: dict[AckFutureBase, str] = {}
         for waiter in list(self._in_flight):  # list() of a set: one step under the GIL
-            if waiter._state == _FINISHED_STATE or waiter in retrying:
+            if waiter.done() or waiter in retrying:
                 continue
             reply = waiter._reply
             if reply and reply in mux:
                 continue
             if self._suspects.get(waiter) == reply:
-                if waiter._state != _FINISHED_STATE:
+                if not waiter.done():
                     waiter.fail(PublishAckTimeoutError(
                         f"the publish_async call for {waiter.subject!r} was interrupted "
                         "before its ack could be awaited"))
@@ -627,7 +398,7 @@ class AsyncPublisher:
                 suspects[waiter] = reply
         self._suspects = suspects
 
-    def _resend(self, waiter: AckFuture, route: InboxRoute, now: float) -> None:
+    def _resend(self, waiter: AckFutureBase, route: InboxRoute, now: float) -> None:
         """Timer: publishes a message answered 503 again under a fresh reply."""
         try:
             self._send(waiter, route, now + waiter._timeout)

@@ -29,13 +29,8 @@ from typing import TYPE_CHECKING
 from nats_sync._core.components.port import port_of
 from nats_sync._core.validate import check_timeout
 from nats_sync.errors import InvalidArgumentError, NoRespondersError, TimeoutError
-from nats_sync.jetstream._publishing.acks import (
-    AsyncPublisher,
-    ack_timeout,
-    check_retries,
-    decode_ack,
-    no_stream,
-)
+from nats_sync.jetstream._publishing.ack_future import ack_timeout, decode_ack, no_stream
+from nats_sync.jetstream._publishing.acks import AsyncPublisher, check_retries
 from nats_sync.jetstream._streams.wire import Headers
 from nats_sync.jetstream.api import PubAck
 from nats_sync.jetstream.errors import JetStreamError
