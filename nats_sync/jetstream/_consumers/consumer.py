@@ -1,7 +1,7 @@
 """Pull consumers: fetch, fetch_bytes, fetch_nowait, next, messages() and consume().
 
 How it works: :class:`PullConsumer` holds the stream and consumer names and the info it
-was bound with; every read is a pull request on the ``_pull`` machinery.
+was bound with; every read is a pull request on the ``_consumers.pull`` machinery.
 
 - ``fetch`` / ``fetch_bytes`` / ``fetch_nowait`` / ``next`` send one pull on a fresh
   inbox and return a :class:`~nats_sync.jetstream._consumers.pull.MessageBatch`, read lazily by
@@ -18,7 +18,7 @@ was bound with; every read is a pull request on the ``_pull`` machinery.
 
 Priority groups (ADR-42): every read takes ``group`` and its criteria
 (``min_pending``, ``min_ack_pending``, ``priority``), checked here before anything is
-sent (``_priority``). With the ``pinned_client`` policy the pin the server gives is kept
+sent (``_consumers.priority``). With the ``pinned_client`` policy the pin the server gives is kept
 in the consumer's ``PinTracker`` and sent with every pull of every read of this object;
 a pull answered 423 (the pin moved) goes on without it. ``unpin(group)`` asks the server
 to pick another reader.

@@ -15,7 +15,7 @@ end the next one.
 lazily on the thread that iterates it: it ends on the count, the bytes, a ``done``
 status, a missed heartbeat or its deadline (``expires`` + 1 s, as nats.go), and then
 unsubscribes. Only ``terminal``, ``warning`` and ``no_responders`` set ``.error``.
-A ``pin_lost`` (423: a priority group's pin moved to another reader, ``_priority``)
+A ``pin_lost`` (423: a priority group's pin moved to another reader, ``_consumers.priority``)
 drops the pin id and pulls again without it, on the same inbox (the server removed the
 refused request, so no late status of it can come), for what is still wanted within
 the time left; with too little time left the batch ends with what it has.

@@ -2,7 +2,7 @@
 
 How it works: a pull is a core publish of ``{"batch", "expires", "max_bytes", "no_wait",
 "idle_heartbeat"}`` (durations in ns; :func:`pull_body` writes it, with a priority group's
-fields when the read names one: ``_priority``) to
+fields when the read names one: ``_consumers.priority``) to
 ``<prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>`` with an inbox as the reply subject.
 The server sends the messages there and, on the same inbox, the status messages
 :func:`classify` sorts out (notes §2.4):
@@ -27,8 +27,8 @@ other   (400 Bad Request, 412...)              ``terminal``: ``StatusError``
 ======  =====================================  ====================================
 
 :func:`message_size` counts a delivered message as the server does against
-``max_bytes``. The readers of ``_pull`` (``MessageBatch``, ``MessageStream``) and the
-range reads of ``_ranges`` share these rules. Nothing here keeps state, starts a thread
+``max_bytes``. The readers of ``_consumers.pull`` (``MessageBatch``, ``MessageStream``) and the
+range reads of ``_streams.ranges`` share these rules. Nothing here keeps state, starts a thread
 or takes a lock: the reading threads call them, any number at once.
 """
 

@@ -1,5 +1,5 @@
 """Key-value buckets on JetStream: bucket management and ``KeyValue`` (ADR-8). The
-name checks, ``KeyValueConfig`` and ``KeyValueStatus`` are in ``_kv_config`` (imported
+name checks, ``KeyValueConfig`` and ``KeyValueStatus`` are in ``_kv.config`` (imported
 here, so this module still has them).
 
 How it works: a bucket ``b`` is the stream ``KV_b`` storing ``$KV.b.>``; a key is the
@@ -15,10 +15,10 @@ value, which ``get`` and watchers read as a purge (``operation_of``). ``get`` as
 ``DIRECT.GET`` (any replica answers) when the bucket allows direct gets, else the
 stream leader through ``STREAM.MSG.GET`` (buckets made by nats-py's legacy
 ``create_key_value`` have no ``allow_direct``). ``get_many`` reads many keys with
-pipelined batched direct gets (``_kv_many``), or ``get`` by ``get`` where there are
+pipelined batched direct gets (``_kv.many``), or ``get`` by ``get`` where there are
 none. ``history`` reads the key's messages
 with ``Stream.get_msgs``; ``keys``/``list_keys``/``purge_deletes`` run a
-``KeyWatcher`` (``_kv_watch``) filtered on the server, headers only.
+``KeyWatcher`` (``_kv.watch``) filtered on the server, headers only.
 
 Threads: everything runs on the caller's thread; nothing here starts one (a watcher
 reads on its caller's thread too). A ``KeyValue`` keeps its names and the stream info

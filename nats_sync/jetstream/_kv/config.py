@@ -1,7 +1,7 @@
 """Key-value bucket names and settings: the key and bucket name checks,
 :class:`KeyValueConfig` (and the stream config it makes) and :class:`KeyValueStatus`.
 
-How it works: plain functions and dataclasses, moved out of ``kv.py`` (which imports
+How it works: plain functions and dataclasses, moved out of ``_kv/bucket.py`` (which imports
 them back, so ``nats_sync.jetstream._kv.bucket`` keeps every name) to keep it short. No thread,
 no state: the dataclasses are values, ``KeyValueStatus`` frozen.
 """

@@ -1,6 +1,6 @@
 """An object store's names, settings and records: what the bucket's operations
-(``object_store``) and its watcher (``_obs_watch``) both use, as ``_kv_config`` is for
-key-value buckets.
+(``_object_store.store``) and its watcher (``_object_store.watch``) both use, as
+``_kv.config`` is for key-value buckets.
 
 How it works: the checks of bucket and object names, an object name's subject token,
 the digest's text form, and the dataclasses of an object's info (the JSON on its meta

@@ -29,7 +29,7 @@ Threads: every call runs on the caller's thread and keeps nothing between calls 
 bound stream (``_stream``, replaced by ``status``/``seal`` under no lock: a reference
 swap), so any thread may use one store at once. ``publish_async``'s acks are settled on
 the context's ack threads (see ``publish``); a put only waits on their futures. A
-watcher (``_obs_watch``) reads through an ordered consumer on the thread that calls it.
+watcher (``_object_store.watch``) reads through an ordered consumer on the thread that calls it.
 """
 
 from __future__ import annotations

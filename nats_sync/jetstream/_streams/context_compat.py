@@ -6,7 +6,7 @@
 How it works: each method is one or two calls on the context (typed as the
 :class:`~nats_sync.jetstream._streams.context_api.JsContext` protocol, so this module does not
 import ``context``) or one API request, on the caller's thread. Moved out of
-``context.py`` to keep it short; the names and behaviour are those it had. No thread,
+``_streams/context.py`` to keep it short; the names and behaviour are those it had. No thread,
 no state (the mixin has no attributes of its own).
 """
 

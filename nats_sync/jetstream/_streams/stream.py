@@ -4,8 +4,8 @@ How it works: :class:`Stream` keeps the stream's name and the info it was bound 
 (``cached_info``); every method is an API request on the caller's thread through the
 context, so any thread may use it. ``get_msgs`` reads a sequence range with the batched
 direct get where the server (API level >= 1) and the stream (``allow_direct``) allow,
-else through a temporary consumer (see ``_ranges``); ``get_last_msgs_for`` reads many
-subjects' last messages with ``multi_last`` direct gets (see ``_kv_many``).
+else through a temporary consumer (see ``_streams.ranges``); ``get_last_msgs_for`` reads many
+subjects' last messages with ``multi_last`` direct gets (see ``_kv.many``).
 """
 
 from __future__ import annotations
