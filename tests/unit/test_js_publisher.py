@@ -188,8 +188,21 @@ class FakeClient:
             listener("closed")
 
 
+@pytest.fixture(params=["lean", "plain"])
+def future_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                 ) -> type[ack_future.AckFutureBase]:
+    """Both implementations of the future: the lean one every Python the package
+    declares uses, and the documented-API one a CPython with another ``Future`` layout
+    would get (the two must agree). Every test with a publisher (``fake``) runs on each;
+    the tests without one make no future and run once."""
+    chosen = {"lean": ack_future.LeanAckFuture, "plain": ack_future.PlainAckFuture}[
+        request.param]
+    monkeypatch.setattr(acks, "AckFuture", chosen)
+    return chosen
+
+
 @pytest.fixture
-def fake() -> Iterator[FakeClient]:
+def fake(future_class: type[ack_future.AckFutureBase]) -> Iterator[FakeClient]:
     client = FakeClient()
     yield client
     client.close()  # ends the publisher's timer thread
@@ -377,18 +390,6 @@ def test_publish_batch_maps_each_result(fake: FakeClient) -> None:
 
 
 # --- the AckFuture: a concurrent.futures.Future in every way users touch ------------------
-
-
-@pytest.fixture(autouse=True, params=["lean", "plain"])
-def future_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-                 ) -> type[ack_future.AckFutureBase]:
-    """Every test of this module runs with both implementations of the future: the lean
-    one every Python the package declares uses, and the documented-API one a CPython
-    with another ``Future`` layout would get (the two must agree)."""
-    chosen = {"lean": ack_future.LeanAckFuture, "plain": ack_future.PlainAckFuture}[
-        request.param]
-    monkeypatch.setattr(acks, "AckFuture", chosen)
-    return chosen
 
 
 def test_the_lean_future_is_the_one_in_use_here() -> None:

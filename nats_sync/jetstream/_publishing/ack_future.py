@@ -289,9 +289,14 @@ class AckFutureBase(Future[PubAck]):
             owner._settled()
 
 
-#: ``Future``'s states as its module names them ("" where it does not: see the check).
-_RUNNING_STATE: str = getattr(getattr(futures, "_base", None), "RUNNING", "")
-_FINISHED_STATE: str = getattr(getattr(futures, "_base", None), "FINISHED", "")
+def _future_state(name: str) -> str:
+    """``Future``'s state ``name`` as its module spells it ("" where it has none)."""
+    value = getattr(getattr(futures, "_base", None), name, "")
+    return value if isinstance(value, str) else ""
+
+
+_RUNNING_STATE = _future_state("RUNNING")
+_FINISHED_STATE = _future_state("FINISHED")
 
 
 class LeanAckFuture(AckFutureBase):
@@ -451,8 +456,7 @@ def future_layout_is_known() -> bool:
     """Whether this Python's ``concurrent.futures`` keeps the private layout that
     :class:`LeanAckFuture` copies: a fresh ``Future``'s fields, the state names, and
     ``wait`` telling a running stand-in from a finished one at once."""
-    if not isinstance(_RUNNING_STATE, str) or not isinstance(_FINISHED_STATE, str) or (
-            not _RUNNING_STATE or not _FINISHED_STATE):
+    if not (_RUNNING_STATE and _FINISHED_STATE):
         return False
     if frozenset(vars(Future())) != _FUTURE_FIELDS:
         return False

@@ -628,7 +628,7 @@ class FastPublisher:
     def _ping_if_idle(self, seen: tuple[int, int]) -> tuple[int, int]:
         """Pings the batch if it sent nothing since ``seen`` (the keep-alive's last
         look); returns what it has sent now, for the next look."""
-        now = (self._seq, self._pings)
+        now = self._sent_so_far()
         if now == seen and not self._closed and self._client.is_connected:
             try:
                 self._publish(self._subject, b"", self._reply(now[0], _OP_PING))
