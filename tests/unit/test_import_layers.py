@@ -298,8 +298,9 @@ def test_defaults_name_each_value_once() -> None:
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
 
 
-#: The house rule: a module a reader can hold in mind (split a longer one by its parts).
-MAX_MODULE_LINES = 700
+#: A guard, not a target: modules are split by concept, and one that grows past this many
+#: formatted lines (``ruff format`` decides the layout) has outgrown its concept.
+MAX_MODULE_LINES = 800
 
 
 def test_no_module_is_longer_than_the_rule() -> None:
