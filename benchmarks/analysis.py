@@ -8,8 +8,15 @@ from typing import Any
 
 from benchmarks.scenarios import SPARK_KEY, SPARK_ROW, SPARK_VECTOR, SYNC, TARGETS, Target
 
-NO_RATIO_METRICS = {"lost", "duplicates", "out_of_order", "dropped", "received", "errors",
-                    "unacked"}
+NO_RATIO_METRICS = {
+    "lost",
+    "duplicates",
+    "out_of_order",
+    "dropped",
+    "received",
+    "errors",
+    "unacked",
+}
 
 
 @dataclass(frozen=True)
@@ -55,10 +62,13 @@ def collect(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Stat]
 def all_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The client runs plus the Spark runs, the latter with client = variant: request_udf's
     as case "spark", the JetStream parts' under their own case keys."""
-    spark_runs = [{**run, "case": SPARK_KEY, "client": run["variant"]}
-                  for run in (results.get("spark") or {}).get("runs", [])]
-    js_runs = [{**run, "client": run["variant"]}
-               for run in (results.get("spark_js") or {}).get("runs", [])]
+    spark_runs = [
+        {**run, "case": SPARK_KEY, "client": run["variant"]}
+        for run in (results.get("spark") or {}).get("runs", [])
+    ]
+    js_runs = [
+        {**run, "client": run["variant"]} for run in (results.get("spark_js") or {}).get("runs", [])
+    ]
     return [*results["runs"], *spark_runs, *js_runs]
 
 
@@ -129,8 +139,11 @@ def judge(
     verdicts = []
     for target in TARGETS:
         top = stats.get((target.case, target.numerator), {}).get(target.metric)
-        bottom = (stats.get((target.case, target.denominator), {}).get(target.metric)
-                  if target.denominator else Stat(1.0, 1.0, 1.0, 1))
+        bottom = (
+            stats.get((target.case, target.denominator), {}).get(target.metric)
+            if target.denominator
+            else Stat(1.0, 1.0, 1.0, 1)
+        )
         if target.case in skipped:
             verdicts.append(Verdict(target, None, "skipped", ""))
             continue
@@ -141,9 +154,14 @@ def judge(
         notes = []
         status = "met" if ratio >= target.minimum else "missed"
         for metric in target.zero:
-            worst = max((run["metrics"].get(metric, 0) for run in runs
-                         if run.get("ok") and run["case"] == target.case
-                         and run["client"] == SYNC), default=0)
+            worst = max(
+                (
+                    run["metrics"].get(metric, 0)
+                    for run in runs
+                    if run.get("ok") and run["case"] == target.case and run["client"] == SYNC
+                ),
+                default=0,
+            )
             if worst:
                 status = "missed"
                 notes.append(f"{metric} up to {worst:,.0f}")
@@ -164,8 +182,11 @@ def spark_stats(spark: dict[str, Any] | None) -> dict[str, tuple[Stat | None, in
     """variant -> (rows/s Stat, rows per run)."""
     out: dict[str, tuple[Stat | None, int]] = {}
     for variant in (SPARK_VECTOR, SPARK_ROW):
-        ok = [r["metrics"] for r in (spark or {}).get("runs", [])
-              if r.get("ok") and r["variant"] == variant]
+        ok = [
+            r["metrics"]
+            for r in (spark or {}).get("runs", [])
+            if r.get("ok") and r["variant"] == variant
+        ]
         rows = ok[0]["rows"] if ok else 0
         out[variant] = (stat_of([m["rows_per_s"] for m in ok]), rows)
     return out

@@ -19,8 +19,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
     verdicts = verdicts_of(results)
     labels = [v.target.label for v in verdicts]
     # An absolute target (rows/s) is drawn as its share of the target, the tick at 1.
-    ratios = [(v.ratio or 0.0) / (v.target.minimum if v.target.unit else 1.0)
-              for v in verdicts]
+    ratios = [(v.ratio or 0.0) / (v.target.minimum if v.target.unit else 1.0) for v in verdicts]
     ticks = [1.0 if v.target.unit else v.target.minimum for v in verdicts]
     colors = {"met": "#2e7d32", "missed": "#c62828", "error": "#9e9e9e", "skipped": "#9e9e9e"}
     fig = Figure(figsize=(9, 0.55 * len(verdicts) + 1.5))
@@ -37,15 +36,23 @@ def draw(results: dict[str, Any], path: Path) -> None:
     ax.set_yticks(ys, labels, fontsize=8)
     ax.set_xscale("log")
     ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_xlabel("ratio, > 1 = nats_sync better (log scale); black tick = target; "
-                  "rows/s targets as their share of the target")
+    ax.set_xlabel(
+        "ratio, > 1 = nats_sync better (log scale); black tick = target; "
+        "rows/s targets as their share of the target"
+    )
     ax.set_title("nats_sync vs baselines: measured ratio against target")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
-def _draw_curve(results: dict[str, Any], path: Path, points_of: list[tuple[int, Case]],
-                clients: tuple[str, ...], xlabel: str, title: str) -> bool:
+def _draw_curve(
+    results: dict[str, Any],
+    path: Path,
+    points_of: list[tuple[int, Case]],
+    clients: tuple[str, ...],
+    xlabel: str,
+    title: str,
+) -> bool:
     """Median req/s against x (``points_of``: (x, case)), one line per client; False
     (nothing drawn) when the results hold no point."""
     stats = all_stats(results)
@@ -55,8 +62,11 @@ def _draw_curve(results: dict[str, Any], path: Path, points_of: list[tuple[int, 
     drawn = False
     styles = {SYNC: "o-", NATSPY: "s--", NATSIO: "^--"}
     for client in clients:
-        points = [(x, stat.median) for x, case in points_of
-                  if (stat := stats.get((case.key, client), {}).get("reqs_per_s"))]
+        points = [
+            (x, stat.median)
+            for x, case in points_of
+            if (stat := stats.get((case.key, client), {}).get("reqs_per_s"))
+        ]
         if points:
             ax.plot(*zip(*points, strict=True), styles[client], label=client)
             drawn = True
@@ -81,9 +91,13 @@ def draw_scale(results: dict[str, Any], path: Path) -> bool:
     Returns False (and draws nothing) when the results hold no point of the curve.
     """
     return _draw_curve(
-        results, path, [(case.threads, case) for case in SCALE_CASES], (SYNC, NATSPY, NATSIO),
+        results,
+        path,
+        [(case.threads, case) for case in SCALE_CASES],
+        (SYNC, NATSPY, NATSIO),
         "requesters T on one connection (threads; coroutines for the asyncio clients)",
-        "Thread-scaling curve: sequential 64 B requests, raw echo responder")
+        "Thread-scaling curve: sequential 64 B requests, raw echo responder",
+    )
 
 
 def draw_services(results: dict[str, Any], path: Path) -> bool:
@@ -92,7 +106,10 @@ def draw_services(results: dict[str, Any], path: Path) -> bool:
     Returns False (and draws nothing) when the results hold no point of the curve.
     """
     return _draw_curve(
-        results, path, [(case.args(False)["workers"], case) for case in MICRO_CASES],
+        results,
+        path,
+        [(case.args(False)["workers"], case) for case in MICRO_CASES],
         (SYNC, NATSPY),
         "max_workers W of the endpoint (nats-py: no pool, the same service at every W)",
-        "Services curve: echo endpoint, request_batch driver, 1,024 in flight")
+        "Services curve: echo endpoint, request_batch driver, 1,024 in flight",
+    )

@@ -92,8 +92,13 @@ def perf_events() -> tuple[str, ...]:
         return ()
     for events in (SWITCH_EVENTS, SWITCH_EVENTS[:1]):
         try:
-            probe = subprocess.run(["perf", "stat", "-x,", "-e", ",".join(events), "--", "true"],
-                                   capture_output=True, text=True, timeout=10, check=False)
+            probe = subprocess.run(
+                ["perf", "stat", "-x,", "-e", ",".join(events), "--", "true"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return ()
         if probe.returncode == 0 and "<not" not in probe.stderr:
@@ -120,7 +125,10 @@ class SwitchCounter:
         if self.events:
             self.process = subprocess.Popen(
                 ["perf", "stat", "-x,", "-e", ",".join(self.events), "-p", str(self.pid)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             time.sleep(PERF_ATTACH_S)
         return self
 
@@ -160,8 +168,7 @@ class JsNames:
 def js_names(scenario: str) -> JsNames:
     """Fresh names for one run of ``scenario``."""
     pid = os.getpid()
-    return JsNames(f"BENCH_{scenario.upper()}_{pid}", f"benchjs.{pid}.{scenario}",
-                   f"bench_{pid}")
+    return JsNames(f"BENCH_{scenario.upper()}_{pid}", f"benchjs.{pid}.{scenario}", f"bench_{pid}")
 
 
 def bucket_name(scenario: str) -> str:
@@ -256,9 +263,13 @@ def order_metrics(received: list[bytes], expected: int) -> dict[str, float]:
     }
 
 
-async def gather_requesters(request: Callable[[], Awaitable[object]],
-                            failure: type[BaseException], workers: int, per_worker: int,
-                            count_switches: bool) -> dict[str, float]:
+async def gather_requesters(
+    request: Callable[[], Awaitable[object]],
+    failure: type[BaseException],
+    workers: int,
+    per_worker: int,
+    count_switches: bool,
+) -> dict[str, float]:
     """An asyncio client's side of the concurrent-request cases: ``workers`` tasks on one
     connection making ``per_worker`` ``request()`` calls each, a failure counted as an
     error; with ``count_switches``, a second round (untimed) under perf, as worker_sync's."""

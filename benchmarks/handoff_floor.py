@@ -88,10 +88,12 @@ def main() -> None:
     after = resource.getrusage(resource.RUSAGE_SELF)
     total = args.requests // threads * threads
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    print(f"{args.mode:5s} T={threads:3d} work={work:4d} {total / elapsed:8.0f} req/s "
-          f"cpu {cpu / total * 1e6:5.1f} µs/req "
-          f"voluntary {(after.ru_nvcsw - before.ru_nvcsw) / total:.2f} "
-          f"involuntary {(after.ru_nivcsw - before.ru_nivcsw) / total:.2f} switches/req")
+    print(
+        f"{args.mode:5s} T={threads:3d} work={work:4d} {total / elapsed:8.0f} req/s "
+        f"cpu {cpu / total * 1e6:5.1f} µs/req "
+        f"voluntary {(after.ru_nvcsw - before.ru_nvcsw) / total:.2f} "
+        f"involuntary {(after.ru_nivcsw - before.ru_nivcsw) / total:.2f} switches/req"
+    )
     ours.close()
     os.kill(child, 9)
 

@@ -37,8 +37,9 @@ def run_nats_sync(url: str, count: int, batch: int) -> float:
     futures = [nc.request_future("bench.a", PAYLOAD, timeout=30) for _ in range(count)]
     for future in futures:
         future.result()
-    consumer = js.create_consumer("BENCH", durable_name="C", ack_policy="explicit",
-                                  max_ack_pending=-1)
+    consumer = js.create_consumer(
+        "BENCH", durable_name="C", ack_policy="explicit", max_ack_pending=-1
+    )
     start = time.perf_counter()
     got = 0
     while got < count:
@@ -58,8 +59,7 @@ def run_nats_py(url: str, count: int, batch: int) -> float:
         await js.add_stream(name="BENCH", subjects=["bench.>"], storage="memory")
         acks = [await js.publish_async("bench.a", PAYLOAD) for _ in range(count)]
         await asyncio.gather(*acks)
-        await js.add_consumer("BENCH", durable_name="C", ack_policy="explicit",
-                              max_ack_pending=-1)
+        await js.add_consumer("BENCH", durable_name="C", ack_policy="explicit", max_ack_pending=-1)
         psub = await js.pull_subscribe("bench.a", durable="C", stream="BENCH")
         start = time.perf_counter()
         got = 0
@@ -102,16 +102,31 @@ def main() -> None:
                     except nats_sync.jetstream.StreamNotFoundError:
                         pass
                 out = subprocess.run(
-                    [sys.executable, "-m", "benchmarks.js_fetch", "--messages",
-                     str(args.messages), "--batch", str(args.batch), "--worker", client,
-                     server.url], check=True, capture_output=True, text=True).stdout
+                    [
+                        sys.executable,
+                        "-m",
+                        "benchmarks.js_fetch",
+                        "--messages",
+                        str(args.messages),
+                        "--batch",
+                        str(args.batch),
+                        "--worker",
+                        client,
+                        server.url,
+                    ],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
                 rate = json.loads(out.strip().splitlines()[-1])["rate"]
                 rates[client].append(rate)
                 print(f"rep {rep + 1} {client:9} {rate:>10,.0f} msgs/s", flush=True)
     print(f"\nfetch({args.batch}) + ack of {args.messages:,} messages, median of {args.reps}:")
     for client, values in rates.items():
-        print(f"  {client:9} {statistics.median(values):>10,.0f} msgs/s "
-              f"(min {min(values):,.0f}, max {max(values):,.0f})")
+        print(
+            f"  {client:9} {statistics.median(values):>10,.0f} msgs/s "
+            f"(min {min(values):,.0f}, max {max(values):,.0f})"
+        )
     ratio = statistics.median(rates["nats_sync"]) / statistics.median(rates["nats-py"])
     print(f"  nats_sync / nats-py = {ratio:.1f}x")
 

@@ -149,8 +149,9 @@ def cell(values: list[float], fmt: Callable[[float], str]) -> str:
     return f"{fmt(mid)} ({fmt(low)}-{fmt(high)})" if len(values) > 1 else fmt(mid)
 
 
-def tables(runs: dict[tuple[int, str], list[dict[str, float]]], sizes: list[int],
-           columns: list[str]) -> str:
+def tables(
+    runs: dict[tuple[int, str], list[dict[str, float]]], sizes: list[int], columns: list[str]
+) -> str:
     """Throughput (msgs/s and MB/s) and CPU per message, one row per size."""
     head = "| payload | " + " | ".join(label(column) for column in columns) + " |"
     rule = "|---|" + "---:|" * len(columns)
@@ -165,22 +166,32 @@ def tables(runs: dict[tuple[int, str], list[dict[str, float]]], sizes: list[int]
             cpu_cells.append(cell([m["cpu_us_per_msg"] for m in got], lambda v: f"{v:,.2f}"))
         rates.append(f"| {size_name(size)} | " + " | ".join(rate_cells) + " |")
         cpus.append(f"| {size_name(size)} | " + " | ".join(cpu_cells) + " |")
-    return ("msgs/s, median (min-max), and MB/s of the median:\n\n" + "\n".join(rates)
-            + "\n\nclient CPU per message (µs, all threads), median (min-max):\n\n"
-            + "\n".join(cpus))
+    return (
+        "msgs/s, median (min-max), and MB/s of the median:\n\n"
+        + "\n".join(rates)
+        + "\n\nclient CPU per message (µs, all threads), median (min-max):\n\n"
+        + "\n".join(cpus)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.large_payloads",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.large_payloads",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
-    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES),
-                        help="comma-separated payload sizes in bytes")
-    parser.add_argument("--rules", default=",".join(RULES),
-                        help="comma-separated rules, T or T/wC (see above)")
-    parser.add_argument("--no-reference", action="store_true",
-                        help="skip the nats-py and raw socket runs")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(str(s) for s in SIZES),
+        help="comma-separated payload sizes in bytes",
+    )
+    parser.add_argument(
+        "--rules", default=",".join(RULES), help="comma-separated rules, T or T/wC (see above)"
+    )
+    parser.add_argument(
+        "--no-reference", action="store_true", help="skip the nats-py and raw socket runs"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.worker:
@@ -198,17 +209,28 @@ def main(argv: list[str] | None = None) -> int:
             order = (rules if rep % 2 == 0 else rules[::-1]) + references
             for size in sizes:
                 for column in order:
-                    spec = {"column": column, "size": size, "count": count_for(size),
-                            "url": server.url}
+                    spec = {
+                        "column": column,
+                        "size": size,
+                        "count": count_for(size),
+                        "url": server.url,
+                    }
                     metrics = run_one(spec)
                     if metrics is not None:
                         runs.setdefault((size, column), []).append(metrics)
-                    shown = "failed" if metrics is None else (
-                        f"{metrics['msgs_per_s']:>10,.0f} msgs/s "
-                        f"{metrics['cpu_us_per_msg']:>8.2f} µs CPU/msg")
-                    print(f"rep {rep + 1}/{options.reps} {size_name(size):>7} "
-                          f"{label(column):<42} {shown}  load {os.getloadavg()[0]:.2f}",
-                          flush=True)
+                    shown = (
+                        "failed"
+                        if metrics is None
+                        else (
+                            f"{metrics['msgs_per_s']:>10,.0f} msgs/s "
+                            f"{metrics['cpu_us_per_msg']:>8.2f} µs CPU/msg"
+                        )
+                    )
+                    print(
+                        f"rep {rep + 1}/{options.reps} {size_name(size):>7} "
+                        f"{label(column):<42} {shown}  load {os.getloadavg()[0]:.2f}",
+                        flush=True,
+                    )
     print(f"\n{options.reps} repetitions in {(time.perf_counter() - started) / 60:.1f} min\n")
     print(tables(runs, sizes, rules + references))
     return 0

@@ -116,7 +116,10 @@ def main() -> None:
 def _start_service(lib: str, url: str, workers: int, subject: str) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         python_command("benchmarks.micro_service", lib, url, str(workers), subject),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env=child_env(),
     )
     assert process.stdout is not None
     with selectors.DefaultSelector() as selector:
@@ -142,12 +145,14 @@ def _stop_service(process: subprocess.Popen[bytes]) -> None:
 
 
 def _wrong(payloads: list[bytes], results: list[Any]) -> int:
-    return sum(1 for data, reply in zip(payloads, results, strict=True)
-               if not isinstance(reply, nats_sync.Msg) or reply.data != data)
+    return sum(
+        1
+        for data, reply in zip(payloads, results, strict=True)
+        if not isinstance(reply, nats_sync.Msg) or reply.data != data
+    )
 
 
-def drive(lib: str, url: str, size: int, count: int, warmup: int, workers: int
-          ) -> dict[str, float]:
+def drive(lib: str, url: str, size: int, count: int, warmup: int, workers: int) -> dict[str, float]:
     """Requests/s one ``lib`` service process answers, and its CPU per request."""
     subject = f"benchmicro.{os.getpid()}.{ENDPOINT}"
     warm = [c.seq_payload(n, size) for n in range(warmup)]
@@ -164,8 +169,7 @@ def drive(lib: str, url: str, size: int, count: int, warmup: int, workers: int
             # service, so req/s and CPU come from the first.
             counted = payloads[:SWITCH_ROUND]
             switches = c.SwitchCounter(service.pid).start()
-            errors += _wrong(counted, nc.request_batch(subject, counted,
-                                                       timeout=c.BATCH_TIMEOUT))
+            errors += _wrong(counted, nc.request_batch(subject, counted, timeout=c.BATCH_TIMEOUT))
             counts = switches.metrics(len(counted))
     finally:
         _stop_service(service)

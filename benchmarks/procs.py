@@ -40,11 +40,14 @@ def why_no_natsio() -> str | None:
     """Why natsio cannot be measured here, or None if it can."""
     python = natsio_python()
     if not python.exists():
-        return (f"no natsio interpreter at {python}: `make test` makes .venv-natsio where a "
-                "Python 3.13 is found (natsio needs 3.13+), or set $NATSIO_PYTHON")
+        return (
+            f"no natsio interpreter at {python}: `make test` makes .venv-natsio where a "
+            "Python 3.13 is found (natsio needs 3.13+), or set $NATSIO_PYTHON"
+        )
     try:
-        probe = subprocess.run([str(python), "-c", "import natsio"], capture_output=True,
-                               timeout=30, check=False)
+        probe = subprocess.run(
+            [str(python), "-c", "import natsio"], capture_output=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"{python} does not run: {error}"
     if probe.returncode:
@@ -76,8 +79,12 @@ def run_streaming(
     lines: list[str] = []
     with tempfile.TemporaryFile() as err:
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-            cwd=ROOT, env=child_env(),
+            command,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=child_env(),
         )
         assert process.stdout is not None
         deadline = time.monotonic() + timeout
@@ -129,7 +136,10 @@ class Responder:
         url, timeout = self.url, self.timeout
         self.process = subprocess.Popen(
             python_command("benchmarks.responder", url, self.subject),
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT, env=child_env(),
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=child_env(),
         )
         assert self.process.stdout is not None
         with selectors.DefaultSelector() as selector:

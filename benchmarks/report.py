@@ -71,12 +71,17 @@ def fmt_stat(stat: Stat | None, unit: str) -> str:
         return "—"
     if stat.count == 1 or stat.low == stat.high:
         return fmt_value(stat.median, unit)
-    return (f"{fmt_value(stat.median, unit)} "
-            f"({fmt_value(stat.low, unit)}{DASH}{fmt_value(stat.high, unit)})")
+    return (
+        f"{fmt_value(stat.median, unit)} "
+        f"({fmt_value(stat.low, unit)}{DASH}{fmt_value(stat.high, unit)})"
+    )
 
 
-def _case_rows(case: Case, stats: dict[tuple[str, str], dict[str, Stat]],
-               verdicts: dict[tuple[str, str], Verdict]) -> list[str]:
+def _case_rows(
+    case: Case,
+    stats: dict[tuple[str, str], dict[str, Stat]],
+    verdicts: dict[tuple[str, str], Verdict],
+) -> list[str]:
     rows = []
     for index, (metric, label, unit) in enumerate(case.metrics):
         ours = stats.get((case.key, SYNC), {}).get(metric)
@@ -101,8 +106,11 @@ def markdown(results: dict[str, Any]) -> str:
     """The whole BENCHMARKS.md."""
     stats = all_stats(results)
     verdicts = verdicts_of(results)
-    by_metric = {(v.target.case, v.target.metric): v for v in verdicts
-                 if NATSPY in (v.target.numerator, v.target.denominator)}
+    by_metric = {
+        (v.target.case, v.target.metric): v
+        for v in verdicts
+        if NATSPY in (v.target.numerator, v.target.denominator)
+    }
     machine = results["machine"]
     lines = [
         "# Benchmarks: nats_sync vs nats-py",
@@ -135,8 +143,10 @@ def markdown(results: dict[str, Any]) -> str:
         per_rep = paired_ratios(every_run, v.target)
         paired = ", ".join(f"{r:,.0f}" if v.target.unit else f"{r:.2f}x" for r in per_rep)
         note = f" ({v.note})" if v.note else ""
-        lines.append(f"| {v.target.label} | {measured_text(v)} | {paired or '—'} "
-                     f"| {v.target.text} | **{v.status}**{note} |")
+        lines.append(
+            f"| {v.target.label} | {measured_text(v)} | {paired or '—'} "
+            f"| {v.target.text} | **{v.status}**{note} |"
+        )
     lines += [
         "",
         "![ratios vs targets](benchmarks/ratios.png)",
@@ -166,11 +176,13 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", ANALYSIS_PATH.read_text().rstrip(), ""]
     failed = errors_of(all_runs(results))
     if (results.get("spark") or {}).get("error"):
-        failed.append({"case": SPARK_KEY, "client": "-", "rep": "-",
-                       "error": results["spark"]["error"]})
+        failed.append(
+            {"case": SPARK_KEY, "client": "-", "rep": "-", "error": results["spark"]["error"]}
+        )
     if (results.get("spark_js") or {}).get("error"):
-        failed.append({"case": "spark_js", "client": "-", "rep": "-",
-                       "error": results["spark_js"]["error"]})
+        failed.append(
+            {"case": "spark_js", "client": "-", "rep": "-", "error": results["spark_js"]["error"]}
+        )
     if failed:
         lines += ["", "## Errors", "", "| case | client | rep | error |", "|---|---|---|---|"]
         for run in failed:
@@ -190,8 +202,9 @@ def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
 
     def each(key: str, metric: str, unit: str) -> str:
         return " / ".join(
-            fmt_value(stat.median, unit) if (stat := stats.get((key, c), {}).get(metric))
-            else "—" for c in clients)
+            fmt_value(stat.median, unit) if (stat := stats.get((key, c), {}).get(metric)) else "—"
+            for c in clients
+        )
 
     lines = [
         "## Thread-scaling curve: T requesters on one connection",
@@ -199,7 +212,7 @@ def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
         "Issue 33: T threads (nats_sync) or T coroutines (nats-py, natsio) on one connection, "
         "each making sequential 64 B requests to the raw echo responder; about "
         "the same number of requests at every T. Median (min" + DASH + "max) req/s; "
-        "\"best\" = the faster asyncio client at that T. CPU is the client process's "
+        '"best" = the faster asyncio client at that T. CPU is the client process\'s '
         "(all threads); context switches and futex calls are `perf stat -p` on the client "
         "over a second, untimed round of the same size (tracing futex calls slows a "
         "threaded client, so req/s and CPU come from the first; \u2014 where perf could "
@@ -213,27 +226,34 @@ def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
     ]
     for case in SCALE_CASES:
         ours = stats.get((case.key, SYNC), {}).get("reqs_per_s")
-        peers = [stat.median for c in (NATSPY, NATSIO)
-                 if (stat := stats.get((case.key, c), {}).get("reqs_per_s"))]
+        peers = [
+            stat.median
+            for c in (NATSPY, NATSIO)
+            if (stat := stats.get((case.key, c), {}).get("reqs_per_s"))
+        ]
         ratio = f"{ours.median / max(peers):.2f}x" if ours and peers else "—"
         lines.append(
             f"| {case.threads} | {cell(case.key, SYNC, 'reqs_per_s', 'req/s')} "
             f"| {cell(case.key, NATSPY, 'reqs_per_s', 'req/s')} "
             f"| {cell(case.key, NATSIO, 'reqs_per_s', 'req/s')} | {ratio} "
             f"| {each(case.key, 'cpu_us_per_req', 'µs')} "
-            f"| {each(case.key, 'cs_per_req', '')} | {each(case.key, 'futex_per_req', '')} |")
+            f"| {each(case.key, 'cs_per_req', '')} | {each(case.key, 'futex_per_req', '')} |"
+        )
     lines += ["", "![requests per second against T](benchmarks/scaling.png)", ""]
     return lines
 
 
 #: How the WSGI table names each client's variant of the app.
-_WSGI_LABELS = {SYNC: "nats_sync, one module-level client",
-                NATSPY: "nats-py on a background loop thread",
-                NO_NATS: "no NATS call"}
+_WSGI_LABELS = {
+    SYNC: "nats_sync, one module-level client",
+    NATSPY: "nats-py on a background loop thread",
+    NO_NATS: "no NATS call",
+}
 
 
-def wsgi_section(stats: dict[tuple[str, str], dict[str, Stat]],
-                 verdicts: list[Verdict]) -> list[str]:
+def wsgi_section(
+    stats: dict[tuple[str, str], dict[str, Stat]], verdicts: list[Verdict]
+) -> list[str]:
     """The WSGI row (issue 33): one line per variant of the app, then the derived figures."""
     if not any((WSGI_KEY, client) in stats for client in WSGI_CLIENTS):
         return []
@@ -254,8 +274,9 @@ def wsgi_section(stats: dict[tuple[str, str], dict[str, Stat]],
         "|---|" + "---:|" * len(WSGI_CLIENTS),
     ]
     for metric, label, unit in WSGI_METRICS:
-        cells = [fmt_stat(stats.get((WSGI_KEY, client), {}).get(metric), unit)
-                 for client in WSGI_CLIENTS]
+        cells = [
+            fmt_stat(stats.get((WSGI_KEY, client), {}).get(metric), unit) for client in WSGI_CLIENTS
+        ]
         lines.append(f"| {label} ({unit}) | " + " | ".join(cells) + " |")
     judged = {v.target.denominator: v for v in verdicts if v.target.case == WSGI_KEY}
     against_none = judged.get(NO_NATS)
@@ -265,12 +286,14 @@ def wsgi_section(stats: dict[tuple[str, str], dict[str, Stat]],
         lines.append(
             f"- NATS cost = 1 - nats_sync req/s / no-NATS req/s = "
             f"**{1 - against_none.ratio:.0%}** (target ≤ {WSGI_MAX_COST:.0%}): "
-            f"**{against_none.status}**.")
+            f"**{against_none.status}**."
+        )
     if against_natspy and against_natspy.ratio is not None:
         lines.append(
             f"- nats_sync / nats-py through a loop thread, req/s = "
             f"**{against_natspy.ratio:.2f}x** (target ≥ {against_natspy.target.minimum}x): "
-            f"**{against_natspy.status}**.")
+            f"**{against_natspy.status}**."
+        )
     return lines
 
 
@@ -284,8 +307,9 @@ def services_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]
 
     def pair(key: str, metric: str) -> str:
         return " / ".join(
-            fmt_value(stat.median, "") if (stat := stats.get((key, c), {}).get(metric))
-            else "—" for c in (SYNC, NATSPY))
+            fmt_value(stat.median, "") if (stat := stats.get((key, c), {}).get(metric)) else "—"
+            for c in (SYNC, NATSPY)
+        )
 
     lines = [
         "## Services curve: an echo endpoint with max_workers W",
@@ -303,15 +327,19 @@ def services_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]
         "|---:|---:|---:|---:|---|---|---|",
     ]
     for case in MICRO_CASES:
-        ratio = better_ratio("reqs_per_s", stats.get((case.key, SYNC), {}).get("reqs_per_s"),
-                             stats.get((case.key, NATSPY), {}).get("reqs_per_s"))
+        ratio = better_ratio(
+            "reqs_per_s",
+            stats.get((case.key, SYNC), {}).get("reqs_per_s"),
+            stats.get((case.key, NATSPY), {}).get("reqs_per_s"),
+        )
         lines.append(
             f"| {case.args(False)['workers']} "
             f"| {cell(case.key, SYNC, 'reqs_per_s', 'req/s')} "
             f"| {cell(case.key, NATSPY, 'reqs_per_s', 'req/s')} "
             f"| {f'{ratio:.2f}x' if ratio else '—'} | {pair(case.key, 'service_cpu_us')} "
             f"| {pair(case.key, 'service_cs_per_req')} "
-            f"| {pair(case.key, 'service_futex_per_req')} |")
+            f"| {pair(case.key, 'service_futex_per_req')} |"
+        )
     lines += ["", "![requests per second against max_workers](benchmarks/services.png)", ""]
     return lines
 
@@ -332,8 +360,10 @@ def spark_section(spark: dict[str, Any] | None, verdicts: list[Verdict]) -> list
         "| variant | rows per run | rows/s | ratio | target | result |",
         "|---|---:|---:|---:|---|---|",
     ]
-    for variant, label in ((SPARK_VECTOR, "`nats_sync.spark.request_udf`"),
-                           (SPARK_ROW, "row-at-a-time `udf` + `request()`")):
+    for variant, label in (
+        (SPARK_VECTOR, "`nats_sync.spark.request_udf`"),
+        (SPARK_ROW, "row-at-a-time `udf` + `request()`"),
+    ):
         stat, rows = per_variant[variant]
         is_vector = variant == SPARK_VECTOR
         ratio = f"{verdict.ratio:.1f}x" if is_vector and verdict.ratio else ""
@@ -344,9 +374,12 @@ def spark_section(spark: dict[str, Any] | None, verdicts: list[Verdict]) -> list
         )
     vector_rows, row_rows = per_variant[SPARK_VECTOR][1], per_variant[SPARK_ROW][1]
     if row_rows and vector_rows and row_rows != vector_rows:
-        lines += ["", f"The row-at-a-time UDF ran on {row_rows:,} rows instead of "
-                  f"{vector_rows:,} (it is much slower; this keeps the suite within its time "
-                  "budget); rows/s is what is compared."]
+        lines += [
+            "",
+            f"The row-at-a-time UDF ran on {row_rows:,} rows instead of "
+            f"{vector_rows:,} (it is much slower; this keeps the suite within its time "
+            "budget); rows/s is what is compared.",
+        ]
     return [*lines, ""]
 
 
@@ -362,29 +395,48 @@ def merged_note(results: dict[str, Any]) -> list[str]:
             f"average {machine.get('load average at start (1/5/15 min)', '?').split(' ')[0]} "
             f"at its start, {machine.get('load average at end (1/5/15 min)', '?').split(' ')[0]}"
             " at its end) and merged into this report; everything else is from the run "
-            "named above.")
+            "named above."
+        )
     return [*lines, ""] if lines else []
 
 
 #: The JetStream parts of the Spark run: (case, title, [(variant, label)], ours first).
 _SPARK_JS_ROWS = (
-    (SPARK_JS_READ, "source read, 128 B messages",
-     ((SYNC, '`spark.read.format("jetstream")`'),
-      (NATSPY, "nats-py pull consumer, row-at-a-time Python data source"))),
-    (SPARK_JS_WRITE, "sink write, 128 B rows with `msg_id`",
-     ((SYNC, '`df.write.format("jetstream")`, `publishMode` fast'),
-      (NATSPY, "`foreachPartition` + nats-py `publish_async`"),
-      (SINK_ASYNC, '`df.write.format("jetstream")`, `publishMode` async'))),
-    (SPARK_KV, "key-value lookup, 100 B values",
-     ((SPARK_KV_UDF, "`kv_lookup_udf`"), (SPARK_KV_ROW, "row-at-a-time `udf` + `kv.get`"))),
+    (
+        SPARK_JS_READ,
+        "source read, 128 B messages",
+        (
+            (SYNC, '`spark.read.format("jetstream")`'),
+            (NATSPY, "nats-py pull consumer, row-at-a-time Python data source"),
+        ),
+    ),
+    (
+        SPARK_JS_WRITE,
+        "sink write, 128 B rows with `msg_id`",
+        (
+            (SYNC, '`df.write.format("jetstream")`, `publishMode` fast'),
+            (NATSPY, "`foreachPartition` + nats-py `publish_async`"),
+            (SINK_ASYNC, '`df.write.format("jetstream")`, `publishMode` async'),
+        ),
+    ),
+    (
+        SPARK_KV,
+        "key-value lookup, 100 B values",
+        ((SPARK_KV_UDF, "`kv_lookup_udf`"), (SPARK_KV_ROW, "row-at-a-time `udf` + `kv.get`")),
+    ),
 )
-_SPARK_CPU = (("server_cpu_us", "nats-server"), ("jvm_cpu_us", "Spark JVM"),
-              ("python_cpu_us", "Spark Python"))
+_SPARK_CPU = (
+    ("server_cpu_us", "nats-server"),
+    ("jvm_cpu_us", "Spark JVM"),
+    ("python_cpu_us", "Spark Python"),
+)
 
 
-def spark_js_section(spark_js: dict[str, Any] | None,
-                     stats: dict[tuple[str, str], dict[str, Stat]],
-                     verdicts: list[Verdict]) -> list[str]:
+def spark_js_section(
+    spark_js: dict[str, Any] | None,
+    stats: dict[tuple[str, str], dict[str, Stat]],
+    verdicts: list[Verdict],
+) -> list[str]:
     lines = ["## Spark and JetStream: the jetstream source and sink, kv_lookup_udf", ""]
     if spark_js is None:
         return [*lines, "Not run (`--no-spark`, or `--only` without these keys).", ""]
@@ -420,7 +472,8 @@ def spark_js_section(spark_js: dict[str, Any] | None,
         "checked.",
         "",
         "| part | variant | rows per run | rows/s | ratio | target | result "
-        + "".join(f"| {name} CPU per row (µs) " for _, name in _SPARK_CPU) + "|",
+        + "".join(f"| {name} CPU per row (µs) " for _, name in _SPARK_CPU)
+        + "|",
         "|---|---|---:|---:|---:|---|---" + "|---:" * len(_SPARK_CPU) + "|",
     ]
     for case, title, variants in _SPARK_JS_ROWS:
@@ -440,8 +493,11 @@ def spark_js_section(spark_js: dict[str, Any] | None,
                 f"| {title if index == 0 else ''} | {label} | {f'{rows:,}' if rows else '—'} "
                 f"| {fmt_stat(row_stats.get('rows_per_s'), 'rows/s')} "
                 f"| {f'{ratio:.1f}x' if index == 0 and ratio else ''} | {target} | {result} "
-                + "".join(f"| {fmt_stat(row_stats.get(metric), CPU_PER_ROW)} "
-                          for metric, _ in _SPARK_CPU) + "|")
+                + "".join(
+                    f"| {fmt_stat(row_stats.get(metric), CPU_PER_ROW)} " for metric, _ in _SPARK_CPU
+                )
+                + "|"
+            )
     return [*lines, ""]
 
 
@@ -524,10 +580,12 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "all), so it is the ceiling of the socket path rather than a reachable target for a "
         "client that encodes every message.",
         *noise_note(results),
-        "- Sizes per run: " + "; ".join(
+        "- Sizes per run: "
+        + "; ".join(
             f"{key} " + ", ".join(f"{k}={v:,}" for k, v in args.items())
             for key, args in results["args_by_case"].items()
-        ) + ".",
+        )
+        + ".",
         "",
     ]
 
@@ -545,9 +603,11 @@ def noise_note(results: dict[str, Any]) -> list[str]:
     if not spreads:
         return []
     spread, title, client = max(spreads)
-    return [f"- Noise: the largest max/min spread of one client's headline number across "
-            f"repetitions is {spread:.2f}x ({client}, {title}); ratios within "
-            "a repetition (Targets table) show how much that moves the comparison."]
+    return [
+        f"- Noise: the largest max/min spread of one client's headline number across "
+        f"repetitions is {spread:.2f}x ({client}, {title}); ratios within "
+        "a repetition (Targets table) show how much that moves the comparison."
+    ]
 
 
 def observations(
@@ -557,14 +617,22 @@ def observations(
     behind = []
     for case in CASES:
         metric = case.metrics[0][0]
-        ratio = better_ratio(metric, stats.get((case.key, SYNC), {}).get(metric),
-                             stats.get((case.key, NATSPY), {}).get(metric))
+        ratio = better_ratio(
+            metric,
+            stats.get((case.key, SYNC), {}).get(metric),
+            stats.get((case.key, NATSPY), {}).get(metric),
+        )
         if ratio is not None and ratio < 1:
-            behind.append(f"- {case.title}: nats_sync reaches {ratio:.2f}x nats-py "
-                          f"({(1 - ratio) * 100:.0f}% behind).")
-    missed = [f"- target missed: {v.target.label}: {measured_text(v)} against {v.target.text}"
-              + (f" ({v.note})" if v.note else "")
-              for v in verdicts if v.status == "missed" and v.ratio is not None]
+            behind.append(
+                f"- {case.title}: nats_sync reaches {ratio:.2f}x nats-py "
+                f"({(1 - ratio) * 100:.0f}% behind)."
+            )
+    missed = [
+        f"- target missed: {v.target.label}: {measured_text(v)} against {v.target.text}"
+        + (f" ({v.note})" if v.note else "")
+        for v in verdicts
+        if v.status == "missed" and v.ratio is not None
+    ]
     if not behind and not missed:
         return [*lines, "Nowhere: every headline number is ahead and every target is met.", ""]
     return [*lines, *behind, *missed, ""]

@@ -54,6 +54,7 @@ def _session() -> Any:
 
 def row_udf(url: str) -> Any:
     """A plain Python UDF: one blocking request per row on the worker's shared client."""
+
     def echo(payload: bytes) -> bytes:
         client = worker_client(url, {})
         return client.request(ECHO_SUBJECT, payload, timeout=REQUEST_TIMEOUT).data
@@ -101,11 +102,17 @@ def run_udfs(spark: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
             try:
                 metrics = run_once(spark, make_udf, rows)
                 result = {"variant": name, "rep": rep, "ok": True, "metrics": metrics}
-                print(f"  rep {rep + 1} {name}: {rows:,} rows, "
-                      f"{metrics['rows_per_s']:,.0f} rows/s", flush=True)
+                print(
+                    f"  rep {rep + 1} {name}: {rows:,} rows, {metrics['rows_per_s']:,.0f} rows/s",
+                    flush=True,
+                )
             except Exception as error:
-                result = {"variant": name, "rep": rep, "ok": False,
-                          "error": f"{type(error).__name__}: {error}"[:500]}
+                result = {
+                    "variant": name,
+                    "rep": rep,
+                    "ok": False,
+                    "error": f"{type(error).__name__}: {error}"[:500],
+                }
                 print(f"  rep {rep + 1} {name}: FAILED {result['error']}", flush=True)
             runs.append(result)
     return runs

@@ -126,30 +126,42 @@ class CpuMeter:
     def per_row(self, before: tuple[float, float, float], rows: int) -> dict[str, float]:
         after = self.sample()
         names = ("server_cpu_us", "jvm_cpu_us", "python_cpu_us")
-        out = {name: (b - a) / rows * 1e6
-               for name, a, b in zip(names, before, after, strict=True)}
+        out = {name: (b - a) / rows * 1e6 for name, a, b in zip(names, before, after, strict=True)}
         if not self.server_pid:
             del out["server_cpu_us"]
         return out
 
 
-def _record(meter: CpuMeter, case: str, variant: str, rep: int,
-            action: Callable[[], dict[str, Any]]) -> Run:
+def _record(
+    meter: CpuMeter, case: str, variant: str, rep: int, action: Callable[[], dict[str, Any]]
+) -> Run:
     """Runs one measurement (with the CPU of every process); a failure is recorded."""
     try:
         before = meter.sample()
         metrics = action()
         metrics.update(meter.per_row(before, metrics["rows"]))
     except Exception as error:  # reported in the results; the suite goes on
-        print(f"  rep {rep + 1} {case} {variant}: FAILED {type(error).__name__}: {error}"[:600],
-              flush=True)
-        return {"case": case, "variant": variant, "rep": rep, "ok": False,
-                "error": f"{type(error).__name__}: {error}"[:500]}
-    cpu = ", ".join(f"{name.removesuffix('_cpu_us')} {metrics[name]:.1f}"
-                    for name in ("server_cpu_us", "jvm_cpu_us", "python_cpu_us")
-                    if name in metrics)
-    print(f"  rep {rep + 1} {case} {variant}: {metrics['rows']:,} rows, "
-          f"{metrics['rows_per_s']:,.0f} rows/s (CPU µs per row: {cpu})", flush=True)
+        print(
+            f"  rep {rep + 1} {case} {variant}: FAILED {type(error).__name__}: {error}"[:600],
+            flush=True,
+        )
+        return {
+            "case": case,
+            "variant": variant,
+            "rep": rep,
+            "ok": False,
+            "error": f"{type(error).__name__}: {error}"[:500],
+        }
+    cpu = ", ".join(
+        f"{name.removesuffix('_cpu_us')} {metrics[name]:.1f}"
+        for name in ("server_cpu_us", "jvm_cpu_us", "python_cpu_us")
+        if name in metrics
+    )
+    print(
+        f"  rep {rep + 1} {case} {variant}: {metrics['rows']:,} rows, "
+        f"{metrics['rows_per_s']:,.0f} rows/s (CPU µs per row: {cpu})",
+        flush=True,
+    )
     return {"case": case, "variant": variant, "rep": rep, "ok": True, "metrics": metrics}
 
 
@@ -217,8 +229,7 @@ class NatsPyReader(DataSourceReader):
         return natspy_rows(self.url, self.stream, self.subject, partition.lo, partition.hi)
 
 
-def natspy_rows(url: str, stream: str, subject: str, lo: int, hi: int
-                ) -> Iterator[tuple[Any, ...]]:
+def natspy_rows(url: str, stream: str, subject: str, lo: int, hi: int) -> Iterator[tuple[Any, ...]]:
     """``[lo, hi)`` of ``stream`` through nats-py: an ephemeral pull consumer (in memory,
     no acks, from ``lo``) fetched ``FETCH_BATCH`` at a time on an event loop of the
     task's own; rows as the jetstream source's schema."""
@@ -226,15 +237,20 @@ def natspy_rows(url: str, stream: str, subject: str, lo: int, hi: int
     nc = loop.run_until_complete(nats.connect(url))
     try:
         js = nc.jetstream(timeout=JS_TIMEOUT)
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                opt_start_seq=lo, ack_policy=AckPolicy.NONE,
-                                mem_storage=True, inactive_threshold=60.0)
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=lo,
+            ack_policy=AckPolicy.NONE,
+            mem_storage=True,
+            inactive_threshold=60.0,
+        )
         sub = loop.run_until_complete(js.pull_subscribe(subject, stream=stream, config=config))
         consumer = str(config.name)  # pull_subscribe names the ephemeral consumer here
         next_seq = lo
         while next_seq < hi:
             msgs = loop.run_until_complete(
-                sub.fetch(min(FETCH_BATCH, hi - next_seq), timeout=JS_TIMEOUT))
+                sub.fetch(min(FETCH_BATCH, hi - next_seq), timeout=JS_TIMEOUT)
+            )
             for msg in msgs:
                 meta = msg.metadata
                 seq = meta.sequence.stream
@@ -250,8 +266,7 @@ def natspy_rows(url: str, stream: str, subject: str, lo: int, hi: int
 # --- read ---------------------------------------------------------------------------------
 
 
-def _fill(js: Any, subject: str, payloads: Iterator[tuple[bytes, dict[str, str] | None]]
-          ) -> int:
+def _fill(js: Any, subject: str, payloads: Iterator[tuple[bytes, dict[str, str] | None]]) -> int:
     """Publishes every payload with ``publish_async``, then waits for the acks."""
     futures = [js.publish_async(subject, data, headers=headers) for data, headers in payloads]
     js.publish_async_completed(timeout=120)
@@ -265,12 +280,15 @@ def _read_checked(frame: Any, count: int, size: int, lo: int = 1) -> dict[str, A
     """Aggregates a read and checks it saw sequences ``lo .. lo+count-1`` of ``size`` B."""
     started = time.perf_counter()
     rows, total, seq_sum = frame.select(
-        sf.count(sf.lit(1)), sf.sum(sf.length("data")), sf.sum("seq")).first()
+        sf.count(sf.lit(1)), sf.sum(sf.length("data")), sf.sum("seq")
+    ).first()
     elapsed = time.perf_counter() - started
     expected_seqs = (lo + lo + count - 1) * count // 2
     if (rows, total, seq_sum) != (count, count * size, expected_seqs):
-        raise RuntimeError(f"read {rows} rows, {total} bytes, seq sum {seq_sum}; expected "
-                           f"{count}, {count * size}, {expected_seqs}")
+        raise RuntimeError(
+            f"read {rows} rows, {total} bytes, seq sum {seq_sum}; expected "
+            f"{count}, {count * size}, {expected_seqs}"
+        )
     return _rate(count, elapsed)
 
 
@@ -286,29 +304,44 @@ def run_read(spark: Any, meter: CpuMeter, url: str, count: int, size: int, reps:
         try:
             started = time.perf_counter()
             _fill(js, subject, ((seq_payload(n, size), None) for n in range(1, count + 1)))
-            print(f"  stored {count:,} x {size} B in {time.perf_counter() - started:.1f}s "
-                  "(not timed)", flush=True)
+            print(
+                f"  stored {count:,} x {size} B in {time.perf_counter() - started:.1f}s "
+                "(not timed)",
+                flush=True,
+            )
 
             def frame(variant: str, hi: int) -> Any:
                 if variant == SYNC:
-                    reader = (spark.read.format("jetstream").option("servers", url)
-                              .option("stream", stream))
+                    reader = (
+                        spark.read.format("jetstream")
+                        .option("servers", url)
+                        .option("stream", stream)
+                    )
                     if hi <= count:
                         reader = reader.option("endingOffsets", f'{{"{stream}": {hi}}}')
                     return reader.load()
-                return (spark.read.format(NATSPY_SOURCE).option("servers", url)
-                        .option("stream", stream).option("subject", subject)
-                        .option("lo", "1").option("hi", str(hi)).load())
+                return (
+                    spark.read.format(NATSPY_SOURCE)
+                    .option("servers", url)
+                    .option("stream", stream)
+                    .option("subject", subject)
+                    .option("lo", "1")
+                    .option("hi", str(hi))
+                    .load()
+                )
 
             for variant in (SYNC, NATSPY):  # workers started, modules imported, connected
                 warm = min(WARMUP_ROWS, count)
                 _read_checked(frame(variant, warm + 1), warm, size)
                 print(f"  warm-up read {variant} done", flush=True)
+
             def whole(variant: str) -> dict[str, Any]:
                 return _read_checked(frame(variant, count + 1), count, size)
 
-            return [_record(meter, SPARK_JS_READ, variant, rep, functools.partial(whole, variant))
-                    for rep, variant in _alternating([SYNC, NATSPY], reps)]
+            return [
+                _record(meter, SPARK_JS_READ, variant, rep, functools.partial(whole, variant))
+                for rep, variant in _alternating([SYNC, NATSPY], reps)
+            ]
         finally:
             js.delete_stream(stream)
 
@@ -326,8 +359,9 @@ def natspy_publish_partition(url: str, subject: str) -> Callable[[Iterator[Any]]
             try:
                 js = nc.jetstream(timeout=JS_TIMEOUT, publish_async_max_pending=MAX_PENDING_ACKS)
                 futures = [
-                    await js.publish_async(subject, bytes(row.data),
-                                           headers={"Nats-Msg-Id": row.msg_id})
+                    await js.publish_async(
+                        subject, bytes(row.data), headers={"Nats-Msg-Id": row.msg_id}
+                    )
                     for row in rows
                 ]
                 await asyncio.wait_for(js.publish_async_completed(), JS_TIMEOUT * 4)
@@ -351,10 +385,14 @@ def run_write(spark: Any, meter: CpuMeter, url: str, rows: int, size: int, reps:
     """``df.write.format("jetstream")`` with ``publishMode`` "fast" and "async" against
     ``foreachPartition`` + nats-py, each run into a fresh file stream with
     ``allow_batched`` (nats-py publishes one message at a time either way)."""
-    frame = spark.range(rows, numPartitions=2).select(
-        sf.format_string(f"%0{size}d", "id").cast("binary").alias("data"),
-        sf.format_string("row-%d", "id").alias("msg_id"),
-    ).cache()
+    frame = (
+        spark.range(rows, numPartitions=2)
+        .select(
+            sf.format_string(f"%0{size}d", "id").cast("binary").alias("data"),
+            sf.format_string("row-%d", "id").alias("msg_id"),
+        )
+        .cache()
+    )
     frame.count()  # the rows are made before the clock starts
     variants = [SYNC, SINK_ASYNC, NATSPY]
     runs: list[Run] = []
@@ -366,20 +404,30 @@ def run_write(spark: Any, meter: CpuMeter, url: str, rows: int, size: int, reps:
             for index, (rep, variant) in enumerate(plan):
                 stream = f"BENCH_SPARK_WRITE_{os.getpid()}_{index}"
                 subject = f"benchjs.{os.getpid()}.spark.write.{index}"
-                js.create_stream(name=stream, subjects=[subject], storage="file",
-                                 allow_batched=True)
+                js.create_stream(
+                    name=stream, subjects=[subject], storage="file", allow_batched=True
+                )
                 try:
                     source, expected = (warm, min(WARMUP_ROWS, rows)) if rep < 0 else (frame, rows)
 
-                    def write(source: Any = source, expected: int = expected,
-                              subject: str = subject, stream: str = stream,
-                              variant: str = variant) -> dict[str, Any]:
+                    def write(
+                        source: Any = source,
+                        expected: int = expected,
+                        subject: str = subject,
+                        stream: str = stream,
+                        variant: str = variant,
+                    ) -> dict[str, Any]:
                         started = time.perf_counter()
                         if variant in _SINK_MODES:
-                            (source.write.format("jetstream").option("servers", url)
-                             .option("subject", subject).option("timeout", str(JS_TIMEOUT))
-                             .option("publishMode", _SINK_MODES[variant])
-                             .mode("append").save())
+                            (
+                                source.write.format("jetstream")
+                                .option("servers", url)
+                                .option("subject", subject)
+                                .option("timeout", str(JS_TIMEOUT))
+                                .option("publishMode", _SINK_MODES[variant])
+                                .mode("append")
+                                .save()
+                            )
                         else:
                             source.foreachPartition(natspy_publish_partition(url, subject))
                         elapsed = time.perf_counter() - started
@@ -427,8 +475,9 @@ def kv_value(number: int, size: int) -> bytes:
     return b"v" + seq_payload(number, size - 1)
 
 
-def run_kv(spark: Any, meter: CpuMeter, url: str, keys: int, rows: int, row_rows: int, size: int,
-           reps: int) -> list[Run]:
+def run_kv(
+    spark: Any, meter: CpuMeter, url: str, keys: int, rows: int, row_rows: int, size: int, reps: int
+) -> list[Run]:
     """``kv_lookup_udf`` against the row UDF; keys ``k0 .. k<keys*1.1>``, the top tenth
     never set."""
     bucket = f"BENCH_SPARK_KV_{os.getpid()}"
@@ -439,31 +488,43 @@ def run_kv(spark: Any, meter: CpuMeter, url: str, keys: int, rows: int, row_rows
         try:
             started = time.perf_counter()
             _fill_kv(js, bucket, keys, size)
-            print(f"  stored {keys:,} keys x {size} B in {time.perf_counter() - started:.1f}s "
-                  "(not timed)", flush=True)
-            lookups = {SPARK_KV_UDF: kv_lookup_udf(bucket, url, timeout=JS_TIMEOUT),
-                       SPARK_KV_ROW: row_kv_udf(url, bucket)}
+            print(
+                f"  stored {keys:,} keys x {size} B in {time.perf_counter() - started:.1f}s "
+                "(not timed)",
+                flush=True,
+            )
+            lookups = {
+                SPARK_KV_UDF: kv_lookup_udf(bucket, url, timeout=JS_TIMEOUT),
+                SPARK_KV_ROW: row_kv_udf(url, bucket),
+            }
             sizes = {SPARK_KV_UDF: rows, SPARK_KV_ROW: row_rows}
 
             def lookup(variant: str, count: int) -> dict[str, Any]:
                 frame = spark.range(count, numPartitions=2).select(
-                    sf.concat(sf.lit("k"), (sf.col("id") % span).cast("string")).alias("key"))
+                    sf.concat(sf.lit("k"), (sf.col("id") % span).cast("string")).alias("key")
+                )
                 value = lookups[variant](frame["key"])
                 started = time.perf_counter()
                 found, total = frame.select(sf.count(value), sf.sum(sf.length(value))).first()
                 elapsed = time.perf_counter() - started
                 hits = sum((count - n + span - 1) // span for n in range(min(keys, count)))
                 if (found, total or 0) != (hits, hits * size):
-                    raise RuntimeError(f"{found} values ({total} bytes); expected {hits} "
-                                       f"({hits * size} bytes)")
+                    raise RuntimeError(
+                        f"{found} values ({total} bytes); expected {hits} ({hits * size} bytes)"
+                    )
                 return _rate(count, elapsed)
 
             for variant in lookups:
                 lookup(variant, min(2_000, row_rows))
                 print(f"  warm-up {variant} done", flush=True)
             return [
-                _record(meter, SPARK_KV, variant, rep,
-                        functools.partial(lookup, variant, sizes[variant]))
+                _record(
+                    meter,
+                    SPARK_KV,
+                    variant,
+                    rep,
+                    functools.partial(lookup, variant, sizes[variant]),
+                )
                 for rep, variant in _alternating([SPARK_KV_UDF, SPARK_KV_ROW], reps)
             ]
         finally:
@@ -491,8 +552,16 @@ def run_all(spark: Any, args: dict[str, Any]) -> list[Run]:
     jobs: dict[str, Callable[[], list[Run]]] = {
         SPARK_JS_READ: lambda: run_read(spark, meter, url, args["read_messages"], size, reps),
         SPARK_JS_WRITE: lambda: run_write(spark, meter, url, args["write_rows"], size, reps),
-        SPARK_KV: lambda: run_kv(spark, meter, url, args["kv_keys"], args["kv_rows"],
-                                 args["kv_row_rows"], args["value_size"], reps),
+        SPARK_KV: lambda: run_kv(
+            spark,
+            meter,
+            url,
+            args["kv_keys"],
+            args["kv_rows"],
+            args["kv_row_rows"],
+            args["value_size"],
+            reps,
+        ),
     }
     runs: list[Run] = []
     for part in parts:
@@ -501,6 +570,13 @@ def run_all(spark: Any, args: dict[str, Any]) -> list[Run]:
             runs += jobs[part]()
         except Exception as error:  # the set-up failed: recorded, the suite goes on
             print(f"  {part} FAILED: {type(error).__name__}: {error}"[:600], flush=True)
-            runs.append({"case": part, "variant": "-", "rep": "-", "ok": False,
-                         "error": f"{type(error).__name__}: {error}"[:500]})
+            runs.append(
+                {
+                    "case": part,
+                    "variant": "-",
+                    "rep": "-",
+                    "ok": False,
+                    "error": f"{type(error).__name__}: {error}"[:500],
+                }
+            )
     return runs

@@ -32,8 +32,11 @@ def run(client: str, scenario: str, args: dict[str, Any]) -> dict[str, Any]:
         module = importlib.import_module(MODULES[client])
         metrics = module.SCENARIOS[scenario](**args)
     except Exception as error:  # reported to the parent, which records it and goes on
-        return {"ok": False, "error": f"{type(error).__name__}: {error}",
-                "traceback": traceback.format_exc()}
+        return {
+            "ok": False,
+            "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc(),
+        }
     return {"ok": True, "metrics": metrics}
 
 

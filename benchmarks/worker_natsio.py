@@ -17,7 +17,11 @@ Metrics = dict[str, Any]
 
 
 async def _request_concurrent(
-    url: str, size: int, workers: int, per_worker: int, warmup: int,
+    url: str,
+    size: int,
+    workers: int,
+    per_worker: int,
+    warmup: int,
     count_switches: bool = False,
 ) -> Metrics:
     """``workers`` tasks sharing one connection, ``per_worker`` requests each."""
@@ -26,8 +30,12 @@ async def _request_concurrent(
     for _ in range(warmup):
         await nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT)
     metrics = await c.gather_requesters(
-        lambda: nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT), natsio.NATSError,
-        workers, per_worker, count_switches)
+        lambda: nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT),
+        natsio.NATSError,
+        workers,
+        per_worker,
+        count_switches,
+    )
     await nc.close()
     return metrics
 

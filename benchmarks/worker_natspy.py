@@ -109,7 +109,11 @@ async def _request_seq(url: str, size: int, count: int, warmup: int) -> Metrics:
 
 
 async def _request_concurrent(
-    url: str, size: int, workers: int, per_worker: int, warmup: int,
+    url: str,
+    size: int,
+    workers: int,
+    per_worker: int,
+    warmup: int,
     count_switches: bool = False,
 ) -> Metrics:
     data = c.payload(size)
@@ -117,8 +121,12 @@ async def _request_concurrent(
     for _ in range(warmup):
         await nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT)
     metrics = await c.gather_requesters(
-        lambda: nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT), nats.errors.Error,
-        workers, per_worker, count_switches)
+        lambda: nc.request(c.ECHO_SUBJECT, data, timeout=c.REQUEST_TIMEOUT),
+        nats.errors.Error,
+        workers,
+        per_worker,
+        count_switches,
+    )
     await nc.close()
     return metrics
 
@@ -150,8 +158,7 @@ async def _js_stream(url: str, scenario: str) -> AsyncIterator[tuple[Any, Any, c
     nc = await _connect(url)
     try:
         js = nc.jetstream(timeout=c.JS_TIMEOUT)
-        await js.add_stream(name=names.stream, subjects=[names.subject],
-                            storage=StorageType.FILE)
+        await js.add_stream(name=names.stream, subjects=[names.subject], storage=StorageType.FILE)
         try:
             yield nc, js, names
         finally:
@@ -179,8 +186,7 @@ def _failed(futures: list[Any]) -> int:
     return sum(1 for future in futures if not future.done() or future.exception() is not None)
 
 
-async def _js_publish_seq(url: str, server_pid: int, size: int, count: int, warmup: int
-                          ) -> Metrics:
+async def _js_publish_seq(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
     data = c.payload(size)
     async with _js_stream(url, "js_publish_seq") as (_nc, js, names):
         for _ in range(warmup):
@@ -201,8 +207,9 @@ async def _js_publish_seq(url: str, server_pid: int, size: int, count: int, warm
     return metrics
 
 
-async def _js_publish_async(url: str, server_pid: int, size: int, count: int, warmup: int
-                            ) -> Metrics:
+async def _js_publish_async(
+    url: str, server_pid: int, size: int, count: int, warmup: int
+) -> Metrics:
     data = c.payload(size)
     async with _js_stream(url, "js_publish_async") as (_nc, js, names):
         await _publish_all(js, names.subject, data, warmup)  # opens the ack subscription
@@ -216,8 +223,9 @@ async def _js_publish_async(url: str, server_pid: int, size: int, count: int, wa
     return metrics
 
 
-async def _js_fast_publish(url: str, server_pid: int, size: int, count: int, warmup: int
-                           ) -> Metrics:
+async def _js_fast_publish(
+    url: str, server_pid: int, size: int, count: int, warmup: int
+) -> Metrics:
     """nats-py has no fast-ingest batch: its way of storing many is publish_async."""
     metrics = await _js_publish_async(url, server_pid, size, count, warmup)
     metrics["msgs_per_s"] = metrics.pop("acks_per_s")
@@ -230,8 +238,7 @@ async def _js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics
         failed = _failed(await _publish_all(js, names.subject, data, count))
         # pull_subscribe creates the durable; nats-py's ConsumerConfig defaults to
         # explicit ack, as the nats_sync side asks for by name.
-        sub = await js.pull_subscribe(names.subject, durable=names.durable,
-                                      stream=names.stream)
+        sub = await js.pull_subscribe(names.subject, durable=names.durable, stream=names.stream)
         fetch = sub.fetch
         batch, wait = c.JS_FETCH_BATCH, c.JS_FETCH_WAIT
         received = 0
@@ -249,8 +256,11 @@ async def _js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics
         unacked = await _unacked(js, names)
         await sub.unsubscribe()
     metrics = c.throughput_metrics(max(received, 1), watch, "msgs")
-    metrics.update(c.server_cpu_metric(watch, max(received, 1)),
-                   errors=failed + count - received, unacked=unacked)
+    metrics.update(
+        c.server_cpu_metric(watch, max(received, 1)),
+        errors=failed + count - received,
+        unacked=unacked,
+    )
     return metrics
 
 
@@ -276,7 +286,8 @@ async def _kv_bucket(url: str, scenario: str) -> AsyncIterator[Any]:
     try:
         js = nc.jetstream(timeout=c.JS_TIMEOUT)
         kv = await js.create_key_value(
-            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE))
+            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE)
+        )
         try:
             yield kv
         finally:
@@ -331,7 +342,8 @@ async def _object_store(url: str, scenario: str) -> AsyncIterator[Any]:
     try:
         js = nc.jetstream(timeout=c.JS_TIMEOUT)
         obs = await js.create_object_store(
-            bucket, config=ObjectStoreConfig(storage=StorageType.FILE))
+            bucket, config=ObjectStoreConfig(storage=StorageType.FILE)
+        )
         try:
             yield obs
         finally:

@@ -44,7 +44,10 @@ def request_seq(url: str, size: int, count: int, warmup: int) -> Metrics:
     sock.sendall(CONNECT + f"SUB {INBOX} 1\r\n".encode())
     wait_pong(sock)
     frame = b"PUB %s %s %d\r\n%s\r\n" % (
-        c.ECHO_SUBJECT.encode(), INBOX.encode(), size, c.payload(size)
+        c.ECHO_SUBJECT.encode(),
+        INBOX.encode(),
+        size,
+        c.payload(size),
     )
     sendall = sock.sendall
     recv = sock.recv

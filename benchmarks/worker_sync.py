@@ -50,7 +50,9 @@ def pubsub(url: str, size: int, count: int) -> Metrics:
 
     with nats_sync.connect(url) as sub_nc, nats_sync.connect(url) as pub_nc:
         sub = sub_nc.subscribe(
-            c.PUBSUB_SUBJECT, cb=on_msg, pending_msgs_limit=count * 2,
+            c.PUBSUB_SUBJECT,
+            cb=on_msg,
+            pending_msgs_limit=count * 2,
             pending_bytes_limit=1 << 30,
         )
         sub_nc.flush()
@@ -91,8 +93,9 @@ def request_seq(url: str, size: int, count: int, warmup: int) -> Metrics:
     return c.latency_metrics(latencies, watch)
 
 
-def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmup: int,
-                       count_switches: bool = False) -> Metrics:
+def request_concurrent(
+    url: str, size: int, workers: int, per_worker: int, warmup: int, count_switches: bool = False
+) -> Metrics:
     """``workers`` threads sharing one connection, ``per_worker`` requests each.
 
     ``count_switches``: then a second, untimed round under ``perf`` gives context switches
@@ -113,8 +116,9 @@ def request_concurrent(url: str, size: int, workers: int, per_worker: int, warmu
                 except nats_sync.Error:
                     errors[index] += 1
 
-        threads = [threading.Thread(target=requester, args=(n,), daemon=True)
-                   for n in range(workers)]
+        threads = [
+            threading.Thread(target=requester, args=(n,), daemon=True) for n in range(workers)
+        ]
         for thread in threads:
             thread.start()
         watch = c.Stopwatch().start()
@@ -166,8 +170,7 @@ def _js_stream(url: str, scenario: str, **config: Any) -> Iterator[tuple[Any, An
     names = c.js_names(scenario)
     with nats_sync.connect(url) as nc:
         js = nc.jetstream(timeout=c.JS_TIMEOUT)
-        js.create_stream(name=names.stream, subjects=[names.subject], storage="file",
-                         **config)
+        js.create_stream(name=names.stream, subjects=[names.subject], storage="file", **config)
         try:
             yield nc, js, names
         finally:
@@ -212,8 +215,7 @@ def js_publish_seq(url: str, server_pid: int, size: int, count: int, warmup: int
     return metrics
 
 
-def js_publish_async(url: str, server_pid: int, size: int, count: int, warmup: int
-                     ) -> Metrics:
+def js_publish_async(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
     """``count`` ``publish_async`` calls, then ``publish_async_completed``."""
     data = c.payload(size)
     with _js_stream(url, "js_publish_async") as (_nc, js, names):
@@ -228,8 +230,7 @@ def js_publish_async(url: str, server_pid: int, size: int, count: int, warmup: i
     return metrics
 
 
-def js_fast_publish(url: str, server_pid: int, size: int, count: int, warmup: int
-                    ) -> Metrics:
+def js_fast_publish(url: str, server_pid: int, size: int, count: int, warmup: int) -> Metrics:
     """``count`` messages as one fast-ingest batch (``js.fast_publisher``, gap fail, the
     last one the commit), then every stored message read back and checked: in publish
     order, each once. Beside it, in the same process, ``count`` plain core publishes of
@@ -251,9 +252,12 @@ def js_fast_publish(url: str, server_pid: int, size: int, count: int, warmup: in
         errors = abs(count - final.count) + _out_of_order(js, names.stream, first_seq, frames)
         core = _core_publish_cpu(nc, size, count)
     metrics = c.throughput_metrics(count, watch, "msgs")
-    metrics.update(c.server_cpu_metric(watch, count), errors=errors,
-                   core_cpu_us_per_msg=core,
-                   cpu_vs_core_publish=metrics["cpu_us_per_msg"] / core)
+    metrics.update(
+        c.server_cpu_metric(watch, count),
+        errors=errors,
+        core_cpu_us_per_msg=core,
+        cpu_vs_core_publish=metrics["cpu_us_per_msg"] / core,
+    )
     return metrics
 
 
@@ -286,8 +290,9 @@ def js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics:
     data = c.payload(size)
     with _js_stream(url, "js_fetch") as (nc, js, names):
         failed = _failed(_publish_all(js, names.subject, data, count))
-        consumer = js.create_consumer(names.stream, durable_name=names.durable,
-                                      ack_policy="explicit")
+        consumer = js.create_consumer(
+            names.stream, durable_name=names.durable, ack_policy="explicit"
+        )
         fetch = consumer.fetch
         batch, wait = c.JS_FETCH_BATCH, c.JS_FETCH_WAIT
         received = 0
@@ -304,8 +309,11 @@ def js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics:
         watch.stop()
         unacked = _unacked(lambda: consumer.info().num_ack_pending)
     metrics = c.throughput_metrics(max(received, 1), watch, "msgs")
-    metrics.update(c.server_cpu_metric(watch, max(received, 1)),
-                   errors=failed + count - received, unacked=unacked)
+    metrics.update(
+        c.server_cpu_metric(watch, max(received, 1)),
+        errors=failed + count - received,
+        unacked=unacked,
+    )
     return metrics
 
 

@@ -57,12 +57,14 @@ def _natspy_caller() -> Callable[[], bytes]:
     async def ignore(error: Exception) -> None:
         pass
 
-    client = asyncio.run_coroutine_threadsafe(
-        nats.connect(URL, error_cb=ignore), loop).result(c.REQUEST_TIMEOUT)
+    client = asyncio.run_coroutine_threadsafe(nats.connect(URL, error_cb=ignore), loop).result(
+        c.REQUEST_TIMEOUT
+    )
 
     def call() -> bytes:
         future = asyncio.run_coroutine_threadsafe(
-            client.request(c.ECHO_SUBJECT, PAYLOAD, timeout=c.REQUEST_TIMEOUT), loop)
+            client.request(c.ECHO_SUBJECT, PAYLOAD, timeout=c.REQUEST_TIMEOUT), loop
+        )
         reply: bytes = future.result(c.REQUEST_TIMEOUT + 1).data
         return reply
 
@@ -74,7 +76,10 @@ def _no_call() -> Callable[[], bytes]:
 
 
 CALLERS: dict[str, Callable[[], Callable[[], bytes]]] = {
-    "nats_sync": _sync_caller, "nats-py": _natspy_caller, "none": _no_call}
+    "nats_sync": _sync_caller,
+    "nats-py": _natspy_caller,
+    "none": _no_call,
+}
 if VARIANT not in CALLERS:
     raise SystemExit(f"BENCH_WSGI_VARIANT must be one of {sorted(CALLERS)}, not {VARIANT!r}")
 call_nats = CALLERS[VARIANT]()
@@ -91,6 +96,5 @@ def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
         except Exception:  # any failure is one failed HTTP request, counted by ab
             good = False
         body, status = (OK_BODY, "200 OK") if good else (b"bad reply\n", "500 Bad Reply")
-    start_response(status, [("Content-Type", "text/plain"),
-                            ("Content-Length", str(len(body)))])
+    start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]

@@ -70,19 +70,43 @@ def _die_with_parent() -> None:
         pass
 
 
-def _start_gunicorn(variant: str, url: str, size: int, threads: int, port: int,
-                    log: IO[bytes]) -> subprocess.Popen[bytes]:
+def _start_gunicorn(
+    variant: str, url: str, size: int, threads: int, port: int, log: IO[bytes]
+) -> subprocess.Popen[bytes]:
     if importlib.util.find_spec("gunicorn") is None:
-        raise RuntimeError("gunicorn is not installed: it is in the bench extra "
-                           "(`make bench` installs it)")
-    env = {**child_env(), "BENCH_WSGI_VARIANT": variant, "BENCH_NATS_URL": url,
-           "BENCH_WSGI_SIZE": str(size)}
+        raise RuntimeError(
+            "gunicorn is not installed: it is in the bench extra (`make bench` installs it)"
+        )
+    env = {
+        **child_env(),
+        "BENCH_WSGI_VARIANT": variant,
+        "BENCH_NATS_URL": url,
+        "BENCH_WSGI_SIZE": str(size),
+    }
     return subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1", "--threads",
-         str(threads), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "5",
-         "benchmarks.wsgi_app:app"],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT, env=env,
-        preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, no locks taken
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-k",
+            "gthread",
+            "-w",
+            "1",
+            "--threads",
+            str(threads),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--graceful-timeout",
+            "5",
+            "benchmarks.wsgi_app:app",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        cwd=ROOT,
+        env=env,
+        preexec_fn=_die_with_parent,
+    )  # noqa: PLW1509 - only prctl, no locks taken
 
 
 def _worker_pid(server: subprocess.Popen[bytes], port: int, log: IO[bytes]) -> int:
@@ -119,19 +143,38 @@ def run_ab(port: int, concurrency: int, count: int) -> dict[str, float]:
     """One ``ab -k`` run against the app: req/s, latency percentiles, failures."""
     ab = shutil.which("ab")
     if ab is None:
-        raise RuntimeError("ab (ApacheBench, Debian's apache2-utils) not found: `make bench` "
-                           "installs it with apt-get where it can")
+        raise RuntimeError(
+            "ab (ApacheBench, Debian's apache2-utils) not found: `make bench` "
+            "installs it with apt-get where it can"
+        )
     with tempfile.TemporaryDirectory() as folder:
         table = Path(folder) / "percentiles.csv"
         done = subprocess.run(
-            [ab, "-q", "-k", "-c", str(concurrency), "-n", str(count),
-             "-s", str(AB_REQUEST_TIMEOUT), "-e", str(table), f"http://127.0.0.1:{port}/"],
-            capture_output=True, text=True, timeout=AB_RUN_TIMEOUT, check=False)
+            [
+                ab,
+                "-q",
+                "-k",
+                "-c",
+                str(concurrency),
+                "-n",
+                str(count),
+                "-s",
+                str(AB_REQUEST_TIMEOUT),
+                "-e",
+                str(table),
+                f"http://127.0.0.1:{port}/",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=AB_RUN_TIMEOUT,
+            check=False,
+        )
         if done.returncode:
             raise RuntimeError(f"ab failed ({done.returncode}): {done.stderr[-500:]}")
         with table.open(newline="") as rows:
-            by_percent = {int(row[0]): float(row[1]) for row in csv.reader(rows)
-                          if row and row[0].isdigit()}
+            by_percent = {
+                int(row[0]): float(row[1]) for row in csv.reader(rows) if row and row[0].isdigit()
+            }
     output = done.stdout
     complete = _field(output, "Complete requests")
     taken = _field(output, "Time taken for tests")
@@ -139,22 +182,28 @@ def run_ab(port: int, concurrency: int, count: int) -> dict[str, float]:
     if not complete or not taken:
         raise RuntimeError(f"could not read ab's report: {output[-500:]}")
     if keep_alive < complete * 0.99:
-        raise RuntimeError(f"only {keep_alive:,.0f} of {complete:,.0f} requests were on "
-                           "keep-alive connections: the figures would measure connecting")
+        raise RuntimeError(
+            f"only {keep_alive:,.0f} of {complete:,.0f} requests were on "
+            "keep-alive connections: the figures would measure connecting"
+        )
     # "ab_s", not "elapsed_s": run.add_peer_cpu would charge the server's and the
     # responder's CPU over the whole worker (gunicorn's start, the warm-up) to this run.
-    metrics = {"reqs_per_s": complete / taken, "ab_s": taken,
-               # A bad reply (500) counts under both of ab's lines; a lost request under
-               # neither, hence the shortfall.
-               "errors": max(_field(output, "Failed requests"),
-                             _field(output, "Non-2xx responses")) + (count - complete)}
+    metrics = {
+        "reqs_per_s": complete / taken,
+        "ab_s": taken,
+        # A bad reply (500) counts under both of ab's lines; a lost request under
+        # neither, hence the shortfall.
+        "errors": max(_field(output, "Failed requests"), _field(output, "Non-2xx responses"))
+        + (count - complete),
+    }
     for percent in PERCENTILES:
         metrics[f"p{percent}_ms"] = by_percent[percent]
     return metrics
 
 
-def drive(client: str, url: str, size: int, threads: int, concurrency: int, count: int,
-          warmup: int) -> dict[str, float]:
+def drive(
+    client: str, url: str, size: int, threads: int, concurrency: int, count: int, warmup: int
+) -> dict[str, float]:
     """HTTP req/s and latency of the app in ``client``'s variant under ``ab -k``."""
     port = _free_port()
     with tempfile.TemporaryFile() as log:

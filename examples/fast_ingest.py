@@ -32,11 +32,14 @@ def store_readings(js: JetStream, count: int) -> None:
     with js.fast_publisher() as batch:
         for n, reading in enumerate(readings[:-1]):
             batch.add(f"readings.s{n % 16}", reading, msg_id=f"reading-{n}")
-        final = batch.commit(f"readings.s{(count - 1) % 16}", readings[-1],
-                             msg_id=f"reading-{count - 1}")
+        final = batch.commit(
+            f"readings.s{(count - 1) % 16}", readings[-1], msg_id=f"reading-{count - 1}"
+        )
     seconds = time.perf_counter() - started
-    print(f"stored {final.count:,} readings in one fast batch in {seconds:.2f} s "
-          f"({final.count / seconds:,.0f} msgs/s), last at seq {final.seq}")
+    print(
+        f"stored {final.count:,} readings in one fast batch in {seconds:.2f} s "
+        f"({final.count / seconds:,.0f} msgs/s), last at seq {final.seq}"
+    )
 
 
 def carry_on_after_an_early_end(js: JetStream) -> None:
@@ -50,8 +53,7 @@ def carry_on_after_an_early_end(js: JetStream) -> None:
             # and, with gap "fail", ends the batch there (seen a few adds later, or here).
             check = 99 if n == 5 else None
             try:
-                batch.add("ledger.a", entry, msg_id=f"ledger-{n}",
-                          expected_last_subject_seq=check)
+                batch.add("ledger.a", entry, msg_id=f"ledger-{n}", expected_last_subject_seq=check)
             except BatchClosedError:
                 break
         final = batch.close()  # the server's count of what it stored
@@ -68,11 +70,13 @@ def carry_on_after_an_early_end(js: JetStream) -> None:
 def store_an_order(js: JetStream) -> None:
     """An order and its lines, all stored or none."""
     js.create_stream(name="ORDERS", subjects=["orders.>"], allow_atomic=True)
-    ack = js.publish_atomic([
-        ("orders.17.line", b'{"sku": "A-1", "qty": 2}'),
-        ("orders.17.line", b'{"sku": "B-7", "qty": 1}'),
-        ("orders.17.total", b'{"eur": 42.5}'),
-    ])
+    ack = js.publish_atomic(
+        [
+            ("orders.17.line", b'{"sku": "A-1", "qty": 2}'),
+            ("orders.17.line", b'{"sku": "B-7", "qty": 1}'),
+            ("orders.17.total", b'{"eur": 42.5}'),
+        ]
+    )
     print(f"order 17 stored atomically: {ack.count} messages, last at seq {ack.seq}")
     try:
         with js.atomic_batch() as batch:
@@ -85,8 +89,9 @@ def store_an_order(js: JetStream) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--server", help="NATS URL (default: start an embedded JetStream server)")
     parser.add_argument("--readings", type=int, default=200_000, help="readings to store")
     args = parser.parse_args()

@@ -27,22 +27,28 @@ from nats_sync.testing import server_url
 def produce(js: JetStream, count: int) -> None:
     started = time.perf_counter()
     futures = [
-        js.publish_async(f"orders.{n % 4}", json.dumps({"order": n, "amount": n % 97}).encode(),
-                         msg_id=f"order-{n}")
+        js.publish_async(
+            f"orders.{n % 4}",
+            json.dumps({"order": n, "amount": n % 97}).encode(),
+            msg_id=f"order-{n}",
+        )
         for n in range(count)
     ]
     js.publish_async_completed(timeout=30)
     acks = [future.result() for future in futures]
     elapsed = time.perf_counter() - started
-    print(f"stored {len(acks)} orders (seq {acks[0].seq}..{acks[-1].seq}) "
-          f"in {elapsed:.2f}s, {len(acks) / elapsed:,.0f} acks/s")
+    print(
+        f"stored {len(acks)} orders (seq {acks[0].seq}..{acks[-1].seq}) "
+        f"in {elapsed:.2f}s, {len(acks) / elapsed:,.0f} acks/s"
+    )
     again = js.publish("orders.0", b"{}", msg_id="order-0")  # a retried publish
     print(f"publishing order-0 again: seq {again.seq}, duplicate={again.duplicate}")
 
 
 def work(js: JetStream, count: int) -> None:
-    consumer = js.create_consumer("ORDERS", durable_name="billing", ack_policy="explicit",
-                                  ack_wait=2.0)
+    consumer = js.create_consumer(
+        "ORDERS", durable_name="billing", ack_policy="explicit", ack_wait=2.0
+    )
     done: set[int] = set()
     total = 0
     started = time.perf_counter()
@@ -67,8 +73,10 @@ def work(js: JetStream, count: int) -> None:
                 done.add(seq)
             msg.ack()
     elapsed = time.perf_counter() - started
-    print(f"worker 2 finished: {len(done)} orders billed once each, {redelivered} "
-          f"redelivered after the crash, total {total}, in {elapsed:.2f}s")
+    print(
+        f"worker 2 finished: {len(done)} orders billed once each, {redelivered} "
+        f"redelivered after the crash, total {total}, in {elapsed:.2f}s"
+    )
 
 
 def replay(js: JetStream, count: int) -> None:
@@ -85,21 +93,25 @@ def replay(js: JetStream, count: int) -> None:
                 break
     ordered.stop()
     elapsed = time.perf_counter() - started
-    print(f"replayed {seen} orders in order from the start in {elapsed:.2f}s, "
-          f"{seen / elapsed:,.0f} msgs/s")
+    print(
+        f"replayed {seen} orders in order from the start in {elapsed:.2f}s, "
+        f"{seen / elapsed:,.0f} msgs/s"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--server", help="NATS URL (default: start an embedded JetStream server)")
     parser.add_argument("--orders", type=int, default=2_000)
     args = parser.parse_args()
 
     with server_url(args.server, jetstream=True) as url, nats_sync.connect(url) as nc:
         js = nc.jetstream()
-        js.create_stream(name="ORDERS", subjects=["orders.>"], duplicate_window=60.0,
-                         allow_direct=True)
+        js.create_stream(
+            name="ORDERS", subjects=["orders.>"], duplicate_window=60.0, allow_direct=True
+        )
         produce(js, args.orders)
         work(js, args.orders)
         replay(js, args.orders)

@@ -41,8 +41,7 @@ class FeatureFlags:
         self._lock = threading.Lock()
         self._loaded = threading.Event()
         self._watcher: KeyWatcher = kv.watch_all()
-        self._thread = threading.Thread(target=self._follow, name="feature-flags",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._follow, name="feature-flags", daemon=True)
         self._thread.start()
         self._loaded.wait(5)  # serve with the flags as they are now
 
@@ -81,8 +80,9 @@ def flags() -> FeatureFlags:
     """This process's flags (made on first use, so pre-fork servers are safe)."""
     with _made_lock:
         if "flags" not in _made:
-            nc = nats_sync.process_client(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"),
-                                          name=f"flags-{os.getpid()}")
+            nc = nats_sync.process_client(
+                os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name=f"flags-{os.getpid()}"
+            )
             js = nc.jetstream()
             _made["flags"] = FeatureFlags(js.create_key_value(bucket=BUCKET, history=5))
         return _made["flags"]
@@ -125,6 +125,7 @@ class QuietHandler(WSGIRequestHandler):
 
 def demo(port: int) -> None:
     """Flips ``dark_mode`` and shows the page follow it."""
+
     def page() -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as reply:
             return str(reply.read().decode().strip())

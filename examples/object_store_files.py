@@ -24,14 +24,18 @@ from nats_sync.testing import server_url
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--server", help="NATS URL (default: start an embedded JetStream server)")
     parser.add_argument("--mib", type=int, default=8, help="size of the file to store")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as folder, \
-            server_url(args.server, jetstream=True) as url, nats_sync.connect(url) as nc:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        server_url(args.server, jetstream=True) as url,
+        nats_sync.connect(url) as nc,
+    ):
         source = Path(folder) / "dataset.bin"
         source.write_bytes(os.urandom(args.mib * 1024 * 1024))
         js = nc.jetstream()
@@ -40,8 +44,10 @@ def main() -> None:
         started = time.perf_counter()
         with source.open("rb") as f:
             info = store.put("datasets/dataset.bin", f, metadata={"owner": "example"})
-        print(f"put {info.name}: {info.size:,} bytes in {info.chunks} chunks "
-              f"({time.perf_counter() - started:.2f}s), {info.digest}")
+        print(
+            f"put {info.name}: {info.size:,} bytes in {info.chunks} chunks "
+            f"({time.perf_counter() - started:.2f}s), {info.digest}"
+        )
 
         for item in store.list():
             print(f"listed {item.name}: {item.size:,} bytes, modified {item.mtime}")
@@ -49,8 +55,10 @@ def main() -> None:
         target = Path(folder) / "copy.bin"
         with target.open("wb") as f:
             got = store.get_into("datasets/dataset.bin", f)
-        same = hashlib.sha256(target.read_bytes()).digest() == hashlib.sha256(
-            source.read_bytes()).digest()
+        same = (
+            hashlib.sha256(target.read_bytes()).digest()
+            == hashlib.sha256(source.read_bytes()).digest()
+        )
         print(f"got {got.size:,} bytes back into a file; identical: {same}")
 
         store.delete("datasets/dataset.bin")

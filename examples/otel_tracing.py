@@ -35,8 +35,7 @@ PRICES = {"sku-1": 250, "sku-7": 1999}
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
-def make_app(nc: nats_sync.Client) -> Callable[[dict[str, Any], StartResponse],
-                                               Iterable[bytes]]:
+def make_app(nc: nats_sync.Client) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     """The WSGI app: one SERVER span per HTTP request, around the NATS request."""
     tracer = trace.get_tracer("example.wsgi")
 
@@ -57,8 +56,9 @@ def make_app(nc: nats_sync.Client) -> Callable[[dict[str, Any], StartResponse],
 
 def start_price_service(nc: nats_sync.Client) -> micro.Service:
     """The price service: its handler asks a "database" subscriber for the row."""
-    nc.subscribe("db.prices", cb=lambda msg: msg.respond(
-        str(PRICES.get(msg.data.decode(), 0)).encode()))
+    nc.subscribe(
+        "db.prices", cb=lambda msg: msg.respond(str(PRICES.get(msg.data.decode(), 0)).encode())
+    )
 
     def lookup(req: micro.Request) -> None:
         row = nc.request("db.prices", req.data, timeout=2.0)

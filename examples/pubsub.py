@@ -21,8 +21,9 @@ def main() -> None:
     with server_url(args.server) as url, nats_sync.connect(url, name="pubsub-example") as nc:
         sub = nc.subscribe("orders.>")
         for number in range(args.count):
-            nc.publish(f"orders.{number % 3}", f"order {number}".encode(),
-                       headers={"seq": str(number)})
+            nc.publish(
+                f"orders.{number % 3}", f"order {number}".encode(), headers={"seq": str(number)}
+            )
         nc.flush()
         for msg in sub:
             assert msg.headers is not None

@@ -23,8 +23,9 @@ def main() -> None:
         print(f"  callback: {event}")
 
     with NatsServer() as server:
-        listener = nats_sync.connect(server.url, name="listener",
-                                     reconnect_delay_cb=lambda attempt: 0.1)
+        listener = nats_sync.connect(
+            server.url, name="listener", reconnect_delay_cb=lambda attempt: 0.1
+        )
         sub = listener.subscribe("demo.restart")
         listener.flush()
         nc = nats_sync.connect(

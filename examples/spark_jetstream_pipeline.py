@@ -55,8 +55,9 @@ def sku(number: int) -> str:
 def order(order_id: int, products: int) -> bytes:
     """Order ``order_id`` as JSON; 1 in 100 names a SKU the catalogue does not have."""
     product = products + order_id if order_id % 100 == 99 else (order_id * 7919) % products
-    return json.dumps({"order_id": order_id, "sku": sku(product),
-                       "quantity": order_id % 5 + 1}).encode()
+    return json.dumps(
+        {"order_id": order_id, "sku": sku(product), "quantity": order_id % 5 + 1}
+    ).encode()
 
 
 def prepare(js: JetStream, products: int) -> None:
@@ -65,21 +66,27 @@ def prepare(js: JetStream, products: int) -> None:
         js.delete_stream(STREAM)
     with contextlib.suppress(BucketNotFoundError):
         js.delete_key_value(BUCKET)
-    js.create_stream(name=STREAM, subjects=["orders.>"], allow_direct=True,
-                     duplicate_window=120.0)
+    js.create_stream(name=STREAM, subjects=["orders.>"], allow_direct=True, duplicate_window=120.0)
     kv = js.create_key_value(bucket=BUCKET)
     rng = random.Random(7)
     for number in range(products):
-        kv.put(sku(number), json.dumps({"name": f"product {number}",
-                                        "price": round(rng.uniform(1, 200), 2)}).encode())
+        kv.put(
+            sku(number),
+            json.dumps(
+                {"name": f"product {number}", "price": round(rng.uniform(1, 200), 2)}
+            ).encode(),
+        )
 
 
 def publish_orders(js: JetStream, first: int, count: int, products: int) -> float:
     """Stores orders ``first .. first+count-1`` with acknowledgements; returns seconds."""
     began = time.perf_counter()
     for order_id in range(first, first + count):
-        js.publish_async(f"orders.{REGIONS[order_id % len(REGIONS)]}",
-                         order(order_id, products), msg_id=f"order-{order_id}")
+        js.publish_async(
+            f"orders.{REGIONS[order_id % len(REGIONS)]}",
+            order(order_id, products),
+            msg_id=f"order-{order_id}",
+        )
     js.publish_async_completed(timeout=60)
     return time.perf_counter() - began
 
@@ -96,15 +103,23 @@ def start_query(spark: Any, url: str, out: Path, per_trigger: int) -> Any:
     )
     price_of = kv_lookup_udf(BUCKET, url)
     parsed = orders.select(
-        "stream", "seq", "subject", "timestamp",
+        "stream",
+        "seq",
+        "subject",
+        "timestamp",
         sf.from_json(sf.col("data").cast("string"), ORDER_SCHEMA).alias("order"),
     )
     priced = parsed.withColumn(
         "product", sf.from_json(price_of(sf.col("order.sku")).cast("string"), PRODUCT_SCHEMA)
     )
     enriched = priced.select(
-        "stream", "seq", sf.element_at(sf.split("subject", r"\."), 2).alias("region"),
-        "order.order_id", "order.sku", "order.quantity", "product.price",
+        "stream",
+        "seq",
+        sf.element_at(sf.split("subject", r"\."), 2).alias("region"),
+        "order.order_id",
+        "order.sku",
+        "order.quantity",
+        "product.price",
         sf.round(sf.col("product.price") * sf.col("order.quantity"), 2).alias("amount"),
         sf.col("timestamp").alias("ordered_at"),
     )
@@ -142,8 +157,16 @@ def next_seq(progress: dict[str, Any] | None) -> str:
     return str(entry.get("seq", entry) if isinstance(entry, dict) else entry)
 
 
-def run_pipeline(spark: Any, url: str, *, orders: int, products: int, out: Path,
-                 per_trigger: int, first_share: float = 0.6) -> bool:
+def run_pipeline(
+    spark: Any,
+    url: str,
+    *,
+    orders: int,
+    products: int,
+    out: Path,
+    per_trigger: int,
+    first_share: float = 0.6,
+) -> bool:
     """The whole demo on a running SparkSession and NATS server; True if exactly once."""
     register(spark)
     out.mkdir(parents=True, exist_ok=True)
@@ -154,8 +177,11 @@ def run_pipeline(spark: Any, url: str, *, orders: int, products: int, out: Path,
         js = nc.jetstream()
         prepare(js, products)
         took = publish_orders(js, 0, first, products)
-        print(f"stored {first:,} orders in stream {STREAM} ({first / took:,.0f}/s); "
-              f"{products:,} prices in bucket {BUCKET!r}", flush=True)
+        print(
+            f"stored {first:,} orders in stream {STREAM} ({first / took:,.0f}/s); "
+            f"{products:,} prices in bucket {BUCKET!r}",
+            flush=True,
+        )
 
         began = time.perf_counter()
         query = start_query(spark, url, out, per_trigger)
@@ -168,32 +194,46 @@ def run_pipeline(spark: Any, url: str, *, orders: int, products: int, out: Path,
         spark.sparkContext.setLogLevel("ERROR")
         first_run = time.perf_counter() - began
         stopped_at = next_seq(query.lastProgress)
-        print(f"query stopped part-way: {rows:,} orders in its completed batches, "
-              f"next to read seq {stopped_at}", flush=True)
+        print(
+            f"query stopped part-way: {rows:,} orders in its completed batches, "
+            f"next to read seq {stopped_at}",
+            flush=True,
+        )
 
         took = publish_orders(js, first, orders - first, products)
-        print(f"stored {orders - first:,} more orders while no query ran "
-              f"({(orders - first) / took:,.0f}/s)", flush=True)
+        print(
+            f"stored {orders - first:,} more orders while no query ran "
+            f"({(orders - first) / took:,.0f}/s)",
+            flush=True,
+        )
 
         began = time.perf_counter()
         query = start_query(spark, url, out, per_trigger)  # same checkpoint: resumes
         query.processAllAvailable()
         query.stop()
         second_run = time.perf_counter() - began
-        resumed = query.recentProgress[0]["sources"][0]["startOffset"] if (
-            query.recentProgress) else None
+        resumed = (
+            query.recentProgress[0]["sources"][0]["startOffset"] if (query.recentProgress) else None
+        )
         resumed_at = next_seq({"sources": [{"endOffset": resumed}]}) if resumed else "?"
         batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
-        print(f"query restarted from its checkpoint at seq {resumed_at}, caught up "
-              f"in {batches} batches", flush=True)
+        print(
+            f"query restarted from its checkpoint at seq {resumed_at}, caught up "
+            f"in {batches} batches",
+            flush=True,
+        )
 
     landed = count_landed(spark, out / "orders", orders)
     elapsed = first_run + second_run
     print()
-    print(f"{orders:,} orders published, {landed['rows']:,} rows landed, "
-          f"{landed['missing']:,} missing, {landed['duplicated']:,} duplicated")
-    print(f"query time         {elapsed:.1f} s over two runs  "
-          f"({landed['rows'] / elapsed:,.0f} rows/s)")
+    print(
+        f"{orders:,} orders published, {landed['rows']:,} rows landed, "
+        f"{landed['missing']:,} missing, {landed['duplicated']:,} duplicated"
+    )
+    print(
+        f"query time         {elapsed:.1f} s over two runs  "
+        f"({landed['rows'] / elapsed:,.0f} rows/s)"
+    )
     print(f"unknown SKUs       {landed['unpriced']:,} (1 in 100 by design: no price)")
     print(f"revenue            {landed['revenue']:,.2f}")
     print(f"output (Parquet)   {out / 'orders'}")
@@ -218,11 +258,19 @@ def count_landed(spark: Any, path: Path, orders: int) -> dict[str, Any]:
         sf.count_if(sf.col("price").isNull()).alias("unpriced"),
         sf.round(sf.sum("amount"), 2).alias("revenue"),
     ).first()
-    found = landed.where(sf.col("order_id").between(0, orders - 1)).select(
-        "order_id").distinct().count()
-    return {"rows": totals["rows"], "missing": orders - found,
-            "duplicated": totals["rows"] - totals["messages"],
-            "unpriced": totals["unpriced"], "revenue": totals["revenue"] or 0.0}
+    found = (
+        landed.where(sf.col("order_id").between(0, orders - 1))
+        .select("order_id")
+        .distinct()
+        .count()
+    )
+    return {
+        "rows": totals["rows"],
+        "missing": orders - found,
+        "duplicated": totals["rows"] - totals["messages"],
+        "unpriced": totals["unpriced"],
+        "revenue": totals["revenue"] or 0.0,
+    }
 
 
 def main() -> int:
@@ -231,8 +279,12 @@ def main() -> int:
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     parser.add_argument("--orders", type=int, default=50_000, help="orders to publish")
     parser.add_argument("--products", type=int, default=2_000, help="prices in the bucket")
-    parser.add_argument("--per-trigger", type=int, default=None,
-                        help="maxOffsetsPerTrigger (default: a fifth of the orders)")
+    parser.add_argument(
+        "--per-trigger",
+        type=int,
+        default=None,
+        help="maxOffsetsPerTrigger (default: a fifth of the orders)",
+    )
     parser.add_argument("--out", default=None, help="output folder (default: temp)")
     args = parser.parse_args()
 
@@ -246,8 +298,14 @@ def main() -> int:
         spark = build_session(args.master, "nats-sync-jetstream-pipeline")
         print(f"Spark ready in {time.perf_counter() - began:.1f}s")
         try:
-            ok = run_pipeline(spark, url, orders=args.orders, products=args.products,
-                              out=out, per_trigger=per_trigger)
+            ok = run_pipeline(
+                spark,
+                url,
+                orders=args.orders,
+                products=args.products,
+                out=out,
+                per_trigger=per_trigger,
+            )
         finally:
             spark.stop()
     return 0 if ok else 1

@@ -62,14 +62,16 @@ class LookupService:
 
     def __init__(self, url: str, workers: int, table: dict[str, bytes]) -> None:
         self.table = table
-        self.clients = [
-            nats_sync.connect(url, name=f"lookup-worker-{n}") for n in range(workers)
-        ]
+        self.clients = [nats_sync.connect(url, name=f"lookup-worker-{n}") for n in range(workers)]
         self.services = []
         for client in self.clients:
-            service = micro.add_service(client, "products", "1.0.0",
-                                        description="SKU -> product JSON",
-                                        queue_group="lookup-workers")
+            service = micro.add_service(
+                client,
+                "products",
+                "1.0.0",
+                description="SKU -> product JSON",
+                queue_group="lookup-workers",
+            )
             service.add_endpoint("lookup", self._answer, subject=LOOKUP_SUBJECT)
             self.services.append(service)
 
@@ -119,8 +121,17 @@ def report_progress(service: LookupService, total: int, stop: threading.Event) -
         print(f"  ... {served:>9,} / {total:,} lookups served ({rate:,.0f}/s)", flush=True)
 
 
-def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
-               partitions: int, out: Path, service: bool = True) -> bool:
+def run_lookup(
+    spark: Any,
+    url: str,
+    *,
+    rows: int,
+    products: int,
+    workers: int,
+    partitions: int,
+    out: Path,
+    service: bool = True,
+) -> bool:
     """Enriches ``rows`` orders on a running SparkSession; True if every row came out and
     the summary arrived on NATS."""
     register(spark)
@@ -134,8 +145,9 @@ def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
             sf.col("id").alias("order_id"),
             sf.format_string(
                 "SKU-%06d",
-                sf.when(sf.col("id") % 100 == 99, sf.lit(products) + sf.col("id"))
-                .otherwise((sf.col("id") * 7919) % products),
+                sf.when(sf.col("id") % 100 == 99, sf.lit(products) + sf.col("id")).otherwise(
+                    (sf.col("id") * 7919) % products
+                ),
             ).alias("sku"),
             (sf.col("id") % 5 + 1).alias("quantity"),
         )
@@ -146,10 +158,19 @@ def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
                 "product", sf.from_json(sf.col("lookup.reply").cast("string"), REPLY_SCHEMA)
             )
             .select(
-                "order_id", "sku", "quantity", "product.name", "product.category",
-                "product.price", (sf.col("product.price") * sf.col("quantity")).alias("amount"),
-                sf.when(sf.col("product").isNull() & sf.col("lookup.error").isNull(),
-                       sf.lit("unknown sku")).otherwise(sf.col("lookup.error")).alias("error"),
+                "order_id",
+                "sku",
+                "quantity",
+                "product.name",
+                "product.category",
+                "product.price",
+                (sf.col("product.price") * sf.col("quantity")).alias("amount"),
+                sf.when(
+                    sf.col("product").isNull() & sf.col("lookup.error").isNull(),
+                    sf.lit("unknown sku"),
+                )
+                .otherwise(sf.col("lookup.error"))
+                .alias("error"),
             )
         )
 
@@ -169,7 +190,8 @@ def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
         written = result.count()
         failed = result.where(sf.col("error").isNotNull()).count()
         by_category = (
-            result.where(sf.col("error").isNull()).groupBy("category")
+            result.where(sf.col("error").isNull())
+            .groupBy("category")
             .agg(sf.count("*").alias("orders"), sf.round(sf.sum("amount"), 2).alias("revenue"))
             .orderBy("category")
         )
@@ -191,8 +213,7 @@ def run_lookup(spark: Any, url: str, *, rows: int, products: int, workers: int,
         print(f"time               {elapsed:.1f} s  ({written / elapsed:,.0f} rows/s)")
         print(f"failed lookups     {failed:,} (unknown SKUs by design: 1 in 100)")
         if lookups is not None:
-            print(f"service answered   {lookups.served:,} requests "
-                  f"({lookups.unknown:,} unknown)")
+            print(f"service answered   {lookups.served:,} requests ({lookups.unknown:,} unknown)")
         print(f"output (Parquet)   {out / 'enriched'}")
         print(f"summary on NATS    {len(received)} messages on {SUMMARY_SUBJECT!r}:")
         print(f"  {'category':<8}  {'orders':>7}  {'revenue':>12}")
@@ -226,9 +247,16 @@ def main() -> int:
         spark = build_session(args.master, "nats-sync-lookup")
         print(f"Spark ready in {time.perf_counter() - began:.1f}s")
         try:
-            ok = run_lookup(spark, url, rows=args.rows, products=args.products,
-                            workers=args.workers, partitions=args.partitions, out=out,
-                            service=not args.no_service)
+            ok = run_lookup(
+                spark,
+                url,
+                rows=args.rows,
+                products=args.products,
+                workers=args.workers,
+                partitions=args.partitions,
+                out=out,
+                service=not args.no_service,
+            )
         finally:
             spark.stop()
     return 0 if ok else 1

@@ -36,8 +36,9 @@ def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[byte
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"try /price?sku=sku-1\n"]
     sku = parse_qs(environ.get("QUERY_STRING", "")).get("sku", [""])[0]
-    nc = nats_sync.process_client(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"),
-                                  name=f"wsgi-{os.getpid()}")
+    nc = nats_sync.process_client(
+        os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name=f"wsgi-{os.getpid()}"
+    )
     try:
         reply = nc.request(PRICE_SUBJECT, sku.encode(), timeout=1.0)
     except nats_sync.NoRespondersError:

@@ -27,9 +27,7 @@ def otel_instrument() -> Callable[[InstrumentedClient], object]:
         NotSupportedError: OpenTelemetry's API is not installed.
     """
     if importlib.util.find_spec("opentelemetry") is None:
-        raise NotSupportedError(
-            "tracing=True needs OpenTelemetry: pip install 'nats-sync[otel]'"
-        )
+        raise NotSupportedError("tracing=True needs OpenTelemetry: pip install 'nats-sync[otel]'")
     from nats_sync import otel  # noqa: PLC0415 - the optional extra, only when asked for
 
     return otel.instrument
@@ -66,7 +64,8 @@ def bind_traced_methods(client: object, port: ClientPort, otel: Instrumentation)
     instance attributes) and the port's ``publish_inbox`` with the traced ones ``otel``
     makes from them (``Client._instrument``)."""
     methods: dict[str, Callable[..., Any]] = {
-        name: getattr(client, name) for name in TRACED_METHODS}
+        name: getattr(client, name) for name in TRACED_METHODS
+    }
     methods["publish_inbox"] = port.publish_inbox
     otel.wrap_client_methods(methods)
     port.publish_inbox = methods.pop("publish_inbox")

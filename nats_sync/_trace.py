@@ -45,8 +45,15 @@ TRACE_HOP_HEADER = "Nats-Trace-Hop"
 #: Every header the server reads or writes for tracing starts so; the call sets its own.
 _TRACE_HEADER_PREFIX = "nats-trace-"
 #: The ``kind`` of an ingress or egress: the server's connection kinds.
-KIND_NAMES = {0: "client", 1: "route", 2: "gateway", 3: "system", 4: "leaf",
-              5: "jetstream", 6: "account"}
+KIND_NAMES = {
+    0: "client",
+    1: "route",
+    2: "gateway",
+    3: "system",
+    4: "leaf",
+    5: "jetstream",
+    6: "account",
+}
 #: Kinds that forward to another server, which then sends a report of its own.
 _REMOTE_KINDS = frozenset({1, 2, 4})
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
@@ -80,12 +87,15 @@ class MessageTrace:
         self.complete = complete
         self.events: list[dict[str, Any]] = [
             {**event, "server": _server_name(report)}
-            for report in self.reports for event in report.get("events") or ()
+            for report in self.reports
+            for event in report.get("events") or ()
         ]
 
     def __repr__(self) -> str:
-        return (f"MessageTrace(subject={self.subject!r}, reports={len(self.reports)}, "
-                f"events={len(self.events)}, complete={self.complete})")
+        return (
+            f"MessageTrace(subject={self.subject!r}, reports={len(self.reports)}, "
+            f"events={len(self.events)}, complete={self.complete})"
+        )
 
 
 class TracingClient(Protocol):
@@ -104,8 +114,9 @@ class TracingClient(Protocol):
         """A subscription to read the reports from."""
         ...
 
-    def publish(self, subject: str, payload: bytes = b"", reply: str = "",
-                headers: HeadersArg = None) -> None:
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str = "", headers: HeadersArg = None
+    ) -> None:
         """Publishes the traced message."""
 
 
@@ -142,7 +153,8 @@ def trace(
 def _check_subject(subject: object) -> None:
     if isinstance(subject, str) and any(token in {"*", ">"} for token in subject.split(".")):
         raise BadSubjectError(
-            f"trace subject {subject!r} has a wildcard: a message is published to one subject")
+            f"trace subject {subject!r} has a wildcard: a message is published to one subject"
+        )
     if isinstance(subject, str) and not subject:
         raise BadSubjectError("trace subject is empty")
     publish_subject(subject)  # type: ignore[arg-type]  # raises for the rest
@@ -156,11 +168,13 @@ def _traced_headers(headers: HeadersArg, deliver: bool) -> dict[str, Any]:
         if name.lower().startswith(_TRACE_HEADER_PREFIX):
             raise BadHeaderError(
                 f"header {name!r}: trace() sets the Nats-Trace-* headers itself "
-                "(use deliver=True to have the message delivered)")
+                "(use deliver=True to have the message delivered)"
+            )
         if name.lower() == "accept-encoding" and re.search(r"snappy|s2", str(value), re.I):
             raise BadHeaderError(
                 f"header {name!r}: {value!r} asks for snappy-compressed reports, which "
-                "nats_sync cannot read; leave it out or ask for gzip")
+                "nats_sync cannot read; leave it out or ask for gzip"
+            )
     if not deliver:
         given[TRACE_ONLY_HEADER] = "true"
     return given
@@ -173,7 +187,8 @@ def _check_server_version(version: str) -> None:
     if match and (int(match[1]), int(match[2])) < d.TRACE_MIN_SERVER_VERSION:
         raise NotSupportedError(
             f"message tracing needs nats-server 2.11 or later; the connected server is "
-            f"{version} (the message was not published)")
+            f"{version} (the message was not published)"
+        )
 
 
 def _gather(sub: Any, deadline: float) -> list[dict[str, Any]]:
@@ -228,9 +243,13 @@ def _missing_hops(reports: Iterable[Mapping[str, Any]]) -> set[str]:
         forwards = report.get("hops") or 0
         children = {f"{hop}.{n}" if hop else str(n) for n in range(1, forwards + 1)}
         # A forward that failed, or went to a server that does not trace, sends nothing.
-        children -= {str(event.get("hop")) for event in report.get("events") or ()
-                     if event.get("type") == "eg" and event.get("kind") in _REMOTE_KINDS
-                     and event.get("error")}
+        children -= {
+            str(event.get("hop"))
+            for event in report.get("events") or ()
+            if event.get("type") == "eg"
+            and event.get("kind") in _REMOTE_KINDS
+            and event.get("error")
+        }
         expected |= children
     return expected - received
 

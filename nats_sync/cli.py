@@ -62,20 +62,32 @@ def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool)
     group = parser.add_argument_group("connection options (before or after the command)")
     # The help texts spell the defaults out: %(default)s would print ==SUPPRESS== in a
     # command's --help.
-    group.add_argument("-s", "--server", default=url_default,
-                       help="server URL(s), commas between (default: $NATS_URL, else the "
-                            f"nats context's url, else {DEFAULT_URL})")
-    group.add_argument("--context", default=other_default,
-                       help="nats CLI context to use (default: $NATS_CONTEXT or the "
-                            "selected one, unless --server or $NATS_URL is given)")
+    group.add_argument(
+        "-s",
+        "--server",
+        default=url_default,
+        help="server URL(s), commas between (default: $NATS_URL, else the "
+        f"nats context's url, else {DEFAULT_URL})",
+    )
+    group.add_argument(
+        "--context",
+        default=other_default,
+        help="nats CLI context to use (default: $NATS_CONTEXT or the "
+        "selected one, unless --server or $NATS_URL is given)",
+    )
     group.add_argument("--creds", default=other_default, help=".creds file (JWT and nkey seed)")
     group.add_argument("--user", default=other_default, help="user name")
     group.add_argument("--password", default=other_default, help="password")
     group.add_argument("--token", default=other_default, help="authentication token")
-    group.add_argument("--tls-ca", default=other_default,
-                       help="CA file to verify the server's certificate")
-    group.add_argument("--timeout", type=float, default=timeout_default,
-                       help=f"seconds for connect and requests (default {d.CLI_TIMEOUT})")
+    group.add_argument(
+        "--tls-ca", default=other_default, help="CA file to verify the server's certificate"
+    )
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=timeout_default,
+        help=f"seconds for connect and requests (default {d.CLI_TIMEOUT})",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,13 +105,22 @@ def _parser() -> argparse.ArgumentParser:
     pub.add_argument("--count", type=int, default=1)
     pub.add_argument("--header", action="append", default=[], metavar="K:V")
     pub.add_argument("--reply", default="", help="reply subject")
-    pub.add_argument("--js", action="store_true",
-                     help="publish to a JetStream stream and print each ack (stream, seq)")
-    pub.add_argument("--msg-id", default=None,
-                     help="with --js: Nats-Msg-Id for de-duplication ({n} becomes the count)")
+    pub.add_argument(
+        "--js",
+        action="store_true",
+        help="publish to a JetStream stream and print each ack (stream, seq)",
+    )
+    pub.add_argument(
+        "--msg-id",
+        default=None,
+        help="with --js: Nats-Msg-Id for de-duplication ({n} becomes the count)",
+    )
     _cli_jetstream.add_pub_options(pub)
-    pub.add_argument("--fast", action="store_true",
-                     help="with --js: one fast-ingest batch (ADR-50), print its final ack")
+    pub.add_argument(
+        "--fast",
+        action="store_true",
+        help="with --js: one fast-ingest batch (ADR-50), print its final ack",
+    )
 
     sub = commands.add_parser("sub", help="print messages as they arrive")
     sub.add_argument("subject")
@@ -110,10 +131,18 @@ def _parser() -> argparse.ArgumentParser:
     req.add_argument("subject")
     req.add_argument("data", nargs="?", default="")
     req.add_argument("--header", action="append", default=[], metavar="K:V")
-    req.add_argument("--replies", type=int, metavar="N",
-                     help="gather up to N replies (request_many) until --timeout")
-    req.add_argument("--stall", type=float, metavar="S",
-                     help="gather replies until none came for S seconds after one did")
+    req.add_argument(
+        "--replies",
+        type=int,
+        metavar="N",
+        help="gather up to N replies (request_many) until --timeout",
+    )
+    req.add_argument(
+        "--stall",
+        type=float,
+        metavar="S",
+        help="gather replies until none came for S seconds after one did",
+    )
 
     reply = commands.add_parser("reply", help="answer requests")
     reply.add_argument("subject")
@@ -126,8 +155,9 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="publish, pub->sub and request figures")
     bench.add_argument("--msgs", type=int, default=100_000, help="messages (default %(default)s)")
     bench.add_argument("--size", type=int, default=128, help="payload bytes (default %(default)s)")
-    bench.add_argument("--requests", type=int, default=5_000,
-                       help="sequential requests (default %(default)s)")
+    bench.add_argument(
+        "--requests", type=int, default=5_000, help="sequential requests (default %(default)s)"
+    )
 
     _cli_server.add_parser(commands)
     _cli_trace.add_parser(commands)
@@ -184,8 +214,9 @@ def _show(msg: Msg, out: TextIO) -> None:
 def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
     headers = _headers(args.header)
     if args.js and args.reply:
-        raise InvalidArgumentError("--reply does not go with --js: the stream answers a "
-                                   "JetStream publish")
+        raise InvalidArgumentError(
+            "--reply does not go with --js: the stream answers a JetStream publish"
+        )
     if args.msg_id is not None and not args.js:
         raise InvalidArgumentError("--msg-id needs --js")
     if args.ttl is not None and not args.js:
@@ -214,8 +245,12 @@ def _cmd_pub(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"published {args.count} message(s) to {args.subject!r}\n")
 
 
-def _publish_acked(nc: nats_sync.Client, args: argparse.Namespace,
-                   headers: dict[str, list[str]] | None, out: TextIO) -> None:
+def _publish_acked(
+    nc: nats_sync.Client,
+    args: argparse.Namespace,
+    headers: dict[str, list[str]] | None,
+    out: TextIO,
+) -> None:
     """``pub --js``: publish_async, printing the acks in order; the first error ends it."""
     js = nc.jetstream(timeout=args.timeout)
     awaited: deque[Future[PubAck]] = deque()
@@ -228,8 +263,15 @@ def _publish_acked(nc: nats_sync.Client, args: argparse.Namespace,
         if len(awaited) >= d.CLI_JS_PUBLISH_WINDOW:  # stay below max_pending_acks: never stall
             show(awaited.popleft().result())
         msg_id = args.msg_id.replace("{n}", str(n)) if args.msg_id is not None else None
-        awaited.append(js.publish_async(args.subject, args.data.replace("{n}", str(n)).encode(),
-                                        headers=headers, msg_id=msg_id, ttl=args.ttl))
+        awaited.append(
+            js.publish_async(
+                args.subject,
+                args.data.replace("{n}", str(n)).encode(),
+                headers=headers,
+                msg_id=msg_id,
+                ttl=args.ttl,
+            )
+        )
     while awaited:
         show(awaited.popleft().result())
     out.flush()
@@ -315,8 +357,9 @@ def _cmd_req(args: argparse.Namespace, out: TextIO) -> None:
         return
     with _connect(args) as nc:
         started = time.perf_counter()
-        msg = nc.request(args.subject, args.data.encode(), timeout=args.timeout,
-                         headers=_headers(args.header))
+        msg = nc.request(
+            args.subject, args.data.encode(), timeout=args.timeout, headers=_headers(args.header)
+        )
         elapsed = time.perf_counter() - started
         _show(msg, out)
         out.write(f"(reply in {elapsed * 1000:.2f} ms)\n")
@@ -331,9 +374,14 @@ def _gather_replies(args: argparse.Namespace, out: TextIO) -> None:
     with _connect(args) as nc:
         started = time.perf_counter()
         count = 0
-        for msg in nc.request_many(args.subject, args.data.encode(), timeout=args.timeout,
-                                   headers=_headers(args.header), max_messages=args.replies,
-                                   stall=args.stall):
+        for msg in nc.request_many(
+            args.subject,
+            args.data.encode(),
+            timeout=args.timeout,
+            headers=_headers(args.header),
+            max_messages=args.replies,
+            stall=args.stall,
+        ):
             count += 1
             _show(msg, out)
             out.flush()
@@ -344,11 +392,14 @@ def _gather_replies(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _run_command(command: str, data: bytes) -> bytes:
-    done = subprocess.run(command, shell=True, input=data, capture_output=True, timeout=30,
-                          check=False)
+    done = subprocess.run(
+        command, shell=True, input=data, capture_output=True, timeout=30, check=False
+    )
     if done.returncode != 0:
-        raise Error(f"--command exited with {done.returncode}: "
-                    f"{done.stderr.decode(errors='replace').strip()[:200]}")
+        raise Error(
+            f"--command exited with {done.returncode}: "
+            f"{done.stderr.decode(errors='replace').strip()[:200]}"
+        )
     return done.stdout
 
 
@@ -379,8 +430,9 @@ def _cmd_reply(args: argparse.Namespace, out: TextIO) -> None:
 
 def _progress(label: str, done: int, total: int, out: TextIO) -> None:
     filled = _PROGRESS_WIDTH * done // max(total, 1)
-    out.write(f"\r{label:<10} [{'#' * filled}{'.' * (_PROGRESS_WIDTH - filled)}] "
-              f"{done:,}/{total:,}")
+    out.write(
+        f"\r{label:<10} [{'#' * filled}{'.' * (_PROGRESS_WIDTH - filled)}] {done:,}/{total:,}"
+    )
     if done >= total:
         out.write("\n")
     out.flush()
@@ -400,8 +452,11 @@ def _cmd_bench(args: argparse.Namespace, out: TextIO) -> None:
         rate = args.msgs / (time.perf_counter() - started)
         rows.append(("publish", f"{rate:,.0f} msgs/s"))
 
-        sub = receiver.subscribe("nats-sync.bench.sub", pending_msgs_limit=args.msgs + 1,
-                                 pending_bytes_limit=max(args.msgs * (args.size + 64), 1 << 20))
+        sub = receiver.subscribe(
+            "nats-sync.bench.sub",
+            pending_msgs_limit=args.msgs + 1,
+            pending_bytes_limit=max(args.msgs * (args.size + 64), 1 << 20),
+        )
         receiver.flush()
         started = time.perf_counter()
         for _ in range(args.msgs):

@@ -290,8 +290,14 @@ class Client:
         if otel is not None and cb is not None:
             cb = otel.wrap_callback(subject, cb)
         sub = Subscription(
-            handler, handler.next_sid(), subject, queue, cb, max_msgs,
-            pending_msgs_limit, pending_bytes_limit or d.DEFAULT_SUB_PENDING_BYTES_LIMIT,
+            handler,
+            handler.next_sid(),
+            subject,
+            queue,
+            cb,
+            max_msgs,
+            pending_msgs_limit,
+            pending_bytes_limit or d.DEFAULT_SUB_PENDING_BYTES_LIMIT,
         )
         if otel is not None:
             sub._otel = otel
@@ -351,9 +357,15 @@ class Client:
         )
 
     def request_many(
-        self, subject: str, payload: bytes = b"", *, headers: HeadersArg = None,
-        timeout: float = d.DEFAULT_REQUEST_MANY_TIMEOUT, max_messages: int | None = None,
-        stall: float | None = None, sentinel: Callable[[Msg], bool] | None = None,
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: HeadersArg = None,
+        timeout: float = d.DEFAULT_REQUEST_MANY_TIMEOUT,
+        max_messages: int | None = None,
+        stall: float | None = None,
+        sentinel: Callable[[Msg], bool] | None = None,
     ) -> Iterator[Msg]:
         """Sends one request and yields its replies as they come (ADR-47 scatter-gather).
 
@@ -370,15 +382,23 @@ class Client:
             InvalidArgumentError: ``timeout``/``stall`` not > 0, ``max_messages`` < 1.
             TypeError: ``sentinel`` is not callable.
         """
-        return self._handler.requester.request_many(subject, payload, headers, timeout,
-                                                    max_messages, stall, sentinel)
+        return self._handler.requester.request_many(
+            subject, payload, headers, timeout, max_messages, stall, sentinel
+        )
 
     def new_inbox(self) -> str:
         """A unique subject under ``inbox_prefix``, for replies."""
         return self._handler.requester.new_inbox()
 
-    def trace(self, subject: str, payload: bytes = b"", *, headers: HeadersArg = None,
-              deliver: bool = False, timeout: float = d.DEFAULT_TRACE_TIMEOUT) -> MessageTrace:
+    def trace(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: HeadersArg = None,
+        deliver: bool = False,
+        timeout: float = d.DEFAULT_TRACE_TIMEOUT,
+    ) -> MessageTrace:
         """Publishes ``payload`` to ``subject`` traced (ADR-41, nats-server 2.11+) and returns
         what each server on its path reported, gathered for ``timeout`` seconds at most
         (less once all did). Unless ``deliver``, nothing is delivered or stored
@@ -457,8 +477,14 @@ class Client:
         if context is not None and domain is None and api_prefix == d.DEFAULT_JS_API_PREFIX:
             domain = context.jetstream_domain
             api_prefix = context.jetstream_api_prefix or api_prefix
-        return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
-                         max_pending_acks=max_pending_acks, stall_wait=stall_wait)
+        return JetStream(
+            self,
+            domain=domain,
+            api_prefix=api_prefix,
+            timeout=timeout,
+            max_pending_acks=max_pending_acks,
+            stall_wait=stall_wait,
+        )
 
     def jsm(
         self,
@@ -524,14 +550,20 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __reduce__(self) -> NoReturn:
-        raise TypeError("a nats_sync Client cannot be pickled: it owns a socket and threads. "
-                        "Create the client inside the process that uses it (e.g. lazily in "
-                        "a Spark worker or after a WSGI server forks)")
+        raise TypeError(
+            "a nats_sync Client cannot be pickled: it owns a socket and threads. "
+            "Create the client inside the process that uses it (e.g. lazily in "
+            "a Spark worker or after a WSGI server forks)"
+        )
 
     def __repr__(self) -> str:
         return f"<nats_sync.Client {self._handler.state.value} {self.connected_url or ''}>"
@@ -541,8 +573,7 @@ class Client:
     @property
     def is_connected(self) -> bool:
         """Whether a connection is up (draining counts as connected)."""
-        return self._handler.state in (State.CONNECTED, State.DRAINING_SUBS,
-                                       State.DRAINING_PUBS)
+        return self._handler.state in (State.CONNECTED, State.DRAINING_SUBS, State.DRAINING_PUBS)
 
     @property
     def status(self) -> State:

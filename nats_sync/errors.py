@@ -250,8 +250,9 @@ class MonitoringError(Error):
 
     label = "monitoring request failed"
 
-    def __init__(self, detail: str = "", *, code: int = 0, description: str = "",
-                 server_id: str = "") -> None:
+    def __init__(
+        self, detail: str = "", *, code: int = 0, description: str = "", server_id: str = ""
+    ) -> None:
         super().__init__(detail)
         self.code = code
         self.description = description

@@ -93,8 +93,18 @@ class Msg(tuple):  # type: ignore[type-arg]  # fields are typed below
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The client's publish is not picklable; a pickled message cannot respond.
-        return (Msg, (self.subject, self.reply, self.data, self.headers, self.sid,
-                      self.status, self.description))
+        return (
+            Msg,
+            (
+                self.subject,
+                self.reply,
+                self.data,
+                self.headers,
+                self.sid,
+                self.status,
+                self.description,
+            ),
+        )
 
     @property
     def is_no_responders(self) -> bool:
@@ -116,9 +126,7 @@ class Msg(tuple):  # type: ignore[type-arg]  # fields are typed below
             )
         publish = self[_PUBLISH]
         if publish is None:
-            raise InvalidArgumentError(
-                "message was not received by a client, so it cannot respond"
-            )
+            raise InvalidArgumentError("message was not received by a client, so it cannot respond")
         publish(self[_REPLY], data, "", headers)
 
     def __repr__(self) -> str:

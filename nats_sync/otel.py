@@ -166,13 +166,18 @@ class _Instrumentation:
         self._dropped: dict[int, int] = {}
         self._serving: weakref.WeakSet[SubscriptionView] = weakref.WeakSet()
         self._js_acks = meter.create_counter(
-            "nats.jetstream.publish.acks", unit="{message}",
-            description="JetStream publishes the stream acknowledged")
+            "nats.jetstream.publish.acks",
+            unit="{message}",
+            description="JetStream publishes the stream acknowledged",
+        )
         self._js_failures = meter.create_counter(
-            "nats.jetstream.publish.failures", unit="{message}",
-            description="JetStream publishes that failed (no ack, or an error)")
+            "nats.jetstream.publish.failures",
+            unit="{message}",
+            description="JetStream publishes that failed (no ack, or an error)",
+        )
         self._request_duration = meter.create_histogram(
-            "messaging.client.operation.duration", unit="s",
+            "messaging.client.operation.duration",
+            unit="s",
             description="Duration of requests, from sending to the reply (or failure)",
         )
         _observers_of(meter).add(self)
@@ -205,8 +210,9 @@ class _Instrumentation:
                 self._base_for = (url, base)
         return base
 
-    def _attributes(self, destination: str, operation_type: str,
-                    operation_name: str) -> dict[str, Any]:
+    def _attributes(
+        self, destination: str, operation_type: str, operation_name: str
+    ) -> dict[str, Any]:
         """The attributes of a span on ``destination``."""
         attributes = dict(self._refresh_base())
         attributes[_DESTINATION] = destination
@@ -224,8 +230,7 @@ class _Instrumentation:
         if not carrier:
             return headers
         if isinstance(headers, bytes):  # a block JetStream encoded: NATS/1.0 ... \r\n\r\n
-            lines = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode())
-                             for k, v in carrier.items())
+            lines = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in carrier.items())
             return headers[:-2] + lines + b"\r\n"
         merged: dict[str, Any] = dict(headers) if headers else {}
         merged.update(carrier)
@@ -249,12 +254,17 @@ class _Instrumentation:
     def _traced_publish(self, plain: Callable[..., None]) -> Callable[..., None]:
         tracer, attributes, inject = self._tracer, self._attributes, self.inject
 
-        def publish(subject: str, payload: bytes = b"", reply: str = "",
-                    headers: Mapping[str, str | Sequence[str]] | None = None) -> None:
+        def publish(
+            subject: str,
+            payload: bytes = b"",
+            reply: str = "",
+            headers: Mapping[str, str | Sequence[str]] | None = None,
+        ) -> None:
             span_attributes = attributes(subject, "send", "publish")
             span_attributes[_BODY_SIZE] = _size(payload)
-            with tracer.start_as_current_span(f"{subject} publish", kind=SpanKind.PRODUCER,
-                                              attributes=span_attributes):
+            with tracer.start_as_current_span(
+                f"{subject} publish", kind=SpanKind.PRODUCER, attributes=span_attributes
+            ):
                 plain(subject, payload, reply, inject(headers))
 
         publish.__doc__ = plain.__doc__
@@ -263,12 +273,12 @@ class _Instrumentation:
     def _traced_publish_inbox(self, plain: Callable[..., None]) -> Callable[..., None]:
         tracer, attributes, inject = self._tracer, self._attributes, self.inject
 
-        def publish_inbox(subject: str, payload: bytes, inbox: bytes,
-                          headers: Any = None) -> None:
+        def publish_inbox(subject: str, payload: bytes, inbox: bytes, headers: Any = None) -> None:
             span_attributes = attributes(subject, "send", "publish")
             span_attributes[_BODY_SIZE] = _size(payload)
-            with tracer.start_as_current_span(f"{subject} publish", kind=SpanKind.PRODUCER,
-                                              attributes=span_attributes):
+            with tracer.start_as_current_span(
+                f"{subject} publish", kind=SpanKind.PRODUCER, attributes=span_attributes
+            ):
                 plain(subject, payload, inbox, inject(headers))
 
         return publish_inbox
@@ -277,14 +287,18 @@ class _Instrumentation:
         tracer, attributes, inject = self._tracer, self._attributes, self.inject
         duration = self._request_duration
 
-        def request(subject: str, payload: bytes = b"",
-                    timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
-                    headers: Mapping[str, str | Sequence[str]] | None = None) -> Msg:
+        def request(
+            subject: str,
+            payload: bytes = b"",
+            timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
+            headers: Mapping[str, str | Sequence[str]] | None = None,
+        ) -> Msg:
             span_attributes = attributes(subject, "send", "request")
             span_attributes[_BODY_SIZE] = _size(payload)
             start = time.perf_counter()
-            with tracer.start_as_current_span(f"{subject} request", kind=SpanKind.CLIENT,
-                                              attributes=span_attributes) as span:
+            with tracer.start_as_current_span(
+                f"{subject} request", kind=SpanKind.CLIENT, attributes=span_attributes
+            ) as span:
                 try:
                     return plain(subject, payload, timeout, inject(headers))
                 except BaseException as err:
@@ -292,26 +306,31 @@ class _Instrumentation:
                     span_attributes[_ERROR_TYPE] = _error_type(err)
                     raise
                 finally:
-                    duration.record(time.perf_counter() - start, _metric_attributes(
-                        span_attributes))
+                    duration.record(
+                        time.perf_counter() - start, _metric_attributes(span_attributes)
+                    )
 
         request.__doc__ = plain.__doc__
         return request
 
-    def _traced_request_future(self, plain: Callable[..., Future[Msg]]
-                               ) -> Callable[..., Future[Msg]]:
+    def _traced_request_future(
+        self, plain: Callable[..., Future[Msg]]
+    ) -> Callable[..., Future[Msg]]:
         tracer, attributes, inject = self._tracer, self._attributes, self.inject
         duration = self._request_duration
 
-        def request_future(subject: str, payload: bytes = b"",
-                           timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
-                           headers: Mapping[str, str | Sequence[str]] | None = None
-                           ) -> Future[Msg]:
+        def request_future(
+            subject: str,
+            payload: bytes = b"",
+            timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
+            headers: Mapping[str, str | Sequence[str]] | None = None,
+        ) -> Future[Msg]:
             span_attributes = attributes(subject, "send", "request")
             span_attributes[_BODY_SIZE] = _size(payload)
             start = time.perf_counter()
-            span = tracer.start_span(f"{subject} request", kind=SpanKind.CLIENT,
-                                     attributes=span_attributes)
+            span = tracer.start_span(
+                f"{subject} request", kind=SpanKind.CLIENT, attributes=span_attributes
+            )
             context = trace.set_span_in_context(span)
             try:
                 future = plain(subject, payload, timeout, inject(headers, context))
@@ -326,8 +345,7 @@ class _Instrumentation:
                     _end_failed(span, err)
                 else:
                     span.end()
-                duration.record(time.perf_counter() - start,
-                                _metric_attributes(span_attributes))
+                duration.record(time.perf_counter() - start, _metric_attributes(span_attributes))
 
             future.add_done_callback(done)
             return future
@@ -335,24 +353,30 @@ class _Instrumentation:
         request_future.__doc__ = plain.__doc__
         return request_future
 
-    def _traced_request_batch(self, plain: Callable[..., list[Any]]
-                              ) -> Callable[..., list[Any]]:
+    def _traced_request_batch(self, plain: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
         tracer, attributes, inject = self._tracer, self._attributes, self.inject
 
-        def request_batch(subject: str, payloads: Sequence[bytes],
-                          timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
-                          headers: Mapping[str, str | Sequence[str]] | None = None,
-                          max_in_flight: int = d.DEFAULT_REQUEST_MAX_IN_FLIGHT) -> list[Any]:
+        def request_batch(
+            subject: str,
+            payloads: Sequence[bytes],
+            timeout: float = d.DEFAULT_REQUEST_TIMEOUT,
+            headers: Mapping[str, str | Sequence[str]] | None = None,
+            max_in_flight: int = d.DEFAULT_REQUEST_MAX_IN_FLIGHT,
+        ) -> list[Any]:
             span_attributes = attributes(subject, "send", "request")
             span_attributes[_BATCH_COUNT] = _size(payloads)
-            with tracer.start_as_current_span(f"{subject} request", kind=SpanKind.CLIENT,
-                                              attributes=span_attributes) as span:
+            with tracer.start_as_current_span(
+                f"{subject} request", kind=SpanKind.CLIENT, attributes=span_attributes
+            ) as span:
                 results = plain(subject, payloads, timeout, inject(headers), max_in_flight)
                 failures = [item for item in results if isinstance(item, BaseException)]
                 if failures:
                     span.set_attribute(_ERROR_TYPE, _error_type(failures[0]))
-                    span.set_status(Status(StatusCode.ERROR,
-                                           f"{len(failures)} of {len(results)} requests failed"))
+                    span.set_status(
+                        Status(
+                            StatusCode.ERROR, f"{len(failures)} of {len(results)} requests failed"
+                        )
+                    )
                 return results
 
         request_batch.__doc__ = plain.__doc__
@@ -371,9 +395,12 @@ class _Instrumentation:
             span_attributes = attributes(msg.subject, "process", "process")
             span_attributes[_BODY_SIZE] = len(msg.data)
             span_attributes[_SUBSCRIPTION] = subject
-            with tracer.start_as_current_span(f"{msg.subject} process", context=extract(msg),
-                                              kind=SpanKind.CONSUMER,
-                                              attributes=span_attributes):
+            with tracer.start_as_current_span(
+                f"{msg.subject} process",
+                context=extract(msg),
+                kind=SpanKind.CONSUMER,
+                attributes=span_attributes,
+            ):
                 cb(msg)
 
         return process
@@ -393,8 +420,12 @@ class _Instrumentation:
             sender = trace.get_current_span(context).get_span_context()
             if sender.is_valid:
                 links.append(Link(sender))
-        self._tracer.start_span(f"{msg.subject} receive", kind=SpanKind.CONSUMER,
-                                attributes=span_attributes, links=links).end()
+        self._tracer.start_span(
+            f"{msg.subject} receive",
+            kind=SpanKind.CONSUMER,
+            attributes=span_attributes,
+            links=links,
+        ).end()
 
     def serving(self, sub: SubscriptionView) -> None:
         """Leaves ``sub``'s messages to the SERVER spans of a micro worker pool."""
@@ -408,8 +439,9 @@ class _Instrumentation:
 
     # --- micro ------------------------------------------------------------------------
 
-    def wrap_service_handler(self, endpoint: str, subject: str,
-                             handler: Callable[[Msg], None]) -> Callable[[Msg], None]:
+    def wrap_service_handler(
+        self, endpoint: str, subject: str, handler: Callable[[Msg], None]
+    ) -> Callable[[Msg], None]:
         """A micro endpoint's message handler run in a SERVER "process" span."""
         tracer, attributes, extract = self._tracer, self._attributes, self._extract
 
@@ -418,9 +450,12 @@ class _Instrumentation:
             span_attributes[_BODY_SIZE] = len(msg.data)
             span_attributes[_SUBSCRIPTION] = subject
             span_attributes["nats.micro.endpoint"] = endpoint
-            with tracer.start_as_current_span(f"{endpoint} process", context=extract(msg),
-                                              kind=SpanKind.SERVER,
-                                              attributes=span_attributes):
+            with tracer.start_as_current_span(
+                f"{endpoint} process",
+                context=extract(msg),
+                kind=SpanKind.SERVER,
+                attributes=span_attributes,
+            ):
                 handler(msg)
 
         process._nats_sync_server_span = True  # type: ignore[attr-defined]
@@ -477,21 +512,37 @@ class _Observers:
         self._lock = threading.Lock()
         self._clients: weakref.WeakSet[_Instrumentation] = weakref.WeakSet()
         for name, what, unit, description in (
-            ("messaging.client.sent.messages", "out_msgs", "{message}",
-             "Messages the client published"),
-            ("messaging.client.consumed.messages", "in_msgs", "{message}",
-             "Messages the client received"),
+            (
+                "messaging.client.sent.messages",
+                "out_msgs",
+                "{message}",
+                "Messages the client published",
+            ),
+            (
+                "messaging.client.consumed.messages",
+                "in_msgs",
+                "{message}",
+                "Messages the client received",
+            ),
             ("nats.client.sent.bytes", "out_bytes", "By", "Payload bytes published"),
             ("nats.client.received.bytes", "in_bytes", "By", "Payload bytes received"),
             ("nats.client.reconnects", "reconnects", "{reconnect}", "Reconnections made"),
-            ("nats.client.slow_consumer.dropped", "dropped", "{message}",
-             "Messages dropped by subscriptions that fell behind"),
+            (
+                "nats.client.slow_consumer.dropped",
+                "dropped",
+                "{message}",
+                "Messages dropped by subscriptions that fell behind",
+            ),
         ):
-            meter.create_observable_counter(name, [self._callback(what)], unit=unit,
-                                            description=description)
+            meter.create_observable_counter(
+                name, [self._callback(what)], unit=unit, description=description
+            )
         meter.create_observable_gauge(
-            "nats.client.outbox.pending", [self._callback("pending")], unit="By",
-            description="Bytes queued for the server and not yet sent")
+            "nats.client.outbox.pending",
+            [self._callback("pending")],
+            unit="By",
+            description="Bytes queued for the server and not yet sent",
+        )
 
     def add(self, client: _Instrumentation) -> None:
         with self._lock:
@@ -524,8 +575,11 @@ def _observers_of(meter: Meter) -> _Observers:
 
 def _metric_attributes(span_attributes: dict[str, Any]) -> dict[str, Any]:
     """A span's attributes without the per-message ones (for a histogram)."""
-    return {key: value for key, value in span_attributes.items()
-            if key not in (_BODY_SIZE, _BATCH_COUNT)}
+    return {
+        key: value
+        for key, value in span_attributes.items()
+        if key not in (_BODY_SIZE, _BATCH_COUNT)
+    }
 
 
 def _end_failed(span: Span, err: BaseException) -> None:

@@ -51,8 +51,12 @@ _BOOL, _INT, _TEXT, _TAGS, _STATE = "bool", "int", "text", "tags", "state"
 
 #: Filters every endpoint takes: they pick which servers answer.
 _SERVER_FILTERS: dict[str, str] = {
-    "server_name": _TEXT, "cluster": _TEXT, "host": _TEXT, "exact_match": _BOOL,
-    "tags": _TAGS, "domain": _TEXT,
+    "server_name": _TEXT,
+    "cluster": _TEXT,
+    "host": _TEXT,
+    "exact_match": _BOOL,
+    "tags": _TAGS,
+    "domain": _TEXT,
 }
 
 #: Each endpoint's own filters, by keyword (the server's option name, ``-`` as ``_``).
@@ -60,35 +64,64 @@ _ENDPOINT_FILTERS: dict[str, dict[str, str]] = {
     "VARZ": {},
     "STATSZ": {},
     "CONNZ": {
-        "sort": _TEXT, "auth": _BOOL, "subscriptions": _BOOL, "subscriptions_detail": _BOOL,
-        "offset": _INT, "limit": _INT, "cid": _INT, "mqtt_client": _TEXT, "state": _STATE,
-        "user": _TEXT, "acc": _TEXT, "filter_subject": _TEXT,
+        "sort": _TEXT,
+        "auth": _BOOL,
+        "subscriptions": _BOOL,
+        "subscriptions_detail": _BOOL,
+        "offset": _INT,
+        "limit": _INT,
+        "cid": _INT,
+        "mqtt_client": _TEXT,
+        "state": _STATE,
+        "user": _TEXT,
+        "acc": _TEXT,
+        "filter_subject": _TEXT,
     },
     "ROUTEZ": {"subscriptions": _BOOL, "subscriptions_detail": _BOOL},
     "GATEWAYZ": {
-        "name": _TEXT, "accounts": _BOOL, "account_name": _TEXT, "subscriptions": _BOOL,
+        "name": _TEXT,
+        "accounts": _BOOL,
+        "account_name": _TEXT,
+        "subscriptions": _BOOL,
         "subscriptions_detail": _BOOL,
     },
     "LEAFZ": {"subscriptions": _BOOL, "account": _TEXT},
     "SUBSZ": {
-        "offset": _INT, "limit": _INT, "subscriptions": _BOOL, "account": _TEXT,
+        "offset": _INT,
+        "limit": _INT,
+        "subscriptions": _BOOL,
+        "account": _TEXT,
         "test": _TEXT,
     },
     "ACCOUNTZ": {"account": _TEXT},
     "JSZ": {
-        "account": _TEXT, "accounts": _BOOL, "streams": _BOOL, "consumer": _BOOL,
-        "direct_consumer": _BOOL, "config": _BOOL, "leader_only": _BOOL, "offset": _INT,
-        "limit": _INT, "raft": _BOOL, "stream_leader_only": _BOOL,
+        "account": _TEXT,
+        "accounts": _BOOL,
+        "streams": _BOOL,
+        "consumer": _BOOL,
+        "direct_consumer": _BOOL,
+        "config": _BOOL,
+        "leader_only": _BOOL,
+        "offset": _INT,
+        "limit": _INT,
+        "raft": _BOOL,
+        "stream_leader_only": _BOOL,
     },
     "HEALTHZ": {
-        "js_enabled_only": _BOOL, "js_server_only": _BOOL, "js_meta_only": _BOOL,
-        "account": _TEXT, "stream": _TEXT, "consumer": _TEXT, "details": _BOOL,
+        "js_enabled_only": _BOOL,
+        "js_server_only": _BOOL,
+        "js_meta_only": _BOOL,
+        "account": _TEXT,
+        "stream": _TEXT,
+        "consumer": _TEXT,
+        "details": _BOOL,
     },
 }
 
 #: The JSON names that are not the keyword (HEALTHZ spells its options with ``-``).
 _JSON_NAMES = {
-    "js_enabled_only": "js-enabled-only", "js_server_only": "js-server-only",
+    "js_enabled_only": "js-enabled-only",
+    "js_server_only": "js-server-only",
     "js_meta_only": "js-meta-only",
 }
 
@@ -135,8 +168,14 @@ class SystemClient:
     what came in time, possibly an empty list (no server passed the filters).
     """
 
-    def __init__(self, nc: Client, *, timeout: float = d.DEFAULT_SYS_TIMEOUT,
-                 stall: float = d.DEFAULT_SYS_STALL, server_count: int | None = None) -> None:
+    def __init__(
+        self,
+        nc: Client,
+        *,
+        timeout: float = d.DEFAULT_SYS_TIMEOUT,
+        stall: float = d.DEFAULT_SYS_STALL,
+        server_count: int | None = None,
+    ) -> None:
         check_timeout(timeout)
         check_timeout(stall, "stall")
         if server_count is not None:
@@ -147,18 +186,22 @@ class SystemClient:
         self.server_count = server_count
 
     def __repr__(self) -> str:
-        return (f"SystemClient(timeout={self.timeout}, stall={self.stall}, "
-                f"server_count={self.server_count})")
+        return (
+            f"SystemClient(timeout={self.timeout}, stall={self.stall}, "
+            f"server_count={self.server_count})"
+        )
 
     # --- endpoints ---------------------------------------------------------------------
 
     @overload
     def varz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def varz(self, *, server_id: None = ..., timeout: float | None = ...,
-             **filters: Any) -> list[Reply]: ...
-    def varz(self, *, server_id: str | None = None, timeout: float | None = None,
-             **filters: Any) -> Reply | list[Reply]:
+    def varz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def varz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """General information, limits and counters (the HTTP ``/varz``).
 
         Args:
@@ -174,10 +217,12 @@ class SystemClient:
     @overload
     def statsz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def statsz(self, *, server_id: None = ..., timeout: float | None = ...,
-               **filters: Any) -> list[Reply]: ...
-    def statsz(self, *, server_id: str | None = None, timeout: float | None = None,
-               **filters: Any) -> Reply | list[Reply]:
+    def statsz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def statsz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """Statistics (connections, messages, memory, CPU), under ``reply["statsz"]``.
 
         Args:
@@ -193,10 +238,12 @@ class SystemClient:
     @overload
     def connz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def connz(self, *, server_id: None = ..., timeout: float | None = ...,
-              **filters: Any) -> list[Reply]: ...
-    def connz(self, *, server_id: str | None = None, timeout: float | None = None,
-              **filters: Any) -> Reply | list[Reply]:
+    def connz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def connz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """Client connections (the HTTP ``/connz``), a page of them.
 
         Args:
@@ -217,10 +264,12 @@ class SystemClient:
     @overload
     def routez(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def routez(self, *, server_id: None = ..., timeout: float | None = ...,
-               **filters: Any) -> list[Reply]: ...
-    def routez(self, *, server_id: str | None = None, timeout: float | None = None,
-               **filters: Any) -> Reply | list[Reply]:
+    def routez(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def routez(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """Routes to the other servers of the cluster (the HTTP ``/routez``).
 
         Args:
@@ -234,13 +283,14 @@ class SystemClient:
         return self._ask("ROUTEZ", server_id, timeout, filters)
 
     @overload
-    def gatewayz(self, *, server_id: str, timeout: float | None = ...,
-                 **filters: Any) -> Reply: ...
+    def gatewayz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def gatewayz(self, *, server_id: None = ..., timeout: float | None = ...,
-                 **filters: Any) -> list[Reply]: ...
-    def gatewayz(self, *, server_id: str | None = None, timeout: float | None = None,
-                 **filters: Any) -> Reply | list[Reply]:
+    def gatewayz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def gatewayz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """Gateways to other clusters (the HTTP ``/gatewayz``).
 
         Args:
@@ -257,10 +307,12 @@ class SystemClient:
     @overload
     def leafz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def leafz(self, *, server_id: None = ..., timeout: float | None = ...,
-              **filters: Any) -> list[Reply]: ...
-    def leafz(self, *, server_id: str | None = None, timeout: float | None = None,
-              **filters: Any) -> Reply | list[Reply]:
+    def leafz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def leafz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """Leaf node connections (the HTTP ``/leafz``).
 
         Args:
@@ -276,10 +328,12 @@ class SystemClient:
     @overload
     def subsz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def subsz(self, *, server_id: None = ..., timeout: float | None = ...,
-              **filters: Any) -> list[Reply]: ...
-    def subsz(self, *, server_id: str | None = None, timeout: float | None = None,
-              **filters: Any) -> Reply | list[Reply]:
+    def subsz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def subsz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """Subscriptions and the subject routing cache (the HTTP ``/subsz``).
 
         Args:
@@ -297,10 +351,12 @@ class SystemClient:
     @overload
     def jsz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def jsz(self, *, server_id: None = ..., timeout: float | None = ...,
-            **filters: Any) -> list[Reply]: ...
-    def jsz(self, *, server_id: str | None = None, timeout: float | None = None,
-            **filters: Any) -> Reply | list[Reply]:
+    def jsz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def jsz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """JetStream usage, accounts, streams and consumers (the HTTP ``/jsz``).
 
         Args:
@@ -316,13 +372,14 @@ class SystemClient:
         return self._ask("JSZ", server_id, timeout, filters)
 
     @overload
-    def accountz(self, *, server_id: str, timeout: float | None = ...,
-                 **filters: Any) -> Reply: ...
+    def accountz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def accountz(self, *, server_id: None = ..., timeout: float | None = ...,
-                 **filters: Any) -> list[Reply]: ...
-    def accountz(self, *, server_id: str | None = None, timeout: float | None = None,
-                 **filters: Any) -> Reply | list[Reply]:
+    def accountz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def accountz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """The accounts, or one account in detail (the HTTP ``/accountz``).
 
         Args:
@@ -337,13 +394,14 @@ class SystemClient:
         return self._ask("ACCOUNTZ", server_id, timeout, filters)
 
     @overload
-    def healthz(self, *, server_id: str, timeout: float | None = ...,
-                **filters: Any) -> Reply: ...
+    def healthz(self, *, server_id: str, timeout: float | None = ..., **filters: Any) -> Reply: ...
     @overload
-    def healthz(self, *, server_id: None = ..., timeout: float | None = ...,
-                **filters: Any) -> list[Reply]: ...
-    def healthz(self, *, server_id: str | None = None, timeout: float | None = None,
-                **filters: Any) -> Reply | list[Reply]:
+    def healthz(
+        self, *, server_id: None = ..., timeout: float | None = ..., **filters: Any
+    ) -> list[Reply]: ...
+    def healthz(
+        self, *, server_id: str | None = None, timeout: float | None = None, **filters: Any
+    ) -> Reply | list[Reply]:
         """Health (the HTTP ``/healthz``): ``reply["data"]["status"]`` is ``"ok"`` or not.
 
         An unhealthy server is an answer, not an error: its ``status`` says so.
@@ -361,8 +419,13 @@ class SystemClient:
 
     # --- requests ----------------------------------------------------------------------
 
-    def _ask(self, endpoint: str, server_id: str | None, timeout: float | None,
-             filters: Mapping[str, Any]) -> Reply | list[Reply]:
+    def _ask(
+        self,
+        endpoint: str,
+        server_id: str | None,
+        timeout: float | None,
+        filters: Mapping[str, Any],
+    ) -> Reply | list[Reply]:
         payload = _encode_filters(endpoint, filters)
         if timeout is None:
             timeout = self.timeout
@@ -376,25 +439,34 @@ class SystemClient:
         except NoRespondersError:
             raise NoRespondersError(
                 f"nobody answered {subject!r}: no server has id {server_id!r}, or the "
-                "connection's user is not in the system account") from None
+                "connection's user is not in the system account"
+            ) from None
         except TimeoutError:
             picking = sorted(set(filters) & set(_SERVER_FILTERS))
             hint = f" (or {', '.join(picking)} left it out)" if picking else ""
             raise TimeoutError(
-                f"server {server_id!r} did not answer {endpoint} within {timeout}s"
-                f"{hint}") from None
+                f"server {server_id!r} did not answer {endpoint} within {timeout}s{hint}"
+            ) from None
         return _decode(endpoint, msg)
 
     def _ask_every_server(self, endpoint: str, payload: bytes, timeout: float) -> list[Reply]:
         subject = f"$SYS.REQ.SERVER.PING.{endpoint}"
         try:
             # Gathered to the end first: a reply that raises leaves no request open.
-            msgs = list(self._nc.request_many(subject, payload, timeout=timeout,
-                                              stall=self.stall, max_messages=self.server_count))
+            msgs = list(
+                self._nc.request_many(
+                    subject,
+                    payload,
+                    timeout=timeout,
+                    stall=self.stall,
+                    max_messages=self.server_count,
+                )
+            )
         except NoRespondersError:
             raise NoRespondersError(
                 f"nobody answered {subject!r}: monitoring over NATS needs a user of the "
-                "system account (system_account in the server configuration)") from None
+                "system account (system_account in the server configuration)"
+            ) from None
         return sorted((_decode(endpoint, msg) for msg in msgs), key=_server_order)
 
 
@@ -407,11 +479,13 @@ def _check_server_id(server_id: object) -> str:
     if not isinstance(server_id, str):
         raise InvalidArgumentError(f"server_id must be a str, got {server_id!r}")
     if server_id == "PING":
-        raise InvalidArgumentError("server_id='PING' is no server: leave server_id out "
-                                   "to ask every server")
+        raise InvalidArgumentError(
+            "server_id='PING' is no server: leave server_id out to ask every server"
+        )
     if not server_id or any(c in server_id for c in ".*> \t\r\n"):
         raise InvalidArgumentError(
-            f"server_id must be a server's id (one subject token), got {server_id!r}")
+            f"server_id must be a server's id (one subject token), got {server_id!r}"
+        )
     return server_id
 
 
@@ -427,7 +501,8 @@ def endpoint_filters(endpoint: str) -> dict[str, str]:
     except KeyError:
         known = ", ".join(name.lower() for name in _ENDPOINT_FILTERS)
         raise InvalidArgumentError(
-            f"no monitoring endpoint {endpoint!r}; there are: {known}") from None
+            f"no monitoring endpoint {endpoint!r}; there are: {known}"
+        ) from None
     return {**own, **_SERVER_FILTERS}
 
 
@@ -445,7 +520,8 @@ def _encode_filters(endpoint: str, filters: Mapping[str, Any]) -> bytes:
             own = ", ".join(_ENDPOINT_FILTERS[endpoint]) or "none of its own"
             raise InvalidArgumentError(
                 f"{endpoint.lower()}() takes no filter {name!r}; its filters: {own} "
-                f"(and {', '.join(_SERVER_FILTERS)} to pick servers)")
+                f"(and {', '.join(_SERVER_FILTERS)} to pick servers)"
+            )
         if value is not None:
             options[_JSON_NAMES.get(name, name)] = _checked(name, kind, value)
     return json.dumps(options).encode() if options else b""
@@ -461,15 +537,18 @@ def _checked(name: str, kind: str, value: object) -> object:
         if not isinstance(value, str):
             raise InvalidArgumentError(f"filter {name} takes a str, got {value!r}")
     elif kind == _TAGS:
-        if isinstance(value, str) or not isinstance(value, Sequence) or not all(
-                isinstance(tag, str) for tag in value):
+        if (
+            isinstance(value, str)
+            or not isinstance(value, Sequence)
+            or not all(isinstance(tag, str) for tag in value)
+        ):
             raise InvalidArgumentError(f"filter {name} takes a list of str, got {value!r}")
         return list(value)
     elif kind == _STATE:
         if not isinstance(value, str) or value not in _CONN_STATES:
             raise InvalidArgumentError(
-                f"filter {name} takes one of {', '.join(map(repr, _CONN_STATES))}, "
-                f"got {value!r}")
+                f"filter {name} takes one of {', '.join(map(repr, _CONN_STATES))}, got {value!r}"
+            )
         return _CONN_STATES[str(value)]
     return value
 
@@ -478,8 +557,9 @@ def _decode(endpoint: str, msg: Msg) -> Reply:
     try:
         reply = json.loads(msg.data)
     except ValueError as exc:
-        raise ProtocolError(f"the {endpoint} reply is not JSON ({exc}): "
-                            f"{msg.data[:80]!r}") from None
+        raise ProtocolError(
+            f"the {endpoint} reply is not JSON ({exc}): {msg.data[:80]!r}"
+        ) from None
     if not isinstance(reply, dict):
         raise ProtocolError(f"the {endpoint} reply is not a JSON object: {msg.data[:80]!r}")
     error = reply.get("error")
@@ -487,9 +567,11 @@ def _decode(endpoint: str, msg: Msg) -> Reply:
         server = reply.get("server") or {}
         name = server.get("name") or server.get("id") or "a server"
         code = error.get("code", 0) if isinstance(error, dict) else 0
-        description = str(error.get("description", error) if isinstance(error, dict)
-                          else error)
-        raise MonitoringError(f"{name} answered {endpoint} with error {code}: {description}",
-                              code=code if isinstance(code, int) else 0,
-                              description=description, server_id=str(server.get("id", "")))
+        description = str(error.get("description", error) if isinstance(error, dict) else error)
+        raise MonitoringError(
+            f"{name} answered {endpoint} with error {code}: {description}",
+            code=code if isinstance(code, int) else 0,
+            description=description,
+            server_id=str(server.get("id", "")),
+        )
     return reply

@@ -498,8 +498,9 @@ class NatsCluster:
                 # first one included: each gets routes to all the others.
                 ports = [_free_port() for _ in range(self.size)]
                 for index, port in enumerate(ports):
-                    routes = ",".join(f"nats://127.0.0.1:{other}" for other in ports
-                                      if other != port)
+                    routes = ",".join(
+                        f"nats://127.0.0.1:{other}" for other in ports if other != port
+                    )
                     server = self._new_server(index, routes=routes or None, cluster_port=port)
                     self.servers.append(server.start())
             else:
@@ -524,7 +525,9 @@ class NatsCluster:
         if routes:
             args += ["--routes", routes]
         return NatsServer(
-            name=f"{self.name}-{index}", monitoring=True, args=[*args, *self.args],
+            name=f"{self.name}-{index}",
+            monitoring=True,
+            args=[*args, *self.args],
             jetstream=self.jetstream,
         )
 
@@ -565,8 +568,10 @@ class NatsCluster:
             routez = server.monitor("routez", timeout=1.0)
         except OSError:
             return -1
-        remotes = {route.get("remote_name") or route.get("remote_id") for route in
-                   routez.get("routes") or []}
+        remotes = {
+            route.get("remote_name") or route.get("remote_id")
+            for route in routez.get("routes") or []
+        }
         return len(remotes)
 
     @property

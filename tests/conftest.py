@@ -60,8 +60,9 @@ def unimportable(modules: tuple[str, ...]) -> dict[str, str]:
 
 def files_importing(modules: dict[str, str]) -> dict[Path, str]:
     """Test files importing one of ``modules`` at their top level -> the module."""
-    pattern = re.compile(r"^(?:import|from) (" + "|".join(map(re.escape, modules)) + r")\b",
-                         re.MULTILINE)
+    pattern = re.compile(
+        r"^(?:import|from) (" + "|".join(map(re.escape, modules)) + r")\b", re.MULTILINE
+    )
     found: dict[Path, str] = {}
     for path in sorted(TESTS_DIR.rglob("*.py")):
         match = pattern.search(path.read_text(encoding="utf-8"))
@@ -83,7 +84,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             "NATS_SYNC_TEST_FREE_THREADED=1 (make test-ft) but the GIL is enabled: "
             f"{sys.executable} ({sys.version.split()[0]}) must be a free-threaded build run "
-            "with PYTHON_GIL=0")
+            "with PYTHON_GIL=0"
+        )
     _missing.update(unimportable(FREE_THREADED_OPTIONAL))
     if _missing:
         _left_out.update(files_importing(_missing))
@@ -107,8 +109,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     lines = [f"free-threaded run: GIL {'on' if gil_is_enabled() else 'off'}"]
     lines += [f"  not importable: {module} ({reason})" for module, reason in _missing.items()]
-    lines += [f"  left out wherever collected: {path.relative_to(TESTS_DIR.parent)} "
-              f"(needs {module})" for path, module in _left_out.items()]
+    lines += [
+        f"  left out wherever collected: {path.relative_to(TESTS_DIR.parent)} (needs {module})"
+        for path, module in _left_out.items()
+    ]
     return lines
 
 
@@ -125,12 +129,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     write = terminalreporter.write_line
     for path in _ignored:
         module = _left_out[path]
-        write(f"free-threaded run: left out {path.relative_to(TESTS_DIR.parent)}: needs "
-              f"{module}, which does not import here ({_missing[module]})")
+        write(
+            f"free-threaded run: left out {path.relative_to(TESTS_DIR.parent)}: needs "
+            f"{module}, which does not import here ({_missing[module]})"
+        )
     if gil_is_enabled():
-        write("free-threaded run: FAILED: the GIL was enabled during the run (an extension "
-              "module not marked free-threading safe was imported without PYTHON_GIL=0?)",
-              red=True)
+        write(
+            "free-threaded run: FAILED: the GIL was enabled during the run (an extension "
+            "module not marked free-threading safe was imported without PYTHON_GIL=0?)",
+            red=True,
+        )
     else:
         write("free-threaded run: the GIL stayed off for the whole run", green=True)
 
@@ -158,13 +166,17 @@ def default_port() -> Iterator[int]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"another test held port {DEFAULT_PORT} for more than "
-                                f"{DEFAULT_PORT_LOCK_WAIT:.0f}s ({lock_path})")
+                    pytest.fail(
+                        f"another test held port {DEFAULT_PORT} for more than "
+                        f"{DEFAULT_PORT_LOCK_WAIT:.0f}s ({lock_path})"
+                    )
                 time.sleep(0.1)
         try:
             if not port_is_free(DEFAULT_PORT):
-                pytest.skip(f"port {DEFAULT_PORT} on 127.0.0.1 is taken on this machine "
-                            "(a nats-server running?), and this test is about that port")
+                pytest.skip(
+                    f"port {DEFAULT_PORT} on 127.0.0.1 is taken on this machine "
+                    "(a nats-server running?), and this test is about that port"
+                )
             yield DEFAULT_PORT
             released = time.monotonic() + 5.0  # a server stopped at the test's end
             while not port_is_free(DEFAULT_PORT) and time.monotonic() < released:

@@ -91,8 +91,12 @@ KILL_AT = (BATCH_SIZE // 2, BATCH_SIZE, 1)
 KILL_POINT_TIMEOUT = 10.0  # the publisher reaches the next kill point within this
 
 FAST_FAULTS = [
-    JsFault("js_fast", "JetStream fast ingest: kill -9 of a single server under a fast-batch "
-            "publisher (gap fail), restart on the same port and store after 1 s", 5),
+    JsFault(
+        "js_fast",
+        "JetStream fast ingest: kill -9 of a single server under a fast-batch "
+        "publisher (gap fail), restart on the same port and store after 1 s",
+        5,
+    ),
 ]
 
 
@@ -121,8 +125,9 @@ class FastIngestPublisher(Paced):
     another thread meanwhile; what it reads is guarded by ``_lock``.
     """
 
-    def __init__(self, js: JetStream, subject: str, key: str, rate: int,
-                 batch_size: int = BATCH_SIZE) -> None:
+    def __init__(
+        self, js: JetStream, subject: str, key: str, rate: int, batch_size: int = BATCH_SIZE
+    ) -> None:
         super().__init__("reliability-fast-pub", rate, max(1, rate // 100))
         self.js, self.subject, self.key, self.batch_size = js, subject, key, batch_size
         self._lock = threading.Condition()
@@ -159,8 +164,12 @@ class FastIngestPublisher(Paced):
     def _send(self, number: int) -> None:
         if self._fp is None:
             self._fp = self.js.fast_publisher(
-                flow=FLOW, max_outstanding_acks=MAX_OUTSTANDING_ACKS, continue_on_gap=False,
-                ack_timeout=ACK_TIMEOUT, error_cb=self._on_report)
+                flow=FLOW,
+                max_outstanding_acks=MAX_OUTSTANDING_ACKS,
+                continue_on_gap=False,
+                ack_timeout=ACK_TIMEOUT,
+                error_cb=self._on_report,
+            )
             self._batch, self._record = [], BatchRecord()
             self.batches.append(self._record)
         fp, attempts = self._fp, self.sent[number]
@@ -204,8 +213,9 @@ class FastIngestPublisher(Paced):
         if upto <= done:
             return
         if upto > len(self._batch):
-            self.anomalies.append(f"a batch acknowledged sequence {upto} of the "
-                                  f"{len(self._batch)} messages sent")
+            self.anomalies.append(
+                f"a batch acknowledged sequence {upto} of the {len(self._batch)} messages sent"
+            )
             upto = len(self._batch)
         at = now()
         with self._lock:
@@ -222,8 +232,9 @@ class FastIngestPublisher(Paced):
     def _ended(self, final: BatchAck, outcome: str) -> None:
         """The batch's final ack: its ``count`` first messages are stored."""
         if final.count > len(self._batch):
-            self.anomalies.append(f"a final ack counted {final.count} of the "
-                                  f"{len(self._batch)} messages sent")
+            self.anomalies.append(
+                f"a final ack counted {final.count} of the {len(self._batch)} messages sent"
+            )
         self._acknowledged(final.count)
         self._record.outcome, self._record.ended = outcome, now()
         if self._record.acked < len(self._batch):
@@ -251,7 +262,7 @@ class FastIngestPublisher(Paced):
         time.sleep(RETRY_PAUSE)
 
     def _requeue(self, why: str) -> None:
-        unacked = self._batch[self._record.acked:]
+        unacked = self._batch[self._record.acked :]
         for number in unacked:
             if len(self.sent[number]) == 1:
                 self.first_failure[number] = why
@@ -334,9 +345,15 @@ class FastResult:
     @property
     def ok(self) -> bool:
         t = self.tally
-        return (self.error is None and not t.acked_lost and not t.stored_twice
-                and not t.never_acked and not t.foreign and not self.anomalies
-                and self.missed_recoveries == 0)
+        return (
+            self.error is None
+            and not t.acked_lost
+            and not t.stored_twice
+            and not t.never_acked
+            and not t.foreign
+            and not self.anomalies
+            and self.missed_recoveries == 0
+        )
 
 
 Stored = dict[int, tuple[int, float, str | None]]  # stream seq -> (number, sent, msg id)
@@ -364,8 +381,11 @@ def analyse(publisher: FastIngestPublisher, stored: Stored) -> FastTally:
     by_id: dict[str, list[int]] = {}
     copies: dict[int, list[float]] = {}  # number -> the attempts' times stored
     for seq, (number, sent, msg_id) in stored.items():
-        if (number >= len(publisher.sent) or sent not in publisher.sent[number]
-                or msg_id != publisher.msg_id(number)):
+        if (
+            number >= len(publisher.sent)
+            or sent not in publisher.sent[number]
+            or msg_id != publisher.msg_id(number)
+        ):
             t.foreign.append(seq)
             continue
         by_id.setdefault(msg_id, []).append(seq)
@@ -422,15 +442,21 @@ class FastRow:
 
     def start(self, server: NatsServer) -> None:
         self.nc = nats_sync.connect(
-            [server.url], name=f"reliability-pub-{self.result.key}",
-            max_reconnect_attempts=-1, connect_timeout=2.0,
-            reconnect_delay_cb=lambda attempt: 0.1, **self.events.options(),
+            [server.url],
+            name=f"reliability-pub-{self.result.key}",
+            max_reconnect_attempts=-1,
+            connect_timeout=2.0,
+            reconnect_delay_cb=lambda attempt: 0.1,
+            **self.events.options(),
         )
         js = self.nc.jetstream()
-        self.stream = js.create_stream(name=self.name, subjects=[f"{self.subject}.>"],
-                                       allow_batched=True, duplicate_window=DUPLICATE_WINDOW)
-        self.publisher = FastIngestPublisher(js, f"{self.subject}.data", self.result.key,
-                                             self.rate)
+        self.stream = js.create_stream(
+            name=self.name,
+            subjects=[f"{self.subject}.>"],
+            allow_batched=True,
+            duplicate_window=DUPLICATE_WINDOW,
+        )
+        self.publisher = FastIngestPublisher(js, f"{self.subject}.data", self.result.key, self.rate)
         self.publisher.start()
         time.sleep(WARMUP)
 
@@ -438,9 +464,11 @@ class FastRow:
         """Waits until the publisher is about to send batch sequence ``position``."""
         assert self.publisher is not None
         if not self.publisher.arm(position).wait(KILL_POINT_TIMEOUT):
-            self.result.notes.append(f"the publisher did not reach batch sequence "
-                                     f"{position} within {KILL_POINT_TIMEOUT:.0f} s "
-                                     "(killed anyway)")
+            self.result.notes.append(
+                f"the publisher did not reach batch sequence "
+                f"{position} within {KILL_POINT_TIMEOUT:.0f} s "
+                "(killed anyway)"
+            )
         self.kill_points.append(position)
 
     def recover(self, injection: JsInjection) -> bool:
@@ -448,12 +476,16 @@ class FastRow:
         injection.acked = self.publisher.wait_acked_after(injection.at, RECOVERY_TIMEOUT)
         self.result.injections.append(injection)
         until = injection.acked if injection.acked is not None else now()
-        ended = ", ".join(b.describe() for b in list(self.publisher.batches)
-                          if injection.at <= b.ended <= until)
-        print(f"  [{self.result.key}] fault {len(self.result.injections)} (at batch "
-              f"sequence {self.kill_points[-1]}): first new ack after "
-              f"{fmt_s(injection.recovery)}; batches ended meanwhile (outcome at "
-              f"sent/acked): {ended or 'none'}", flush=True)
+        ended = ", ".join(
+            b.describe() for b in list(self.publisher.batches) if injection.at <= b.ended <= until
+        )
+        print(
+            f"  [{self.result.key}] fault {len(self.result.injections)} (at batch "
+            f"sequence {self.kill_points[-1]}): first new ack after "
+            f"{fmt_s(injection.recovery)}; batches ended meanwhile (outcome at "
+            f"sent/acked): {ended or 'none'}",
+            flush=True,
+        )
         return injection.acked is not None
 
     def finish(self) -> None:
@@ -468,8 +500,9 @@ class FastRow:
             # The figures even when the thread failed (it is not running any more).
             if not publisher.is_alive():
                 if not publisher.drain(FINISH_TIMEOUT):
-                    result.notes.append(f"retries still unacknowledged after "
-                                        f"{FINISH_TIMEOUT:.0f} s")
+                    result.notes.append(
+                        f"retries still unacknowledged after {FINISH_TIMEOUT:.0f} s"
+                    )
                 self.compute()
 
     def compute(self) -> None:
@@ -484,25 +517,29 @@ class FastRow:
             if len(missing) < len(t.acked_lost):
                 result.anomalies.append(
                     f"get_msg_columns missed {len(t.acked_lost) - len(missing)} stored "
-                    "messages that get_msgs found")
+                    "messages that get_msgs found"
+                )
             t.acked_lost = missing
         self.add_notes()
 
     def add_notes(self) -> None:
         assert self.publisher is not None
         result, t, publisher = self.result, self.result.tally, self.publisher
-        result.notes.append(f"{t.batches:,} batches of up to {BATCH_SIZE:,} (flow {FLOW}, "
-                            f"{MAX_OUTSTANDING_ACKS} outstanding acks, ack_timeout "
-                            f"{ACK_TIMEOUT:.0f} s): {t.committed:,} acknowledged in full by "
-                            "their final ack")
+        result.notes.append(
+            f"{t.batches:,} batches of up to {BATCH_SIZE:,} (flow {FLOW}, "
+            f"{MAX_OUTSTANDING_ACKS} outstanding acks, ack_timeout "
+            f"{ACK_TIMEOUT:.0f} s): {t.committed:,} acknowledged in full by "
+            "their final ack"
+        )
         if t.failed:
             kinds = ", ".join(f"{n:,} {kind}" for kind, n in t.failed.most_common())
-            result.notes.append(f"failed batches: {kinds}; they had acknowledged "
-                                f"{t.acked_in_failed:,} messages before failing "
-                                "(kept as acknowledged, checked like the rest)")
+            result.notes.append(
+                f"failed batches: {kinds}; they had acknowledged "
+                f"{t.acked_in_failed:,} messages before failing "
+                "(kept as acknowledged, checked like the rest)"
+            )
         if t.not_acknowledged_kinds:
-            kinds = ", ".join(f"{n:,} {kind}"
-                              for kind, n in t.not_acknowledged_kinds.most_common())
+            kinds = ", ".join(f"{n:,} {kind}" for kind, n in t.not_acknowledged_kinds.most_common())
             result.notes.append(f"not acknowledged by their first batch: {kinds}")
         if t.retries:
             result.notes.append(
@@ -510,14 +547,19 @@ class FastRow:
                 f"the next batch while the server is down); of the numbers acknowledged on "
                 f"a retry, {t.retried_deduplicated:,} deduplicated by the stream (an earlier "
                 f"attempt had been stored), {t.retried_stored:,} stored from the "
-                "acknowledged attempt")
+                "acknowledged attempt"
+            )
         if publisher.reported:
             kinds = ", ".join(f"{n} {kind}" for kind, n in publisher.reported.most_common())
             result.notes.append(f"error_cb heard: {kinds}")
         if result.injections:
-            result.notes.append("recovery after each kill (at batch sequence): " + ", ".join(
-                f"{fmt_s(inj.recovery)} ({at})"
-                for inj, at in zip(result.injections, self.kill_points, strict=False)))
+            result.notes.append(
+                "recovery after each kill (at batch sequence): "
+                + ", ".join(
+                    f"{fmt_s(inj.recovery)} ({at})"
+                    for inj, at in zip(result.injections, self.kill_points, strict=False)
+                )
+            )
         if t.stored_twice:
             result.notes.append(f"**stored twice**: {t.stored_twice[:10]}")
         if t.acked_lost:
@@ -525,16 +567,16 @@ class FastRow:
         if t.never_acked:
             result.notes.append(f"**never acked**: {t.never_acked:,}")
         if t.foreign:
-            result.notes.append(f"**stream sequences holding no attempt that was sent**: "
-                                f"{t.foreign[:10]}")
+            result.notes.append(
+                f"**stream sequences holding no attempt that was sent**: {t.foreign[:10]}"
+            )
         for anomaly in result.anomalies[:5]:
             result.notes.append(f"**{anomaly}**")
         if self.warnings.kinds:
             kinds = ", ".join(f"{n} {kind}" for kind, n in self.warnings.kinds.most_common())
             result.notes.append(f"warnings logged by nats_sync: {kinds}")
         if self.events.reconnected_at:
-            result.notes.append(f"the client reconnected {len(self.events.reconnected_at)} "
-                                "times")
+            result.notes.append(f"the client reconnected {len(self.events.reconnected_at)} times")
         errors = self.events.error_kinds()
         if errors:
             kinds = ", ".join(f"{n} {kind}" for kind, n in errors.most_common())
@@ -556,8 +598,9 @@ class FastRow:
                 self.nc.close()
 
 
-def fault_js_fast(row: FastRow, times: int,
-                  track: Callable[[NatsServer | NatsCluster], None]) -> None:
+def fault_js_fast(
+    row: FastRow, times: int, track: Callable[[NatsServer | NatsCluster], None]
+) -> None:
     """A single JetStream server, killed under the publisher and started again on its
     port and store (as ``js_restart``)."""
     server = NatsServer(jetstream=True)
@@ -586,8 +629,9 @@ def fault_js_fast(row: FastRow, times: int,
         server.cleanup()
 
 
-def run_fast_fault(fault: JsFault, rate: int,
-                   track: Callable[[NatsServer | NatsCluster], None]) -> FastResult:
+def run_fast_fault(
+    fault: JsFault, rate: int, track: Callable[[NatsServer | NatsCluster], None]
+) -> FastResult:
     result = FastResult(fault.key, fault.title)
     print(f"{fault.key}: {fault.title} (x{fault.times})", flush=True)
     started = now()
@@ -600,16 +644,18 @@ def run_fast_fault(fault: JsFault, rate: int,
         print(f"  [{fault.key}] failed: {result.error}", flush=True)
     t = result.tally
     recoveries = result.recoveries
-    print(f"  [{fault.key}] published {t.published:,}, acked {t.acked:,}, acked and lost "
-          f"{len(t.acked_lost)}, not acknowledged {t.not_acknowledged:,} (retries "
-          f"{t.retries:,}: {t.retried_deduplicated:,} deduplicated, {t.retried_stored:,} "
-          f"stored), stored {t.stored:,} (twice {len(t.stored_twice)}), never acked "
-          f"{t.never_acked:,}, batches {t.committed:,} committed / "
-          f"{sum(t.failed.values()):,} failed, recovery "
-          f"{fmt_ms(statistics.median(recoveries) if recoveries else None)} median, "
-          f"{fmt_ms(max(recoveries) if recoveries else None)} max "
-          f"[{now() - started:.1f}s]" + (f" ERROR {result.error}" if result.error else ""),
-          flush=True)
+    print(
+        f"  [{fault.key}] published {t.published:,}, acked {t.acked:,}, acked and lost "
+        f"{len(t.acked_lost)}, not acknowledged {t.not_acknowledged:,} (retries "
+        f"{t.retries:,}: {t.retried_deduplicated:,} deduplicated, {t.retried_stored:,} "
+        f"stored), stored {t.stored:,} (twice {len(t.stored_twice)}), never acked "
+        f"{t.never_acked:,}, batches {t.committed:,} committed / "
+        f"{sum(t.failed.values()):,} failed, recovery "
+        f"{fmt_ms(statistics.median(recoveries) if recoveries else None)} median, "
+        f"{fmt_ms(max(recoveries) if recoveries else None)} max "
+        f"[{now() - started:.1f}s]" + (f" ERROR {result.error}" if result.error else ""),
+        flush=True,
+    )
     for anomaly in result.anomalies:
         print(f"  [{fault.key}] ANOMALY: {anomaly}", flush=True)
     return result

@@ -71,9 +71,13 @@ READ_BATCH = 5000  # get_msg_columns(batch=...)
 STOP_TIMEOUT = ATTEMPTS * 6.0 + 30.0
 
 FAST_RESUME_FAULTS = [
-    JsFault("js_fast_resume", "JetStream fast ingest resumed by the guide's recipe: the R3 "
-            "stream's leader steps down 5 times and is killed -9 once (restarted) in a "
-            "3-node cluster", STEPDOWNS + 1),
+    JsFault(
+        "js_fast_resume",
+        "JetStream fast ingest resumed by the guide's recipe: the R3 "
+        "stream's leader steps down 5 times and is killed -9 once (restarted) in a "
+        "3-node cluster",
+        STEPDOWNS + 1,
+    ),
 ]
 
 
@@ -157,8 +161,10 @@ class ResumingPublisher(threading.Thread):
             done += final.count  # the server's count, duplicates included
             if done == count:
                 return
-        raise RuntimeError(f"the recipe stored {done} of numbers {first}..{first + count - 1} "
-                           f"in {ATTEMPTS} batches")
+        raise RuntimeError(
+            f"the recipe stored {done} of numbers {first}..{first + count - 1} "
+            f"in {ATTEMPTS} batches"
+        )
 
     def _add(self, fp: FastPublisher, record: BatchRecord, number: int) -> None:
         fp.add(self.subject, self._sending(record, number), msg_id=self.msg_id(number))
@@ -196,8 +202,9 @@ class ResumingPublisher(threading.Thread):
     def _acknowledged(self, record: BatchRecord, upto: int, outcome: str | None = None) -> None:
         with self._lock:
             if upto > len(self._sent_at):
-                self.anomalies.append(f"a batch acknowledged {upto} of the "
-                                      f"{len(self._sent_at)} messages it sent")
+                self.anomalies.append(
+                    f"a batch acknowledged {upto} of the {len(self._sent_at)} messages it sent"
+                )
                 upto = len(self._sent_at)
             if upto > record.acked:
                 sent = self._sent_at[upto - 1]
@@ -291,9 +298,17 @@ class ResumeResult:
     @property
     def ok(self) -> bool:
         t = self.tally
-        return (self.error is None and not t.lost and not t.duplicated and not t.out_of_order
-                and not t.wrong_payload and not t.foreign and not self.anomalies
-                and self.missed_recoveries == 0 and t.stored == t.published)
+        return (
+            self.error is None
+            and not t.lost
+            and not t.duplicated
+            and not t.out_of_order
+            and not t.wrong_payload
+            and not t.foreign
+            and not self.anomalies
+            and self.missed_recoveries == 0
+            and t.stored == t.published
+        )
 
 
 def read_back(stream: Stream, last_seq: int) -> list[tuple[int, str | None, bytes]]:
@@ -306,20 +321,22 @@ def read_back(stream: Stream, last_seq: int) -> list[tuple[int, str | None, byte
     return stored
 
 
-def analyse(publisher: ResumingPublisher,
-            stored: list[tuple[int, str | None, bytes]]) -> ResumeTally:
+def analyse(
+    publisher: ResumingPublisher, stored: list[tuple[int, str | None, bytes]]
+) -> ResumeTally:
     """Compares the stream with ``<row>-0`` ... ``<row>-(N-1)``, each once, in order."""
     t = ResumeTally(published=publisher.published, stored=len(stored))
     t.resent = sum(publisher.attempts.values()) - t.published
     t.batches = len(publisher.batches)
     t.most_batches = max(publisher.chunk_batches, default=0)
-    t.failed = Counter(b.outcome for b in publisher.batches
-                       if b.outcome not in ("committed", "open"))
+    t.failed = Counter(
+        b.outcome for b in publisher.batches if b.outcome not in ("committed", "open")
+    )
     prefix = f"{publisher.key}-"
     seen: Counter[int] = Counter()
     previous = -1
     for seq, msg_id, data in stored:
-        suffix = msg_id[len(prefix):] if msg_id and msg_id.startswith(prefix) else ""
+        suffix = msg_id[len(prefix) :] if msg_id and msg_id.startswith(prefix) else ""
         if not suffix.isdigit() or int(suffix) >= t.published:
             t.foreign.append(seq)
             continue
@@ -357,20 +374,30 @@ class ResumeRow:
 
     def start(self, cluster: NatsCluster) -> None:
         self.nc = nats_sync.connect(
-            cluster.urls, name=f"reliability-pub-{self.result.key}",
-            max_reconnect_attempts=-1, connect_timeout=2.0,
-            reconnect_delay_cb=lambda attempt: 0.1, **self.events.options(),
+            cluster.urls,
+            name=f"reliability-pub-{self.result.key}",
+            max_reconnect_attempts=-1,
+            connect_timeout=2.0,
+            reconnect_delay_cb=lambda attempt: 0.1,
+            **self.events.options(),
         )
         self.admin = nats_sync.connect(
-            cluster.urls, name=f"reliability-admin-{self.result.key}",
-            max_reconnect_attempts=-1, connect_timeout=2.0,
+            cluster.urls,
+            name=f"reliability-admin-{self.result.key}",
+            max_reconnect_attempts=-1,
+            connect_timeout=2.0,
             reconnect_delay_cb=lambda attempt: 0.1,
         )
         self.stream = self.admin.jetstream(timeout=10).create_stream(
-            name=self.name, subjects=[f"{self.subject}.>"], num_replicas=3,
-            allow_batched=True, duplicate_window=DUPLICATE_WINDOW)
-        self.publisher = ResumingPublisher(self.nc.jetstream(), f"{self.subject}.data",
-                                           self.result.key, self.rate)
+            name=self.name,
+            subjects=[f"{self.subject}.>"],
+            num_replicas=3,
+            allow_batched=True,
+            duplicate_window=DUPLICATE_WINDOW,
+        )
+        self.publisher = ResumingPublisher(
+            self.nc.jetstream(), f"{self.subject}.data", self.result.key, self.rate
+        )
         self.publisher.start()
         time.sleep(WARMUP)
 
@@ -383,14 +410,12 @@ class ResumeRow:
                 if leader:
                     return str(leader)
             if now() > deadline:
-                raise RuntimeError(f"stream {self.name} had no leader for "
-                                   f"{RECOVERY_TIMEOUT:.0f} s")
+                raise RuntimeError(f"stream {self.name} had no leader for {RECOVERY_TIMEOUT:.0f} s")
             time.sleep(0.1)
 
     def step_down(self) -> None:
         assert self.admin is not None
-        reply = self.admin.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{self.name}", b"",
-                                   timeout=10)
+        reply = self.admin.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{self.name}", b"", timeout=10)
         answer = json.loads(reply.data)
         if not answer.get("success"):
             raise RuntimeError(f"stream leader step-down refused: {answer}")
@@ -405,14 +430,16 @@ class ResumeRow:
         publisher = self.publisher
         injection.acked = publisher.wait_acked_after(injection.at, RECOVERY_TIMEOUT)
         batch = publisher.batches[injection.batch - 1] if injection.batch else None
-        injection.ended_batch = batch is not None and batch.outcome not in ("open",
-                                                                           "committed")
+        injection.ended_batch = batch is not None and batch.outcome not in ("open", "committed")
         self.result.injections.append(injection)
-        ended = [b.describe() for b in publisher.batches[max(injection.batch, 1) - 1:-1]]
-        print(f"  [{self.result.key}] fault {len(self.result.injections)} ({injection.kind} "
-              f"in batch {injection.batch} after {injection.batch_sent:,} messages): first "
-              f"new ack after {fmt_s(injection.recovery)}; batches ended since (outcome at "
-              f"sent / acked): {'; '.join(ended) or 'none'}", flush=True)
+        ended = [b.describe() for b in publisher.batches[max(injection.batch, 1) - 1 : -1]]
+        print(
+            f"  [{self.result.key}] fault {len(self.result.injections)} ({injection.kind} "
+            f"in batch {injection.batch} after {injection.batch_sent:,} messages): first "
+            f"new ack after {fmt_s(injection.recovery)}; batches ended since (outcome at "
+            f"sent / acked): {'; '.join(ended) or 'none'}",
+            flush=True,
+        )
         return injection.acked is not None
 
     def finish(self) -> None:
@@ -438,22 +465,35 @@ class ResumeRow:
             f"{ATTEMPTS}); the "
             f"faults that ended the batch they came in: {len(failed)} of "
             f"{len(result.injections)} ("
-            + ", ".join(f"{i.kind} {'ended' if i.ended_batch else 'survived'}"
-                        for i in result.injections) + ")")
+            + ", ".join(
+                f"{i.kind} {'ended' if i.ended_batch else 'survived'}" for i in result.injections
+            )
+            + ")"
+        )
         kills = [i for i in result.injections if i.kind == "kill -9"]
         if kills:
-            result.notes.append("the publisher's client was connected to the killed leader"
-                                if kills[0].client_on_node else "the publisher's client "
-                                "was on another node than the killed leader")
+            result.notes.append(
+                "the publisher's client was connected to the killed leader"
+                if kills[0].client_on_node
+                else "the publisher's client was on another node than the killed leader"
+            )
         if t.failed:
             kinds = ", ".join(f"{n} {kind}" for kind, n in t.failed.most_common())
-            result.notes.append(f"failed batches: {kinds}; {t.resent:,} messages resent "
-                                "with the same msg_id")
-        result.notes.append("recovery after each fault (batch, messages it had sent): "
-                            + ", ".join(f"{fmt_s(i.recovery)} ({i.kind}: {i.batch}, "
-                                        f"{i.batch_sent:,})" for i in result.injections))
-        for label, numbers in (("lost", t.lost), ("duplicated", t.duplicated),
-                               ("stored with another payload", t.wrong_payload)):
+            result.notes.append(
+                f"failed batches: {kinds}; {t.resent:,} messages resent with the same msg_id"
+            )
+        result.notes.append(
+            "recovery after each fault (batch, messages it had sent): "
+            + ", ".join(
+                f"{fmt_s(i.recovery)} ({i.kind}: {i.batch}, {i.batch_sent:,})"
+                for i in result.injections
+            )
+        )
+        for label, numbers in (
+            ("lost", t.lost),
+            ("duplicated", t.duplicated),
+            ("stored with another payload", t.wrong_payload),
+        ):
             if numbers:
                 result.notes.append(f"**{label}**: {len(numbers):,}, #{numbers[:10]}")
         if t.out_of_order:
@@ -466,8 +506,9 @@ class ResumeRow:
             kinds = ", ".join(f"{n} {kind}" for kind, n in self.warnings.kinds.most_common())
             result.notes.append(f"warnings logged by nats_sync: {kinds}")
         if self.events.reconnected_at:
-            result.notes.append(f"the publisher's client reconnected "
-                                f"{len(self.events.reconnected_at)} times")
+            result.notes.append(
+                f"the publisher's client reconnected {len(self.events.reconnected_at)} times"
+            )
         errors = self.events.error_kinds()
         if errors:
             kinds = ", ".join(f"{n} {kind}" for kind, n in errors.most_common())
@@ -496,13 +537,15 @@ def wait_current(row: ResumeRow, name: str) -> None:
             if current(row.stream.info().cluster or {}, name):
                 return
         if now() > deadline:
-            raise RuntimeError(f"{name} was not a current replica within "
-                               f"{REPLICAS_TIMEOUT:.0f} s of its restart")
+            raise RuntimeError(
+                f"{name} was not a current replica within {REPLICAS_TIMEOUT:.0f} s of its restart"
+            )
         time.sleep(0.2)
 
 
-def fault_js_fast_resume(row: ResumeRow, times: int,
-                         track: Callable[[NatsServer | NatsCluster], None]) -> None:
+def fault_js_fast_resume(
+    row: ResumeRow, times: int, track: Callable[[NatsServer | NatsCluster], None]
+) -> None:
     """``times - 1`` step-downs of the stream's leader and one kill -9 of it (restarted
     once publishing recovered), one at a time."""
     cluster = NatsCluster(3, name="reliability-fast-resume", jetstream=True)
@@ -517,8 +560,7 @@ def fault_js_fast_resume(row: ResumeRow, times: int,
                 if target is None:
                     raise RuntimeError(f"stream leader {leader!r} is none of the servers")
                 injection = row.inject("kill -9")
-                injection.client_on_node = (row.nc is not None
-                                            and row.nc.connected_url == target.url)
+                injection.client_on_node = row.nc is not None and row.nc.connected_url == target.url
                 target.kill()
                 recovered = row.recover(injection)
                 target.start()
@@ -544,8 +586,9 @@ def fault_js_fast_resume(row: ResumeRow, times: int,
         cluster.cleanup()
 
 
-def run_fast_resume_fault(fault: JsFault, rate: int,
-                          track: Callable[[NatsServer | NatsCluster], None]) -> ResumeResult:
+def run_fast_resume_fault(
+    fault: JsFault, rate: int, track: Callable[[NatsServer | NatsCluster], None]
+) -> ResumeResult:
     result = ResumeResult(fault.key, fault.title)
     print(f"{fault.key}: {fault.title} (x{fault.times})", flush=True)
     started = now()
@@ -555,13 +598,16 @@ def run_fast_resume_fault(fault: JsFault, rate: int,
         result.error = f"{type(err).__name__}: {err}"
         print(f"  [{fault.key}] failed: {result.error}", flush=True)
     t, recoveries = result.tally, result.recoveries
-    print(f"  [{fault.key}] published {t.published:,}, stored {t.stored:,}, lost "
-          f"{len(t.lost)}, duplicated {len(t.duplicated)}, out of order {t.out_of_order}, "
-          f"batches {t.batches:,} ({sum(t.failed.values())} failed, at most "
-          f"{t.most_batches} of {ATTEMPTS} for a chunk), resent {t.resent:,}, "
-          f"recovery {fmt_ms(statistics.median(recoveries) if recoveries else None)} median, "
-          f"{fmt_ms(max(recoveries) if recoveries else None)} max [{now() - started:.1f}s]"
-          + (f" ERROR {result.error}" if result.error else ""), flush=True)
+    print(
+        f"  [{fault.key}] published {t.published:,}, stored {t.stored:,}, lost "
+        f"{len(t.lost)}, duplicated {len(t.duplicated)}, out of order {t.out_of_order}, "
+        f"batches {t.batches:,} ({sum(t.failed.values())} failed, at most "
+        f"{t.most_batches} of {ATTEMPTS} for a chunk), resent {t.resent:,}, "
+        f"recovery {fmt_ms(statistics.median(recoveries) if recoveries else None)} median, "
+        f"{fmt_ms(max(recoveries) if recoveries else None)} max [{now() - started:.1f}s]"
+        + (f" ERROR {result.error}" if result.error else ""),
+        flush=True,
+    )
     for anomaly in result.anomalies:
         print(f"  [{fault.key}] ANOMALY: {anomaly}", flush=True)
     return result
@@ -601,8 +647,8 @@ def intro(rate: int) -> list[str]:
         "## Resuming fast-ingest batches through leader changes",
         "",
         "What the guide's recipe for a fast-ingest batch that failed part-way",
-        "([JetStream guide](guides/jetstream.md), \"Resuming a batch that failed",
-        "part-way\") promises, checked against a real 3-node cluster:",
+        '([JetStream guide](guides/jetstream.md), "Resuming a batch that failed',
+        'part-way") promises, checked against a real 3-node cluster:',
         "",
         "- **Every message is stored once, in order**: with gap `fail` everything up to",
         "  `fp.ack_sequence` (or a `commit`'s `count`) is stored; a new batch from there,",

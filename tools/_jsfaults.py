@@ -68,10 +68,16 @@ class JsFault:
 
 
 JS_FAULTS = [
-    JsFault("js_restart", "JetStream: kill -9 of a single server, restart on the same port "
-            "and store after 1 s", 5),
-    JsFault("js_leader", "JetStream: kill -9 of the R3 stream's leader in a 3-node cluster, "
-            "then restart", 5),
+    JsFault(
+        "js_restart",
+        "JetStream: kill -9 of a single server, restart on the same port and store after 1 s",
+        5,
+    ),
+    JsFault(
+        "js_leader",
+        "JetStream: kill -9 of the R3 stream's leader in a 3-node cluster, then restart",
+        5,
+    ),
 ]
 
 
@@ -144,8 +150,9 @@ class AckedPublisher(Paced):
         with self._lock:
             self.in_flight += 1
         try:
-            future = self.js.publish_async(self.subject, payload, msg_id=self.msg_id(number),
-                                           timeout=ACK_TIMEOUT)
+            future = self.js.publish_async(
+                self.subject, payload, msg_id=self.msg_id(number), timeout=ACK_TIMEOUT
+            )
         except nats_sync.Error as error:  # stalled window, full buffer: nothing was sent
             self._failed(number, attempt, error)
             return
@@ -363,15 +370,22 @@ class JsResult:
 
     @property
     def missed_recoveries(self) -> int:
-        return sum(1 for inj in self.injections
-                   if inj.recovery is None or inj.consumer_recovery is None)
+        return sum(
+            1 for inj in self.injections if inj.recovery is None or inj.consumer_recovery is None
+        )
 
     @property
     def ok(self) -> bool:
         t = self.tally
-        return (self.error is None and not t.acked_lost and not t.ack_elsewhere
-                and not t.not_consumed and not t.stored_twice and not t.never_acked
-                and self.missed_recoveries == 0)
+        return (
+            self.error is None
+            and not t.acked_lost
+            and not t.ack_elsewhere
+            and not t.not_consumed
+            and not t.stored_twice
+            and not t.never_acked
+            and self.missed_recoveries == 0
+        )
 
 
 class JsRow:
@@ -402,9 +416,12 @@ class JsRow:
     def connect(self, servers: list[str]) -> None:
         def client(role: str, events: ClientEvents) -> nats_sync.Client:
             return nats_sync.connect(
-                servers, name=f"reliability-{role}-{self.result.key}",
-                max_reconnect_attempts=-1, connect_timeout=2.0,
-                reconnect_delay_cb=lambda attempt: 0.1, **events.options(),
+                servers,
+                name=f"reliability-{role}-{self.result.key}",
+                max_reconnect_attempts=-1,
+                connect_timeout=2.0,
+                reconnect_delay_cb=lambda attempt: 0.1,
+                **events.options(),
             )
 
         self.pub_nc = client("pub", self.pub_events)
@@ -415,15 +432,19 @@ class JsRow:
         assert self.pub_nc is not None and self.sub_nc is not None
         admin = self.sub_nc.jetstream()
         self.stream = admin.create_stream(
-            name=self.name, subjects=[f"{self.subject}.>"], num_replicas=replicas,
+            name=self.name,
+            subjects=[f"{self.subject}.>"],
+            num_replicas=replicas,
             duplicate_window=DUPLICATE_WINDOW,
         )
-        consumer = admin.create_consumer(self.name, durable_name="reliability",
-                                         ack_policy="explicit", ack_wait=ACK_WAIT)
+        consumer = admin.create_consumer(
+            self.name, durable_name="reliability", ack_policy="explicit", ack_wait=ACK_WAIT
+        )
         self.loop = ConsumerLoop(consumer)
         self.loop.start()
-        self.publisher = AckedPublisher(self.pub_nc.jetstream(), f"{self.subject}.data",
-                                        self.result.key, self.rate)
+        self.publisher = AckedPublisher(
+            self.pub_nc.jetstream(), f"{self.subject}.data", self.result.key, self.rate
+        )
         self.publisher.start()
         time.sleep(WARMUP)
 
@@ -434,9 +455,12 @@ class JsRow:
         injection.delivered = self.loop.wait_delivered_after(injection.at, RECOVERY_TIMEOUT)
         self.result.injections.append(injection)
         number = len(self.result.injections)
-        print(f"  [{self.result.key}] fault {number}: first new PubAck after "
-              f"{fmt_s(injection.recovery)}, first new delivery after "
-              f"{fmt_s(injection.consumer_recovery)}", flush=True)
+        print(
+            f"  [{self.result.key}] fault {number}: first new PubAck after "
+            f"{fmt_s(injection.recovery)}, first new delivery after "
+            f"{fmt_s(injection.consumer_recovery)}",
+            flush=True,
+        )
         return injection.acked is not None and injection.delivered is not None
 
     def on_node(self, server: NatsServer) -> tuple[bool, bool]:
@@ -472,8 +496,11 @@ class JsRow:
             with contextlib.suppress(nats_sync.Error):
                 last_seq = self.stream.info().state.last_seq
                 info = consumer.info()
-                if (not info.num_pending and not info.num_ack_pending
-                        and len(self.loop.consumed()) >= last_seq):
+                if (
+                    not info.num_pending
+                    and not info.num_ack_pending
+                    and len(self.loop.consumed()) >= last_seq
+                ):
                     return last_seq
             if now() > deadline:
                 return last_seq
@@ -486,40 +513,64 @@ class JsRow:
             kinds = ", ".join(f"{n:,} {kind}" for kind, n in t.not_acknowledged_kinds.most_common())
             result.notes.append(f"not acknowledged at first: {kinds}")
         if t.retries:
-            outcomes = [(t.retried_duplicate, "answered `duplicate` (the first attempt had been "
-                         "stored: the stream deduplicated the retry)"),
-                        (t.retried_stored, "stored as new (the first attempt never reached the "
-                         "stream, or was not committed)")]
-            result.notes.append(f"{t.retries:,} retries with the same msg_id (some failed "
-                                "again while the fault lasted); "
-                                + ", ".join(f"{n:,} {text}" for n, text in outcomes if n))
+            outcomes = [
+                (
+                    t.retried_duplicate,
+                    "answered `duplicate` (the first attempt had been "
+                    "stored: the stream deduplicated the retry)",
+                ),
+                (
+                    t.retried_stored,
+                    "stored as new (the first attempt never reached the "
+                    "stream, or was not committed)",
+                ),
+            ]
+            result.notes.append(
+                f"{t.retries:,} retries with the same msg_id (some failed "
+                "again while the fault lasted); "
+                + ", ".join(f"{n:,} {text}" for n, text in outcomes if n)
+            )
         if t.delivered_twice:
-            causes = [(t.redelivered, "redeliveries marked by the server (num_delivered > 1: "
-                       "the ack was lost with the killed server, so the message came again "
-                       "after ack_wait)"),
-                      (t.replayed, "repeated with num_delivered 1 (the consumer's delivered "
-                       "state on disk was older than the crash, so these were sent again as "
-                       "first deliveries)")]
-            result.notes.append(f"{t.delivered_twice:,} stream sequences delivered more than "
-                                "once: " + ", ".join(f"{n:,} {text}" for n, text in causes if n))
+            causes = [
+                (
+                    t.redelivered,
+                    "redeliveries marked by the server (num_delivered > 1: "
+                    "the ack was lost with the killed server, so the message came again "
+                    "after ack_wait)",
+                ),
+                (
+                    t.replayed,
+                    "repeated with num_delivered 1 (the consumer's delivered "
+                    "state on disk was older than the crash, so these were sent again as "
+                    "first deliveries)",
+                ),
+            ]
+            result.notes.append(
+                f"{t.delivered_twice:,} stream sequences delivered more than "
+                "once: " + ", ".join(f"{n:,} {text}" for n, text in causes if n)
+            )
         if t.ack_elsewhere:
-            result.notes.append(f"**{len(t.ack_elsewhere)} PubAcks name a sequence that "
-                                f"holds another message**: #{t.ack_elsewhere[:10]}")
-        for label, errors in (("consumer messages().next() raised", loop.errors),
-                              ("msg.ack() raised", loop.ack_errors)):
+            result.notes.append(
+                f"**{len(t.ack_elsewhere)} PubAcks name a sequence that "
+                f"holds another message**: #{t.ack_elsewhere[:10]}"
+            )
+        for label, errors in (
+            ("consumer messages().next() raised", loop.errors),
+            ("msg.ack() raised", loop.ack_errors),
+        ):
             if errors:
                 kinds = ", ".join(f"{n} {kind}" for kind, n in errors.most_common())
                 result.notes.append(f"{label}: {kinds}")
         if loop.reopened:
-            result.notes.append(f"**messages() ended {loop.reopened} times and was opened "
-                                "again**")
+            result.notes.append(f"**messages() ended {loop.reopened} times and was opened again**")
         if self.warnings.kinds:
             kinds = ", ".join(f"{n} {kind}" for kind, n in self.warnings.kinds.most_common())
             result.notes.append(f"warnings logged by nats_sync: {kinds}")
         for label, events in (("publisher", self.pub_events), ("consumer", self.sub_events)):
             if events.reconnected_at:
-                result.notes.append(f"the {label} client reconnected "
-                                    f"{len(events.reconnected_at)} times")
+                result.notes.append(
+                    f"the {label} client reconnected {len(events.reconnected_at)} times"
+                )
 
     def close(self) -> None:
         logging.getLogger("nats_sync").removeHandler(self.warnings)
@@ -538,13 +589,16 @@ def read_back(stream: Stream, last_seq: int) -> dict[int, tuple[int, str | None]
     stored: dict[int, tuple[int, str | None]] = {}
     for msg in stream.get_msgs(1, end_seq=max(last_seq, 1)):
         msg_id = (msg.headers or {}).get(MSG_ID)
-        stored[msg.seq] = (PAYLOAD.unpack(msg.data)[0],
-                           msg_id if isinstance(msg_id, str) else None)
+        stored[msg.seq] = (PAYLOAD.unpack(msg.data)[0], msg_id if isinstance(msg_id, str) else None)
     return stored
 
 
-def analyse(publisher: AckedPublisher, loop: ConsumerLoop,
-            stored: dict[int, tuple[int, str | None]], stream: Stream) -> JsTally:
+def analyse(
+    publisher: AckedPublisher,
+    loop: ConsumerLoop,
+    stored: dict[int, tuple[int, str | None]],
+    stream: Stream,
+) -> JsTally:
     """Compares what was acknowledged, stored and consumed."""
     t = JsTally(published=len(publisher.sent_at), acked=len(publisher.acked))
     t.acked_at_once = sum(1 for a in publisher.acked.values() if a.attempt == 1)
@@ -552,8 +606,7 @@ def analyse(publisher: AckedPublisher, loop: ConsumerLoop,
     t.not_acknowledged_kinds = Counter(publisher.first_failure.values())
     t.retries = sum(publisher.attempts) - t.published
     t.retried_duplicate = sum(1 for a in publisher.acked.values() if a.attempt > 1 and a.duplicate)
-    t.retried_stored = sum(1 for a in publisher.acked.values()
-                           if a.attempt > 1 and not a.duplicate)
+    t.retried_stored = sum(1 for a in publisher.acked.values() if a.attempt > 1 and not a.duplicate)
     t.never_acked = t.published - t.acked
     where: dict[int, list[int]] = {}
     for seq, (number, _) in stored.items():
@@ -584,8 +637,9 @@ def analyse(publisher: AckedPublisher, loop: ConsumerLoop,
 # --- the faults -----------------------------------------------------------------------------
 
 
-def fault_js_restart(row: JsRow, times: int,
-                     track: Callable[[NatsServer | NatsCluster], None]) -> None:
+def fault_js_restart(
+    row: JsRow, times: int, track: Callable[[NatsServer | NatsCluster], None]
+) -> None:
     """A single JetStream server, killed and started again on its port and store."""
     server = NatsServer(jetstream=True)
     track(server)
@@ -610,8 +664,9 @@ def fault_js_restart(row: JsRow, times: int,
         server.cleanup()
 
 
-def fault_js_leader(row: JsRow, times: int,
-                    track: Callable[[NatsServer | NatsCluster], None]) -> None:
+def fault_js_leader(
+    row: JsRow, times: int, track: Callable[[NatsServer | NatsCluster], None]
+) -> None:
     """An R3 stream (and consumer) on a 3-node cluster; its leader is killed, and
     started again once publishing and consuming have recovered."""
     cluster = NatsCluster(3, name="reliability-js", jetstream=True)
@@ -661,7 +716,8 @@ def kill_leaders(row: JsRow, cluster: NatsCluster, times: int) -> None:
         f"the killed stream leader was also the consumer's leader {consumer_led} of "
         f"{len(result.injections)} times; the publisher client was connected to it "
         f"{pub_on} times, the consumer client {sub_on} times (otherwise a client stayed "
-        "connected and waited for the new leader)")
+        "connected and waited for the new leader)"
+    )
 
 
 def wait_replicas_current(row: JsRow, name: str) -> None:
@@ -675,8 +731,9 @@ def wait_replicas_current(row: JsRow, name: str) -> None:
             if all(current(c or {}, name) for c in clusters):
                 return
         if now() > deadline:
-            raise RuntimeError(f"{name} was not a current replica within "
-                               f"{REPLICAS_TIMEOUT:.0f} s of its restart")
+            raise RuntimeError(
+                f"{name} was not a current replica within {REPLICAS_TIMEOUT:.0f} s of its restart"
+            )
         time.sleep(0.2)
 
 
@@ -689,8 +746,9 @@ def current(cluster: dict[str, Any], name: str) -> bool:
     return any(r.get("name") == name and r.get("current") for r in cluster.get("replicas") or [])
 
 
-def run_js_fault(fault: JsFault, rate: int,
-                 track: Callable[[NatsServer | NatsCluster], None]) -> JsResult:
+def run_js_fault(
+    fault: JsFault, rate: int, track: Callable[[NatsServer | NatsCluster], None]
+) -> JsResult:
     result = JsResult(fault.key, fault.title)
     print(f"{fault.key}: {fault.title} (x{fault.times})", flush=True)
     started = now()
@@ -701,12 +759,15 @@ def run_js_fault(fault: JsFault, rate: int,
         result.error = f"{type(err).__name__}: {err}"
         print(f"  [{fault.key}] failed: {result.error}", flush=True)
     t = result.tally
-    print(f"  [{fault.key}] published {t.published:,}, acked {t.acked:,}, acked and lost "
-          f"{len(t.acked_lost)}, not acknowledged {t.not_acknowledged:,} (retries "
-          f"{t.retries:,}: {t.retried_duplicate:,} duplicate, {t.retried_stored:,} stored), "
-          f"stored {t.stored:,} (twice {t.stored_twice}), not consumed {len(t.not_consumed)}, "
-          f"delivered twice {t.delivered_twice:,} [{now() - started:.1f}s]"
-          + (f" ERROR {result.error}" if result.error else ""), flush=True)
+    print(
+        f"  [{fault.key}] published {t.published:,}, acked {t.acked:,}, acked and lost "
+        f"{len(t.acked_lost)}, not acknowledged {t.not_acknowledged:,} (retries "
+        f"{t.retries:,}: {t.retried_duplicate:,} duplicate, {t.retried_stored:,} stored), "
+        f"stored {t.stored:,} (twice {t.stored_twice}), not consumed {len(t.not_consumed)}, "
+        f"delivered twice {t.delivered_twice:,} [{now() - started:.1f}s]"
+        + (f" ERROR {result.error}" if result.error else ""),
+        flush=True,
+    )
     return result
 
 
@@ -772,7 +833,7 @@ def method(rate: int) -> list[str]:
         f"A publisher client sends a numbered stream with `publish_async` (~{rate:,} msgs/s,",
         "16-byte payloads, `msg_id=<row>-<number>`, ack timeout "
         f"{ACK_TIMEOUT:.0f} s); a consumer client reads a",
-        f"durable pull consumer (`ack_policy=\"explicit\"`, `ack_wait={ACK_WAIT:.0f}` s) with",
+        f'durable pull consumer (`ack_policy="explicit"`, `ack_wait={ACK_WAIT:.0f}` s) with',
         f"`messages(max_wait={PULL_WAIT:.0f})` and acks each message. Both clients have",
         "`max_reconnect_attempts=-1` and 0.1 s between passes over the pool. Publishing",
         "starts 1 s before the first kill and goes on ~1 s after each recovery. Every publish",
@@ -806,7 +867,7 @@ def method(rate: int) -> list[str]:
         "   then the server starts again 1 s later on the same port with the same store.",
         "   Recovery includes the 1 s downtime and the store's recovery.",
         "2. **kill -9 of the stream's leader** in a 3-node JetStream cluster (R3 stream and",
-        "   consumer; the leader from `stream.info().cluster[\"leader\"]`): the clients",
+        '   consumer; the leader from `stream.info().cluster["leader"]`): the clients',
         "   connect to the cluster's URLs, so each is on the killed node or not by chance.",
         "   Once a new PubAck and a new delivery have come, the node starts again on the same",
         "   ports and store, and the next kill waits until it is a current replica of both.",

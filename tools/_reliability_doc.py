@@ -61,8 +61,9 @@ def read_section(name: str, path: Path = DEFAULT_PAGE) -> str | None:
     return None if stop < 0 else text[start + len(begin) : stop]
 
 
-def write_section(name: str, markdown: str, path: Path = DEFAULT_PAGE,
-                  after: str | None = None) -> None:
+def write_section(
+    name: str, markdown: str, path: Path = DEFAULT_PAGE, after: str | None = None
+) -> None:
     """Makes ``markdown`` the content of section ``name`` of the page at ``path``.
 
     The section is replaced where it is; when the page does not have it yet, it is
@@ -137,8 +138,12 @@ class MergedRows:
         return all(row.ok for row in self.kept)
 
 
-def earlier_rows(name: str, titles: Mapping[str, str], path: Path = DEFAULT_PAGE,
-                 ok_text: str = "all guarantees held") -> dict[str, TableRow]:
+def earlier_rows(
+    name: str,
+    titles: Mapping[str, str],
+    path: Path = DEFAULT_PAGE,
+    ok_text: str = "all guarantees held",
+) -> dict[str, TableRow]:
     """The rows of section ``name``'s table as written, by key.
 
     ``titles`` maps each key to the title in its row's first cell (and at the start of
@@ -160,13 +165,15 @@ def earlier_rows(name: str, titles: Mapping[str, str], path: Path = DEFAULT_PAGE
             continue
         note = next((x for x in lines if x.startswith(f"- {title}: ")), None)
         run = runs.get(key, {})
-        rows[key] = TableRow(key, line, note, bool(run.get("ok", ok_text in text)),
-                             str(run.get("date", date)))
+        rows[key] = TableRow(
+            key, line, note, bool(run.get("ok", ok_text in text)), str(run.get("date", date))
+        )
     return rows
 
 
-def merge_rows(order: Sequence[str], fresh: Sequence[TableRow],
-               earlier: Mapping[str, TableRow]) -> MergedRows:
+def merge_rows(
+    order: Sequence[str], fresh: Sequence[TableRow], earlier: Mapping[str, TableRow]
+) -> MergedRows:
     """This run's rows, and the earlier ones it did not run, in the order of ``order``."""
     new = {row.key: row for row in fresh}
     merged = MergedRows()

@@ -190,8 +190,9 @@ class Paced(threading.Thread):
         self._go.set()
         self.join(JOIN_TIMEOUT)
         if self.is_alive():
-            raise RuntimeError(f"{self.name} did not stop within {JOIN_TIMEOUT:.0f} s "
-                               "(publish hangs?)")
+            raise RuntimeError(
+                f"{self.name} did not stop within {JOIN_TIMEOUT:.0f} s (publish hangs?)"
+            )
         if self.failure is not None:
             raise RuntimeError(f"{self.name} failed") from self.failure
 
@@ -200,8 +201,14 @@ class StreamPublisher(Paced):
     """Publishes the numbered stream on ``subject`` at ``rate`` msgs/s (batches of 1% of
     the rate). ``capacity`` sequence numbers are recorded without growing."""
 
-    def __init__(self, nc: nats_sync.Client, subject: str, rate: int,
-                 capacity: int = 1 << 16, name: str = "stream-publisher") -> None:
+    def __init__(
+        self,
+        nc: nats_sync.Client,
+        subject: str,
+        rate: int,
+        capacity: int = 1 << 16,
+        name: str = "stream-publisher",
+    ) -> None:
         super().__init__(name, rate, max(1, rate // 100))
         self.nc, self.subject = nc, subject
         capacity = max(capacity, 1)
@@ -261,17 +268,24 @@ class StreamTally:
         return any(start <= at <= end for start, end in self.windows)
 
 
-def tally(publisher: StreamPublisher, receiver: Receiver,
-          faults: Iterable[tuple[float, float | None]]) -> StreamTally:
+def tally(
+    publisher: StreamPublisher, receiver: Receiver, faults: Iterable[tuple[float, float | None]]
+) -> StreamTally:
     """Counts and classifies the losses; ``faults`` are (injected, publisher reconnected)
     times, the latter None when it never did."""
     result = StreamTally(
-        published=publisher.published, received=receiver.received, unique=receiver.unique,
-        duplicates=receiver.duplicates, out_of_order=receiver.out_of_order,
-        buffered=sum(publisher.buffered), refused=publisher.refused,
+        published=publisher.published,
+        received=receiver.received,
+        unique=receiver.unique,
+        duplicates=receiver.duplicates,
+        out_of_order=receiver.out_of_order,
+        buffered=sum(publisher.buffered),
+        refused=publisher.refused,
         publish_errors=Counter(publisher.errors),
-        windows=[(at - IN_FLIGHT_BEFORE, back if back is not None else at + RECONNECT_TIMEOUT)
-                 for at, back in faults],
+        windows=[
+            (at - IN_FLIGHT_BEFORE, back if back is not None else at + RECONNECT_TIMEOUT)
+            for at, back in faults
+        ],
     )
     counts = receiver.counts
     for seq in range(publisher.published):
@@ -294,8 +308,11 @@ def start_watchdog(tool: str, seconds: float, cleanup: Callable[[], None]) -> th
     def watch() -> None:
         if done.wait(seconds):
             return
-        print(f"\n{tool}: still running after {seconds:.0f} s: giving up; thread stacks:",
-              file=sys.stderr, flush=True)
+        print(
+            f"\n{tool}: still running after {seconds:.0f} s: giving up; thread stacks:",
+            file=sys.stderr,
+            flush=True,
+        )
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         with contextlib.suppress(Exception):
             cleanup()

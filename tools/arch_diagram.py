@@ -27,8 +27,16 @@ LAYERS_SVG = ROOT / "docs" / "images" / "layers.svg"
 THREADS_SVG = ROOT / "docs" / "images" / "threads.svg"
 
 #: A pale fill per layer, bottom up.
-LAYER_COLORS = ("#e8eaf6", "#e3f2fd", "#e0f2f1", "#f1f8e9", "#fffde7", "#fff3e0",
-                "#fce4ec", "#f3e5f5")
+LAYER_COLORS = (
+    "#e8eaf6",
+    "#e3f2fd",
+    "#e0f2f1",
+    "#f1f8e9",
+    "#fffde7",
+    "#fff3e0",
+    "#fce4ec",
+    "#f3e5f5",
+)
 STROKE = "#5c6bc0"
 INK = "#212121"
 MUTED = "#616161"
@@ -39,25 +47,38 @@ MONO_ADVANCE = 7.4
 
 
 def _svg(width: int, height: int, body: Iterable[str], title: str) -> str:
-    return "\n".join([
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
-        f"<title>{escape(title)}</title>",
-        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-        *body,
-        "</svg>",
-        "",
-    ])
+    return "\n".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
+            f"<title>{escape(title)}</title>",
+            f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+            *body,
+            "</svg>",
+            "",
+        ]
+    )
 
 
-def _text(x: float, y: float, text: str, *, size: int = 12, family: str = SANS,
-          fill: str = INK, weight: str = "normal", anchor: str = "start",
-          transform: str = "") -> str:
+def _text(
+    x: float,
+    y: float,
+    text: str,
+    *,
+    size: int = 12,
+    family: str = SANS,
+    fill: str = INK,
+    weight: str = "normal",
+    anchor: str = "start",
+    transform: str = "",
+) -> str:
     extra = f' font-weight="{weight}"' if weight != "normal" else ""
     extra += f' text-anchor="{anchor}"' if anchor != "start" else ""
     extra += f' transform="{transform}"' if transform else ""
-    return (f'<text x="{x:g}" y="{y:g}" font-family="{family}" font-size="{size}" '
-            f'fill="{fill}"{extra}>{escape(text)}</text>')
+    return (
+        f'<text x="{x:g}" y="{y:g}" font-family="{family}" font-size="{size}" '
+        f'fill="{fill}"{extra}>{escape(text)}</text>'
+    )
 
 
 def _package_groups(modules: Iterable[str]) -> list[tuple[str, list[str]]]:
@@ -95,8 +116,15 @@ def render_layers() -> str:
     line_height, pad = 17, 10
     body: list[str] = []
     y = 40
-    body.append(_text(margin, 24, "nats_sync layers: a module imports only its own layer "
-                      "or those below", size=15, weight="bold"))
+    body.append(
+        _text(
+            margin,
+            24,
+            "nats_sync layers: a module imports only its own layer or those below",
+            size=15,
+            weight="bold",
+        )
+    )
     for layer in reversed(range(len(LAYER_MODULES))):
         lines: list[tuple[str, int, str]] = []
         for package, names in _package_groups(LAYER_MODULES[layer]):
@@ -104,16 +132,22 @@ def render_layers() -> str:
             for index, line in enumerate(_wrap(names, chars - indent)):
                 lines.append((package if index == 0 else "", indent, line))
         height = pad * 2 + line_height * len(lines)
-        body.append(f'<rect x="{margin}" y="{y}" width="{width - 2 * margin}" '
-                    f'height="{height}" rx="6" fill="{LAYER_COLORS[layer]}" '
-                    f'stroke="{STROKE}" stroke-width="1"/>')
-        body.append(_text(margin + 12, y + pad + 14, f"{layer}  {LAYER_NAMES[layer]}",
-                          size=14, weight="bold"))
+        body.append(
+            f'<rect x="{margin}" y="{y}" width="{width - 2 * margin}" '
+            f'height="{height}" rx="6" fill="{LAYER_COLORS[layer]}" '
+            f'stroke="{STROKE}" stroke-width="1"/>'
+        )
+        body.append(
+            _text(
+                margin + 12, y + pad + 14, f"{layer}  {LAYER_NAMES[layer]}", size=14, weight="bold"
+            )
+        )
         for row, (package, indent, line) in enumerate(lines):
             baseline = y + pad + 13 + row * line_height
             if package:
-                body.append(_text(text_x, baseline, package, family=MONO, fill=STROKE,
-                                  weight="bold"))
+                body.append(
+                    _text(text_x, baseline, package, family=MONO, fill=STROKE, weight="bold")
+                )
             body.append(_text(text_x + indent * MONO_ADVANCE, baseline, line, family=MONO))
         y += height + 8
     return _svg(width, y + 4, body, "The layers of nats_sync and their modules")
@@ -127,39 +161,67 @@ def render_threads() -> str:
     row_height = 34
     width = margin * 2 + names_width + column * len(THREADS) + 110
     top = header + 30
-    body: list[str] = [_text(margin, 24, "The client's threads and the components they touch",
-                             size=15, weight="bold")]
+    body: list[str] = [
+        _text(
+            margin, 24, "The client's threads and the components they touch", size=15, weight="bold"
+        )
+    ]
     for index, thread in enumerate(THREADS):
         x = margin + names_width + column * index + column / 2
-        body.append(_text(x, top - 8, thread.name, size=12, weight="bold",
-                          transform=f"rotate(-40 {x:g} {top - 8:g})"))
+        body.append(
+            _text(
+                x,
+                top - 8,
+                thread.name,
+                size=12,
+                weight="bold",
+                transform=f"rotate(-40 {x:g} {top - 8:g})",
+            )
+        )
     for row, component in enumerate(COMPONENTS):
         y = top + row * row_height
         layer = LAYERS[component.module]
-        body.append(f'<rect x="{margin}" y="{y}" '
-                    f'width="{names_width + column * len(THREADS)}" '
-                    f'height="{row_height}" fill="{LAYER_COLORS[layer]}" '
-                    f'stroke="#ffffff" stroke-width="1"/>')
-        body.append(_text(margin + 8, y + 15, str(layer), size=12, fill=STROKE,
-                          weight="bold"))
+        body.append(
+            f'<rect x="{margin}" y="{y}" '
+            f'width="{names_width + column * len(THREADS)}" '
+            f'height="{row_height}" fill="{LAYER_COLORS[layer]}" '
+            f'stroke="#ffffff" stroke-width="1"/>'
+        )
+        body.append(_text(margin + 8, y + 15, str(layer), size=12, fill=STROKE, weight="bold"))
         body.append(_text(margin + 26, y + 15, component.name, size=13))
-        body.append(_text(margin + 26, y + 28, component.module, size=10, family=MONO,
-                          fill=MUTED))
+        body.append(_text(margin + 26, y + 28, component.module, size=10, family=MONO, fill=MUTED))
         for index, thread in enumerate(THREADS):
             if component.name in thread.touches:
                 x = margin + names_width + column * index + column / 2
-                body.append(f'<circle cx="{x:g}" cy="{y + row_height / 2:g}" r="6" '
-                            f'fill="{STROKE}"/>')
+                body.append(
+                    f'<circle cx="{x:g}" cy="{y + row_height / 2:g}" r="6" fill="{STROKE}"/>'
+                )
     for index in range(len(THREADS) + 1):
         x = margin + names_width + column * index
-        body.append(f'<line x1="{x:g}" y1="{top}" x2="{x:g}" '
-                    f'y2="{top + row_height * len(COMPONENTS)}" stroke="#bdbdbd" '
-                    f'stroke-width="1"/>')
+        body.append(
+            f'<line x1="{x:g}" y1="{top}" x2="{x:g}" '
+            f'y2="{top + row_height * len(COMPONENTS)}" stroke="#bdbdbd" '
+            f'stroke-width="1"/>'
+        )
     bottom = top + row_height * len(COMPONENTS) + 22
-    body.append(_text(margin, bottom, "A dot: the thread calls into the component or "
-                      "changes its state.", size=12, fill=MUTED))
-    body.append(_text(margin, bottom + 16, "The number and the tint: the component's "
-                      "layer (as in the layers' picture).", size=12, fill=MUTED))
+    body.append(
+        _text(
+            margin,
+            bottom,
+            "A dot: the thread calls into the component or changes its state.",
+            size=12,
+            fill=MUTED,
+        )
+    )
+    body.append(
+        _text(
+            margin,
+            bottom + 16,
+            "The number and the tint: the component's layer (as in the layers' picture).",
+            size=12,
+            fill=MUTED,
+        )
+    )
     return _svg(width, bottom + 28, body, "The threads of nats_sync and what they touch")
 
 
@@ -169,8 +231,11 @@ PICTURES = {LAYERS_SVG: render_layers, THREADS_SVG: render_threads}
 
 def stale() -> list[Path]:
     """The committed pictures that differ from what this draws now."""
-    return [path for path, render in PICTURES.items()
-            if not path.exists() or path.read_text(encoding="utf-8") != render()]
+    return [
+        path
+        for path, render in PICTURES.items()
+        if not path.exists() or path.read_text(encoding="utf-8") != render()
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

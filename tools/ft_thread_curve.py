@@ -67,11 +67,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    print(f"{sys.version.split()[0]} {'GIL on' if gil else 'GIL off'} "
-          f"(PYTHON_GIL={os.environ.get('PYTHON_GIL', 'unset')}), {os.cpu_count()} CPUs")
+    print(
+        f"{sys.version.split()[0]} {'GIL on' if gil else 'GIL off'} "
+        f"(PYTHON_GIL={os.environ.get('PYTHON_GIL', 'unset')}), {os.cpu_count()} CPUs"
+    )
     with NatsServer() as server:
-        responder = subprocess.Popen([sys.executable, "-c", RESPONDER, server.url],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        responder = subprocess.Popen(
+            [sys.executable, "-c", RESPONDER, server.url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert responder.stdout is not None and responder.stdout.readline() == "ready\n"
             nc = nats_sync.connect(server.url)

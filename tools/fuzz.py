@@ -112,15 +112,16 @@ def feed(data: bytes, cuts: Sequence[int] = ()) -> Outcome:
                 break
             outcome.ops.append(op)
         else:
-            raise PropertyViolationError(f"the drain loop did not end after {cap} next_op() calls "
-                                    f"({fed} bytes fed)")
+            raise PropertyViolationError(
+                f"the drain loop did not end after {cap} next_op() calls ({fed} bytes fed)"
+            )
         _check_buffered(parser, fed)
         if first_crlf < 0 or first_crlf + 2 > fed:
             line = fed - (1 if data[fed - 1 : fed] == b"\r" else 0)
             if line > MAX_CONTROL_LINE:
                 raise PropertyViolationError(
-                    f"{fed} bytes without a CRLF and no ProtocolError (limit "
-                    f"{MAX_CONTROL_LINE})")
+                    f"{fed} bytes without a CRLF and no ProtocolError (limit {MAX_CONTROL_LINE})"
+                )
     return outcome
 
 
@@ -162,13 +163,15 @@ def check(data: bytes, cuts: Sequence[int]) -> Outcome:
         raise PropertyViolationError(
             f"cutting the input at {sorted(set(cuts))} changed the result: whole gave "
             f"{len(whole.ops)} ops and {whole.error!r}, cut gave {len(split.ops)} ops and "
-            f"{split.error!r}")
+            f"{split.error!r}"
+        )
     for batched in (feed_batches(data), feed_batches(data, cuts)):
         if batched.ops != whole.ops or (batched.error is None) != (whole.error is None):
             raise PropertyViolationError(
                 f"next_ops() and next_op() disagree (cuts {sorted(set(cuts))}): "
                 f"{len(batched.ops)} ops and {batched.error!r} against {len(whole.ops)} ops "
-                f"and {whole.error!r}")
+                f"and {whole.error!r}"
+            )
     return whole
 
 
@@ -230,8 +233,13 @@ HEADER_BLOCKS = [
     b"NATS/1.0\r\n\r\n",
 ]
 INFOS = [
-    {"server_id": "NCXYZ", "version": "2.10.0", "proto": 1, "max_payload": 1048576,
-     "headers": True},
+    {
+        "server_id": "NCXYZ",
+        "version": "2.10.0",
+        "proto": 1,
+        "max_payload": 1048576,
+        "headers": True,
+    },
     {},
     {"connect_urls": ["10.0.0.1:4222", "[::1]:4222"], "ldm": True},
     {"nonce": "abc", "auth_required": True, "tls_required": False, "xkey": None},
@@ -247,13 +255,37 @@ CONTROLS = [
 ]
 #: Replacements for a run of digits (a size, a sid): huge, negative, not a number.
 NUMBERS = [
-    b"-1", b"0", b"-0", b"+5", b"4294967296", b"18446744073709551616",
-    b"99999999999999999999999999999999", b"1" + b"0" * 400, b"0x10", b"1e3", b"",
-    b"1114113", b"9223372036854775808",
+    b"-1",
+    b"0",
+    b"-0",
+    b"+5",
+    b"4294967296",
+    b"18446744073709551616",
+    b"99999999999999999999999999999999",
+    b"1" + b"0" * 400,
+    b"0x10",
+    b"1e3",
+    b"",
+    b"1114113",
+    b"9223372036854775808",
 ]
 #: Bytes worth inserting: line ends, separators, op names, the header version line.
-TOKENS = [b"\r\n", b"\r", b"\n", b" ", b"\t", b"MSG ", b"HMSG ", b"INFO ", b"NATS/1.0\r\n",
-          b"\x00", b"\xff", b"\xc3", b"{", b"'"]
+TOKENS = [
+    b"\r\n",
+    b"\r",
+    b"\n",
+    b" ",
+    b"\t",
+    b"MSG ",
+    b"HMSG ",
+    b"INFO ",
+    b"NATS/1.0\r\n",
+    b"\x00",
+    b"\xff",
+    b"\xc3",
+    b"{",
+    b"'",
+]
 _DIGITS = re.compile(rb"\d+")
 
 
@@ -279,7 +311,14 @@ def frame(pick: Pick) -> bytes:
         block = HEADER_BLOCKS[pick(len(HEADER_BLOCKS))]
         body = payload(pick)
         return b"HMSG %b %b%b %d %d\r\n%b%b\r\n" % (
-            subject, sid, reply, len(block), len(block) + len(body), block, body)
+            subject,
+            sid,
+            reply,
+            len(block),
+            len(block) + len(body),
+            block,
+            body,
+        )
     if kind == 2:
         return b"INFO %b\r\n" % json.dumps(INFOS[pick(len(INFOS))]).encode()
     return CONTROLS[pick(len(CONTROLS))]
@@ -340,9 +379,17 @@ def save_crash(data: bytes, cuts: Sequence[int], error: str, folder: Path = CRAS
     folder.mkdir(parents=True, exist_ok=True)
     name = "crash-" + hashlib.sha1(data).hexdigest()[:16]
     (folder / f"{name}.bin").write_bytes(data)
-    (folder / f"{name}.json").write_text(json.dumps(
-        {"cuts": list(cuts), "error": error, "replay": f"python -m tools.fuzz --replay "
-         f"fuzz-crashes/{name}.bin"}, indent=1) + "\n")
+    (folder / f"{name}.json").write_text(
+        json.dumps(
+            {
+                "cuts": list(cuts),
+                "error": error,
+                "replay": f"python -m tools.fuzz --replay fuzz-crashes/{name}.bin",
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     return folder / f"{name}.bin"
 
 
@@ -383,9 +430,15 @@ def run_hypothesis(seconds: float, seed: int) -> Result:
     stop = time.monotonic() + seconds
     last: dict[str, Any] = {}
 
-    @settings(max_examples=500, deadline=None, database=None,
-              phases=(Phase.generate, Phase.shrink), report_multiple_bugs=False,
-              suppress_health_check=list(HealthCheck), print_blob=False)
+    @settings(
+        max_examples=500,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate, Phase.shrink),
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
     @given(st.data())
     def prop(data: st.DataObject) -> None:
         text = fuzz_input(DrawPick(data))
@@ -410,8 +463,11 @@ def run_hypothesis(seconds: float, seed: int) -> Result:
                 result.saved.add(path.name)
                 print(f"  crash: {kind}: saved {path}", flush=True)
             result.kinds.add(kind)
-        print(f"  {result.tried:,} inputs, {result.crashes} crashes, "
-              f"{time.monotonic() - started:.0f} s", flush=True)
+        print(
+            f"  {result.tried:,} inputs, {result.crashes} crashes, "
+            f"{time.monotonic() - started:.0f} s",
+            flush=True,
+        )
     result.seconds = time.monotonic() - started
     return result
 
@@ -460,8 +516,9 @@ def atheris_worker(crash_log: Path, crash_dir: Path, libfuzzer_args: list[str]) 
             saved = ""
             if kind not in seen and len(seen) < MAX_SAVED:
                 seen.add(kind)
-                saved = save_crash(data, cuts, "".join(traceback.format_exception(error)),
-                                   crash_dir).name
+                saved = save_crash(
+                    data, cuts, "".join(traceback.format_exception(error)), crash_dir
+                ).name
             with crash_log.open("a") as log:
                 log.write(json.dumps({"kind": kind, "saved": saved}) + "\n")
 
@@ -482,8 +539,19 @@ def atheris_worker(crash_log: Path, crash_dir: Path, libfuzzer_args: list[str]) 
 
 
 def _dictionary(path: Path) -> None:
-    words = {*TOKENS, b"PING", b"PONG", b"+OK", b"-ERR", b"NATS/1.0", b"503", b"\r\n\r\n",
-             b"max_payload", b"connect_urls", b"ldm"}
+    words = {
+        *TOKENS,
+        b"PING",
+        b"PONG",
+        b"+OK",
+        b"-ERR",
+        b"NATS/1.0",
+        b"503",
+        b"\r\n\r\n",
+        b"max_payload",
+        b"connect_urls",
+        b"ldm",
+    }
     lines = ['"' + "".join(f"\\x{byte:02X}" for byte in word) + '"' for word in sorted(words)]
     path.write_text("\n".join(lines) + "\n")
 
@@ -510,29 +578,46 @@ def run_atheris(seconds: float, seed: int) -> Result:
             if left < 1 or run >= 20:
                 break
             command = [
-                sys.executable, str(Path(__file__).resolve()), "--atheris-worker",
-                str(crash_log), str(CRASHES), "--", str(corpus),
-                f"-max_total_time={max(1, int(left))}", f"-max_len={MAX_INPUT}",
-                f"-dict={work / 'nats.dict'}", "-timeout=20", "-rss_limit_mb=2048",
-                f"-artifact_prefix={artifacts}/", "-print_final_stats=1",
-                f"-seed={rng.randrange(1, 2**31)}", "-reload=0",
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--atheris-worker",
+                str(crash_log),
+                str(CRASHES),
+                "--",
+                str(corpus),
+                f"-max_total_time={max(1, int(left))}",
+                f"-max_len={MAX_INPUT}",
+                f"-dict={work / 'nats.dict'}",
+                "-timeout=20",
+                "-rss_limit_mb=2048",
+                f"-artifact_prefix={artifacts}/",
+                "-print_final_stats=1",
+                f"-seed={rng.randrange(1, 2**31)}",
+                "-reload=0",
             ]
             log_path = work / f"libfuzzer-{run}.log"
             with log_path.open("wb") as log:
                 try:
-                    code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                                          timeout=left + 120, check=False).returncode
+                    code = subprocess.run(
+                        command,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        timeout=left + 120,
+                        check=False,
+                    ).returncode
                 except subprocess.TimeoutExpired:
                     code = -1
                     result.details.append("a libFuzzer child overran its time and was killed")
             text = log_path.read_text(errors="replace")
             executed = re.findall(r"stat::number_of_executed_units:\s*(\d+)", text)
             progress = re.findall(r"^#(\d+)\s", text, re.M)
-            result.tried += int(executed[-1]) if executed else (
-                int(progress[-1]) if progress else 0)
+            result.tried += (
+                int(executed[-1]) if executed else (int(progress[-1]) if progress else 0)
+            )
             if found := re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", text):
                 coverage = "coverage at the end: {} edges, {} features, {} corpus inputs".format(
-                    *found[-1])
+                    *found[-1]
+                )
             if code != 0:  # libFuzzer caught something Python could not (hang, OOM, signal)
                 result.crashes += 1
                 summary = re.findall(r"SUMMARY: libFuzzer: (.+)", text)
@@ -570,15 +655,24 @@ def run_atheris(seconds: float, seed: int) -> Result:
 def section(result: Result, requested: float, seed: int, when: str) -> str:
     shortened = (
         f" This was a shortened run ({requested:.0f} s); `make fuzz` runs "
-        f"{DEFAULT_SECONDS / 60:.0f} minutes by default." if requested < DEFAULT_SECONDS
-        else "")
-    engine = ("atheris (libFuzzer, coverage-guided on the parser's code; libFuzzer's "
-              "mutations plus the ones above as a custom mutator), seeded with 300 valid "
-              "and mutated streams" if result.engine == "atheris"
-              else "hypothesis (atheris not installed): batches of generated inputs")
-    found = ("none" if not result.crashes else
-             f"**{result.crashes:,}** ({len(result.kinds)} distinct: "
-             + "; ".join(sorted(result.kinds)) + "; inputs in fuzz-crashes/)")
+        f"{DEFAULT_SECONDS / 60:.0f} minutes by default."
+        if requested < DEFAULT_SECONDS
+        else ""
+    )
+    engine = (
+        "atheris (libFuzzer, coverage-guided on the parser's code; libFuzzer's "
+        "mutations plus the ones above as a custom mutator), seeded with 300 valid "
+        "and mutated streams"
+        if result.engine == "atheris"
+        else "hypothesis (atheris not installed): batches of generated inputs"
+    )
+    found = (
+        "none"
+        if not result.crashes
+        else f"**{result.crashes:,}** ({len(result.kinds)} distinct: "
+        + "; ".join(sorted(result.kinds))
+        + "; inputs in fuzz-crashes/)"
+    )
     details = "".join(f"\n- {detail}" for detail in result.details)
     return f"""## Parser fuzzing (`make fuzz`)
 
@@ -620,16 +714,28 @@ def main(argv: list[str] | None = None) -> int:
     from tools._reliability_doc import DEFAULT_PAGE, run_date, write_section  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS,
-                        help="how long to fuzz (default: 300)")
-    parser.add_argument("--engine", choices=("auto", "atheris", "hypothesis"), default="auto",
-                        help="auto: atheris when installed, else hypothesis")
+    parser.add_argument(
+        "--seconds", type=float, default=DEFAULT_SECONDS, help="how long to fuzz (default: 300)"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "atheris", "hypothesis"),
+        default="auto",
+        help="auto: atheris when installed, else hypothesis",
+    )
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--output", type=Path, default=DEFAULT_PAGE,
-                        help="page whose `fuzz` section is written (default: "
-                             "docs/RELIABILITY.md)")
-    parser.add_argument("--replay", type=Path, default=None,
-                        help="run one saved input (fuzz-crashes/crash-*.bin) and exit")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_PAGE,
+        help="page whose `fuzz` section is written (default: docs/RELIABILITY.md)",
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        default=None,
+        help="run one saved input (fuzz-crashes/crash-*.bin) and exit",
+    )
     args = parser.parse_args(argv)
     if args.replay is not None:
         return replay(args.replay)
@@ -638,17 +744,18 @@ def main(argv: list[str] | None = None) -> int:
     if engine == "auto":
         engine = "atheris" if atheris_available() else "hypothesis"
     when = run_date()
-    print(f"fuzzing the parser with {engine} for {args.seconds:.0f} s (seed {seed})",
-          flush=True)
+    print(f"fuzzing the parser with {engine} for {args.seconds:.0f} s (seed {seed})", flush=True)
     if engine == "atheris":
         result = run_atheris(args.seconds, seed)
     else:
         result = run_hypothesis(args.seconds, seed)
 
     write_section("fuzz", section(result, args.seconds, seed, when), args.output)
-    print(f"{result.tried:,} inputs in {result.seconds:.0f} s, {result.crashes} breaking a "
-          f"property{': ' + ', '.join(sorted(result.kinds)) if result.kinds else ''}; "
-          f"wrote section fuzz of {args.output}")
+    print(
+        f"{result.tried:,} inputs in {result.seconds:.0f} s, {result.crashes} breaking a "
+        f"property{': ' + ', '.join(sorted(result.kinds)) if result.kinds else ''}; "
+        f"wrote section fuzz of {args.output}"
+    )
     return 1 if result.crashes else 0
 
 

@@ -35,15 +35,16 @@ def _names_something(value: str | griffe.Expr) -> bool:
     """Whether a value refers to other objects (then it is not a plain value)."""
     if isinstance(value, str):
         return False
-    return any(isinstance(part, (griffe.ExprName, griffe.ExprAttribute))
-               for part in value.iterate(flat=True))
+    return any(
+        isinstance(part, (griffe.ExprName, griffe.ExprAttribute))
+        for part in value.iterate(flat=True)
+    )
 
 
 class DefaultValues(griffe.Extension):
     """Replaces defaults that name module constants with the constants' values."""
 
-    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader,
-                   **kwargs: Any) -> None:
+    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         """Runs once the package's tree is complete (aliases can be followed)."""
         for obj in _walk(pkg):
             if isinstance(obj, griffe.Function):
@@ -51,15 +52,17 @@ class DefaultValues(griffe.Extension):
                     value = self._value_of(parameter.default, loader)
                     if value is not None:
                         parameter.default = value
-            elif isinstance(obj, griffe.Attribute) and obj.parent is not None \
-                    and obj.parent.is_class:
+            elif (
+                isinstance(obj, griffe.Attribute) and obj.parent is not None and obj.parent.is_class
+            ):
                 value = self._value_of(obj.value, loader)
                 if value is not None:
                     obj.value = value
 
     @staticmethod
-    def _value_of(default: str | griffe.Expr | None,
-                  loader: griffe.GriffeLoader) -> str | griffe.Expr | None:
+    def _value_of(
+        default: str | griffe.Expr | None, loader: griffe.GriffeLoader
+    ) -> str | griffe.Expr | None:
         """The value of the module constant ``default`` names, else None."""
         if not isinstance(default, (griffe.ExprName, griffe.ExprAttribute)):
             return None
@@ -69,8 +72,12 @@ class DefaultValues(griffe.Extension):
                 target = target.final_target
         except (KeyError, griffe.AliasResolutionError, griffe.CyclicAliasError):
             return None
-        if not isinstance(target, griffe.Attribute) or target.parent is None \
-                or not target.parent.is_module or target.value is None:
+        if (
+            not isinstance(target, griffe.Attribute)
+            or target.parent is None
+            or not target.parent.is_module
+            or target.value is None
+        ):
             return None
         return None if _names_something(target.value) else target.value
 
@@ -78,8 +85,7 @@ class DefaultValues(griffe.Extension):
 class SourceOrder(griffe.Extension):
     """Reorders each class's member table by the line each member is defined on."""
 
-    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader,
-                   **kwargs: Any) -> None:
+    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         """Runs once the package's tree is complete."""
         for obj in _walk(pkg):
             if obj.is_class:
@@ -102,8 +108,7 @@ _MAINTAINER_NOTE = re.compile(r"^How it works:.*?(?:\n[ \t]*\n|\Z)", re.M | re.S
 class NoMaintainerNotes(griffe.Extension):
     """Leaves the "How it works:" paragraphs out of the module docstrings shown."""
 
-    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader,
-                   **kwargs: Any) -> None:
+    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         """Runs once the package's tree is complete."""
         for obj in _walk(pkg):
             if obj.is_module and obj.docstring is not None:

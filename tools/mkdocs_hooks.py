@@ -94,8 +94,7 @@ _NO_LINK_IN = {"a", "code", "pre", "script", "style", "title", "textarea"}
 def _adr_link(match: re.Match[str]) -> str:
     number = int(match.group(1))
     title = ADR_TITLES.get(number, "NATS architecture decision record")
-    return (f'<a href="{ADR_URL.format(number)}" title="ADR-{number}: {title}">'
-            f"ADR-{number}</a>")
+    return f'<a href="{ADR_URL.format(number)}" title="ADR-{number}: {title}">ADR-{number}</a>'
 
 
 def link_adrs(html: str) -> str:

@@ -175,21 +175,31 @@ class Row:
     def connect_publisher(self, servers: list[str], **options: Any) -> nats_sync.Client:
         options.setdefault("reconnect_delay_cb", lambda attempt: 0.1)
         self.pub_nc = nats_sync.connect(
-            servers, name=f"reliability-pub-{self.result.key}", max_reconnect_attempts=-1,
-            connect_timeout=2.0, **self.pub_events.options(), **options,
+            servers,
+            name=f"reliability-pub-{self.result.key}",
+            max_reconnect_attempts=-1,
+            connect_timeout=2.0,
+            **self.pub_events.options(),
+            **options,
         )
         return self.pub_nc
 
     def connect_subscriber(self, server: str, **options: Any) -> None:
         options.setdefault("reconnect_delay_cb", lambda attempt: 0.05)
         self.sub_nc = nats_sync.connect(
-            server, name=f"reliability-sub-{self.result.key}", max_reconnect_attempts=-1,
-            ignore_discovered_servers=True, connect_timeout=2.0,
-            **self.sub_events.options(), **options,
+            server,
+            name=f"reliability-sub-{self.result.key}",
+            max_reconnect_attempts=-1,
+            ignore_discovered_servers=True,
+            connect_timeout=2.0,
+            **self.sub_events.options(),
+            **options,
         )
         self.sub = self.sub_nc.subscribe(
-            f"{self.subject}.*", cb=self.receiver.on_msg,
-            pending_msgs_limit=4_000_000, pending_bytes_limit=512 * 1024 * 1024,
+            f"{self.subject}.*",
+            cb=self.receiver.on_msg,
+            pending_msgs_limit=4_000_000,
+            pending_bytes_limit=512 * 1024 * 1024,
         )
         self.sub_nc.flush(FLUSH_TIMEOUT)
 
@@ -215,8 +225,9 @@ class Row:
 
     def start_stream(self) -> StreamPublisher:
         assert self.pub_nc is not None
-        self.publisher = StreamPublisher(self.pub_nc, f"{self.subject}.data", self.rate,
-                                         name="reliability-pub")
+        self.publisher = StreamPublisher(
+            self.pub_nc, f"{self.subject}.data", self.rate, name="reliability-pub"
+        )
         self.publisher.start()
         time.sleep(WARMUP)
         return self.publisher
@@ -233,20 +244,28 @@ class Row:
         self.result.injections.append(injection)
         number = len(self.result.injections)
         if injection.recovered is None:
-            print(f"  [{self.result.key}] fault {number}: NO RECONNECT within "
-                  f"{RECONNECT_TIMEOUT:.0f}s (publisher {self.pub_state()})", flush=True)
+            print(
+                f"  [{self.result.key}] fault {number}: NO RECONNECT within "
+                f"{RECONNECT_TIMEOUT:.0f}s (publisher {self.pub_state()})",
+                flush=True,
+            )
         else:
-            print(f"  [{self.result.key}] fault {number}: publisher reconnected after "
-                  f"{1000 * (injection.recovered - injection.at):.0f} ms to "
-                  f"{self.pub_nc.connected_url if self.pub_nc else '?'}", flush=True)
+            print(
+                f"  [{self.result.key}] fault {number}: publisher reconnected after "
+                f"{1000 * (injection.recovered - injection.at):.0f} ms to "
+                f"{self.pub_nc.connected_url if self.pub_nc else '?'}",
+                flush=True,
+            )
         return injection
 
     def pub_state(self) -> str:
         nc = self.pub_nc
         if nc is None:
             return "absent"
-        return (f"connected={nc.is_connected} reconnecting={nc.is_reconnecting} "
-                f"closed={nc.is_closed} last_error={nc.last_error!r}")
+        return (
+            f"connected={nc.is_connected} reconnecting={nc.is_reconnecting} "
+            f"closed={nc.is_closed} last_error={nc.last_error!r}"
+        )
 
     # end
 
@@ -276,8 +295,7 @@ class Row:
             if events.errors:
                 kinds = sorted({e.split(":", 1)[0] for e in events.errors})
                 log.info("%s %s errors: %s", result.key, label, events.errors)
-                result.notes.append(f"{label} error_cb: {len(events.errors)} "
-                                    f"({', '.join(kinds)})")
+                result.notes.append(f"{label} error_cb: {len(events.errors)} ({', '.join(kinds)})")
 
     def close(self) -> None:
         for nc in (self.pub_nc, self.sub_nc):
@@ -288,8 +306,9 @@ class Row:
 
 def analyse(result: RowResult, publisher: StreamPublisher, receiver: Receiver) -> None:
     """The row's tally, and notes on where its losses and late arrivals fall."""
-    stream = result.stream = tally(publisher, receiver,
-                                   [(inj.at, inj.recovered) for inj in result.injections])
+    stream = result.stream = tally(
+        publisher, receiver, [(inj.at, inj.recovered) for inj in result.injections]
+    )
     times = publisher.times
     errors = sum(stream.publish_errors.values())
     if errors:
@@ -313,14 +332,17 @@ def analyse(result: RowResult, publisher: StreamPublisher, receiver: Receiver) -
             f"{IN_FLIGHT_BEFORE:.0f} s before a fault to the publisher's reconnect (held by the "
             "faulted server and delivered after the newer ones)"
         )
-    for label, seqs in (("lost from the buffer", stream.from_buffer),
-                        ("lost unexplained", stream.unexplained)):
+    for label, seqs in (
+        ("lost from the buffer", stream.from_buffer),
+        ("lost unexplained", stream.unexplained),
+    ):
         if seqs:
             first = times[0]
             sample = ", ".join(f"#{s} (t={times[s] - first:.3f}s)" for s in seqs[:10])
             faults = ", ".join(f"{inj.at - first:.3f}s" for inj in result.injections)
-            print(f"  [{result.key}] {label}: {len(seqs)}: {sample}; faults at {faults}",
-                  flush=True)
+            print(
+                f"  [{result.key}] {label}: {len(seqs)}: {sample}; faults at {faults}", flush=True
+            )
 
 
 # --- the faults ------------------------------------------------------------------------------
@@ -329,8 +351,9 @@ def analyse(result: RowResult, publisher: StreamPublisher, receiver: Receiver) -
 class LameDuckCluster(NatsCluster):
     """A cluster whose servers run with a short lame duck grace period."""
 
-    def _new_server(self, index: int, routes: str | None,
-                    cluster_port: int | None = None) -> NatsServer:
+    def _new_server(
+        self, index: int, routes: str | None, cluster_port: int | None = None
+    ) -> NatsServer:
         server = super()._new_server(index, routes, cluster_port)
         server.config = LDM_CONFIG
         return server
@@ -341,8 +364,9 @@ def node_of(cluster: NatsCluster, nc: nats_sync.Client) -> NatsServer | None:
     return next((s for s in cluster.servers if s.url == url), None)
 
 
-def cluster_row(cluster: NatsCluster, result: RowResult, rate: int,
-                **pub_options: Any) -> tuple[Row, NatsServer]:
+def cluster_row(
+    cluster: NatsCluster, result: RowResult, rate: int, **pub_options: Any
+) -> tuple[Row, NatsServer]:
     """Publisher on the cluster's URLs; subscriber on a node the publisher is not on."""
     row = Row(result, rate)
     pub_nc = row.connect_publisher(cluster.urls, **pub_options)
@@ -372,9 +396,14 @@ def move_off(row: Row, cluster: NatsCluster, avoid: NatsServer) -> None:
     row.result.moves += moves
 
 
-def fault_publisher_node(cluster: NatsCluster, result: RowResult, rate: int, times: int,
-                         hit: Callable[[Row, NatsServer], Injection],
-                         **pub_options: Any) -> Row:
+def fault_publisher_node(
+    cluster: NatsCluster,
+    result: RowResult,
+    rate: int,
+    times: int,
+    hit: Callable[[Row, NatsServer], Injection],
+    **pub_options: Any,
+) -> Row:
     """``times`` faults, each ``hit`` on the publisher's node once it is off the
     subscriber's; a node that ``hit`` left dead is restarted before the next."""
     row, sub_node = cluster_row(cluster, result, rate, **pub_options)
@@ -397,8 +426,9 @@ def fault_publisher_node(cluster: NatsCluster, result: RowResult, rate: int, tim
 
 
 def fault_cluster_kill(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
-    return fault_publisher_node(cluster, result, rate, times,
-                                lambda row, target: row.inject(target.kill))
+    return fault_publisher_node(
+        cluster, result, rate, times, lambda row, target: row.inject(target.kill)
+    )
 
 
 def fault_single_restart(result: RowResult, rate: int, times: int) -> Row:
@@ -465,12 +495,12 @@ def fault_stale(cluster: NatsCluster, result: RowResult, rate: int, times: int) 
         finally:
             target.resume()
 
-    return fault_publisher_node(cluster, result, rate, times, freeze, ping_interval=0.2,
-                                max_outstanding_pings=2)
+    return fault_publisher_node(
+        cluster, result, rate, times, freeze, ping_interval=0.2, max_outstanding_pings=2
+    )
 
 
-def fault_force_reconnect(cluster: NatsCluster, result: RowResult, rate: int,
-                          times: int) -> Row:
+def fault_force_reconnect(cluster: NatsCluster, result: RowResult, rate: int, times: int) -> Row:
     row, _ = cluster_row(cluster, result, rate)
     row.start_stream()
     for _ in range(times):
@@ -529,12 +559,14 @@ def run_fault(fault: Fault, cluster: NatsCluster | None, rate: int) -> RowResult
         if row is not None:
             row.close()
     stream = result.stream
-    print(f"  [{fault.key}] published {stream.published}, received {stream.unique} unique, "
-          f"lost {stream.lost} (in flight {len(stream.in_flight)}, from buffer "
-          f"{len(stream.from_buffer)}, unexplained {len(stream.unexplained)}), buffered "
-          f"{stream.buffered}, dup {stream.duplicates}, ooo {stream.out_of_order} "
-          f"[{now() - started:.1f}s]" + (f" ERROR {result.error}" if result.error else ""),
-          flush=True)
+    print(
+        f"  [{fault.key}] published {stream.published}, received {stream.unique} unique, "
+        f"lost {stream.lost} (in flight {len(stream.in_flight)}, from buffer "
+        f"{len(stream.from_buffer)}, unexplained {len(stream.unexplained)}), buffered "
+        f"{stream.buffered}, dup {stream.duplicates}, ooo {stream.out_of_order} "
+        f"[{now() - started:.1f}s]" + (f" ERROR {result.error}" if result.error else ""),
+        flush=True,
+    )
     return result
 
 
@@ -549,8 +581,13 @@ def machine(load: tuple[float, float, float]) -> dict[str, str]:
                 cpu = line.split(":", 1)[1].strip()
                 break
     try:
-        server = subprocess.run([find_server_binary(), "--version"], capture_output=True,
-                                text=True, timeout=10, check=False).stdout.strip()
+        server = subprocess.run(
+            [find_server_binary(), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as err:
         server = f"unknown ({err})"
     return {
@@ -578,8 +615,7 @@ def table_line(r: RowResult) -> str:
     worst = max(recoveries) if recoveries else None
     missed = f" ({r.missed_recoveries} never)" if r.missed_recoveries else ""
     s = r.stream
-    lost = f"{s.lost:,}" + (f" ({len(s.unexplained):,} unexplained)"
-                            if s.unexplained else "")
+    lost = f"{s.lost:,}" + (f" ({len(s.unexplained):,} unexplained)" if s.unexplained else "")
     return (
         f"| {r.fault} | {len(r.injections)} | {s.published:,} | {s.unique:,} | {lost} "
         f"| {len(s.in_flight):,} | {s.buffered:,} | **{len(s.from_buffer):,}** "
@@ -591,9 +627,11 @@ def table_line(r: RowResult) -> str:
 def note_line(r: RowResult) -> str | None:
     items = []
     if r.moves:
-        items.append(f"{r.moves} preparatory force_reconnect() move{'s' * (r.moves > 1)} "
-                     "(stream held, not counted as a fault) took the publisher off the "
-                     "subscriber's node")
+        items.append(
+            f"{r.moves} preparatory force_reconnect() move{'s' * (r.moves > 1)} "
+            "(stream held, not counted as a fault) took the publisher off the "
+            "subscriber's node"
+        )
     items += r.notes
     if r.dropped:
         items.append(f"the subscriber dropped {r.dropped} as a slow consumer")
@@ -604,14 +642,22 @@ def table(results: list[RowResult]) -> list[str]:
     return [*TABLE_HEADER, *(table_line(r) for r in results)]
 
 
-def merged(section: str, order: list[str], fresh: list[TableRow], titles: dict[str, str],
-           output: Path) -> MergedRows:
+def merged(
+    section: str, order: list[str], fresh: list[TableRow], titles: dict[str, str], output: Path
+) -> MergedRows:
     """This run's rows of ``section`` with the ones it did not run, kept from the page."""
     return merge_rows(order, fresh, earlier_rows(section, titles, output))
 
 
-def markdown(results: list[RowResult], rows: MergedRows, rate: int, elapsed: float,
-             info: dict[str, str], when: str, command: str) -> str:
+def markdown(
+    results: list[RowResult],
+    rows: MergedRows,
+    rate: int,
+    elapsed: float,
+    info: dict[str, str],
+    when: str,
+    command: str,
+) -> str:
     ok = all(r.ok for r in results) and rows.ok
     out = [
         "# Reliability under faults",
@@ -673,7 +719,7 @@ def markdown(results: list[RowResult], rows: MergedRows, rate: int, elapsed: flo
         "   buffered messages arrive. Recovery therefore includes the 1 s downtime and the",
         "   subscriber's reconnect.",
         "3. **lame duck mode**: the publisher's node gets SIGUSR2 (`lame_duck_grace_period:",
-        "   \"500ms\"`). The client leaves on the server's lame duck INFO; the node exits and",
+        '   "500ms"`). The client leaves on the server\'s lame duck INFO; the node exits and',
         "   is restarted once the publisher has moved.",
         "4. **SIGSTOP** of the publisher's node, with `ping_interval=0.2` and",
         "   `max_outstanding_pings=2`: the client declares the connection stale and moves; the",
@@ -722,9 +768,18 @@ JS_OUTRO = [
 ]
 
 
-def js_markdown(ok: bool, rows: MergedRows, intro: list[str], header: list[str],
-                titles: dict[str, str], outro: list[str], elapsed: float,
-                info: dict[str, str], when: str, command: str) -> str:
+def js_markdown(
+    ok: bool,
+    rows: MergedRows,
+    intro: list[str],
+    header: list[str],
+    titles: dict[str, str],
+    outro: list[str],
+    elapsed: float,
+    info: dict[str, str],
+    when: str,
+    command: str,
+) -> str:
     """A JetStream section (``jetstream`` or ``jetstream_fast``): ``intro``, the
     results table (``header``, ``rows``), the run and ``outro``."""
     ok = ok and rows.ok
@@ -763,31 +818,51 @@ def js_markdown(ok: bool, rows: MergedRows, intro: list[str], header: list[str],
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--output", type=Path, default=DEFAULT_PAGE,
-                        help="markdown file to write (default: docs/RELIABILITY.md)")
-    parser.add_argument("--rate", type=int, default=2000,
-                        help="messages per second of the core rows")
-    parser.add_argument("--js-rate", type=int, default=1000,
-                        help="publish_async messages per second of the JetStream rows")
-    parser.add_argument("--fast-rate", type=int, default=2000,
-                        help="messages per second of the fast-ingest rows (js_fast, "
-                        "js_fast_resume)")
-    parser.add_argument("--only", default="",
-                        help="comma-separated faults to run: " + ",".join(all_keys()))
-    parser.add_argument("--deadline", type=float, default=720.0,
-                        help="seconds after which the whole run is abandoned (exit 3)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_PAGE,
+        help="markdown file to write (default: docs/RELIABILITY.md)",
+    )
+    parser.add_argument(
+        "--rate", type=int, default=2000, help="messages per second of the core rows"
+    )
+    parser.add_argument(
+        "--js-rate",
+        type=int,
+        default=1000,
+        help="publish_async messages per second of the JetStream rows",
+    )
+    parser.add_argument(
+        "--fast-rate",
+        type=int,
+        default=2000,
+        help="messages per second of the fast-ingest rows (js_fast, js_fast_resume)",
+    )
+    parser.add_argument(
+        "--only", default="", help="comma-separated faults to run: " + ",".join(all_keys())
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=720.0,
+        help="seconds after which the whole run is abandoned (exit 3)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log nats_sync at INFO")
     return parser.parse_args(argv)
 
 
 def all_keys() -> list[str]:
     """Every row's key, in the order they run."""
-    return [*(f.key for f in FAULTS), *(f.key for f in JS_FAULTS),
-            *(f.key for f in FAST_FAULTS), *(f.key for f in FAST_RESUME_FAULTS)]
+    return [
+        *(f.key for f in FAULTS),
+        *(f.key for f in JS_FAULTS),
+        *(f.key for f in FAST_FAULTS),
+        *(f.key for f in FAST_RESUME_FAULTS),
+    ]
 
 
-def selected(only: str) -> tuple[list[Fault], list[JsFault], list[JsFault],
-                                 list[JsFault]] | None:
+def selected(only: str) -> tuple[list[Fault], list[JsFault], list[JsFault], list[JsFault]] | None:
     """The core, JetStream, fast-ingest and fast-resume faults ``--only`` names (all
     when empty); None if it names an unknown one."""
     if not only:
@@ -797,15 +872,20 @@ def selected(only: str) -> tuple[list[Fault], list[JsFault], list[JsFault],
     if unknown:
         print(f"unknown fault(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return None
-    return ([f for f in FAULTS if f.key in wanted], [f for f in JS_FAULTS if f.key in wanted],
-            [f for f in FAST_FAULTS if f.key in wanted],
-            [f for f in FAST_RESUME_FAULTS if f.key in wanted])
+    return (
+        [f for f in FAULTS if f.key in wanted],
+        [f for f in JS_FAULTS if f.key in wanted],
+        [f for f in FAST_FAULTS if f.key in wanted],
+        [f for f in FAST_RESUME_FAULTS if f.key in wanted],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(threadName)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(threadName)s %(name)s %(message)s",
+    )
     chosen = selected(args.only)
     if chosen is None:
         return 2
@@ -835,58 +915,119 @@ def main(argv: list[str] | None = None) -> int:
         core_done = now()
         js_results = [run_js_fault(fault, args.js_rate, STARTED.append) for fault in js_faults]
         js_done = now()
-        fast_results = [run_fast_fault(fault, args.fast_rate, STARTED.append)
-                        for fault in fast_faults]
+        fast_results = [
+            run_fast_fault(fault, args.fast_rate, STARTED.append) for fault in fast_faults
+        ]
         fast_done = now()
-        resume_results = [run_fast_resume_fault(fault, args.fast_rate, STARTED.append)
-                          for fault in resume_faults]
+        resume_results = [
+            run_fast_resume_fault(fault, args.fast_rate, STARTED.append) for fault in resume_faults
+        ]
     finally:
         cleanup()
     elapsed = now() - started
-    command = "make reliability" + (f' RELIABILITY_ARGS="{" ".join(argv or sys.argv[1:])}"'
-                                    if (argv or sys.argv[1:]) else "")
+    command = "make reliability" + (
+        f' RELIABILITY_ARGS="{" ".join(argv or sys.argv[1:])}"' if (argv or sys.argv[1:]) else ""
+    )
     info = machine(load)
     # Each section is written only when this run has rows of it, and keeps the rows of
     # it that were not run (--only): a JetStream run leaves the core table alone.
     if results:
-        rows = merged("faults", [f.key for f in FAULTS],
-                      [TableRow(r.key, table_line(r), note_line(r), r.ok, when)
-                       for r in results],
-                      {f.key: f.title for f in FAULTS}, args.output)
-        write_section("faults", markdown(results, rows, args.rate, core_done - started, info,
-                                         when, command), args.output)
+        rows = merged(
+            "faults",
+            [f.key for f in FAULTS],
+            [TableRow(r.key, table_line(r), note_line(r), r.ok, when) for r in results],
+            {f.key: f.title for f in FAULTS},
+            args.output,
+        )
+        write_section(
+            "faults",
+            markdown(results, rows, args.rate, core_done - started, info, when, command),
+            args.output,
+        )
     if js_results:
-        rows = merged("jetstream", [f.key for f in JS_FAULTS],
-                      [TableRow(r.key, js_table_line(r), js_note_line(r), r.ok, when)
-                       for r in js_results],
-                      {f.key: f.title for f in JS_FAULTS}, args.output)
+        rows = merged(
+            "jetstream",
+            [f.key for f in JS_FAULTS],
+            [TableRow(r.key, js_table_line(r), js_note_line(r), r.ok, when) for r in js_results],
+            {f.key: f.title for f in JS_FAULTS},
+            args.output,
+        )
         titles = {f.key: f.title for f in JS_FAULTS}
-        write_section("jetstream", js_markdown(all(r.ok for r in js_results), rows,
-                                               js_intro(args.js_rate), js_table_header(),
-                                               titles, JS_OUTRO, js_done - core_done, info,
-                                               when, command),
-                      args.output, after="faults")
+        write_section(
+            "jetstream",
+            js_markdown(
+                all(r.ok for r in js_results),
+                rows,
+                js_intro(args.js_rate),
+                js_table_header(),
+                titles,
+                JS_OUTRO,
+                js_done - core_done,
+                info,
+                when,
+                command,
+            ),
+            args.output,
+            after="faults",
+        )
     if fast_results:
         titles = {f.key: f.title for f in FAST_FAULTS}
-        rows = merged("jetstream_fast", [f.key for f in FAST_FAULTS],
-                      [TableRow(r.key, fast_table_line(r), fast_note_line(r), r.ok, when)
-                       for r in fast_results], titles, args.output)
-        write_section("jetstream_fast",
-                      js_markdown(all(r.ok for r in fast_results), rows,
-                                  fast_intro(args.fast_rate), fast_table_header(), titles,
-                                  fast_outro(), fast_done - js_done, info, when, command),
-                      args.output, after="jetstream")
+        rows = merged(
+            "jetstream_fast",
+            [f.key for f in FAST_FAULTS],
+            [
+                TableRow(r.key, fast_table_line(r), fast_note_line(r), r.ok, when)
+                for r in fast_results
+            ],
+            titles,
+            args.output,
+        )
+        write_section(
+            "jetstream_fast",
+            js_markdown(
+                all(r.ok for r in fast_results),
+                rows,
+                fast_intro(args.fast_rate),
+                fast_table_header(),
+                titles,
+                fast_outro(),
+                fast_done - js_done,
+                info,
+                when,
+                command,
+            ),
+            args.output,
+            after="jetstream",
+        )
     if resume_results:
         titles = {f.key: f.title for f in FAST_RESUME_FAULTS}
-        rows = merged("jetstream_fast_resume", [f.key for f in FAST_RESUME_FAULTS],
-                      [TableRow(r.key, resume.table_row(r), resume.note_line(r), r.ok, when)
-                       for r in resume_results], titles, args.output)
-        write_section("jetstream_fast_resume",
-                      js_markdown(all(r.ok for r in resume_results), rows,
-                                  resume.intro(args.fast_rate), resume.table_header(), titles,
-                                  resume.outro(), started + elapsed - fast_done, info, when,
-                                  command),
-                      args.output, after="jetstream_fast")
+        rows = merged(
+            "jetstream_fast_resume",
+            [f.key for f in FAST_RESUME_FAULTS],
+            [
+                TableRow(r.key, resume.table_row(r), resume.note_line(r), r.ok, when)
+                for r in resume_results
+            ],
+            titles,
+            args.output,
+        )
+        write_section(
+            "jetstream_fast_resume",
+            js_markdown(
+                all(r.ok for r in resume_results),
+                rows,
+                resume.intro(args.fast_rate),
+                resume.table_header(),
+                titles,
+                resume.outro(),
+                started + elapsed - fast_done,
+                info,
+                when,
+                command,
+            ),
+            args.output,
+            after="jetstream_fast",
+        )
     watchdog.set()
     if results:
         print("\n".join(table(results)))
@@ -897,9 +1038,12 @@ def main(argv: list[str] | None = None) -> int:
     if resume_results:
         print("\n".join([*resume.table_header(), *map(resume.table_row, resume_results)]))
     print(f"wrote {args.output} in {elapsed:.0f}s")
-    failed = ([r.key for r in results if not r.ok] + [r.key for r in js_results if not r.ok]
-              + [r.key for r in fast_results if not r.ok]
-              + [r.key for r in resume_results if not r.ok])
+    failed = (
+        [r.key for r in results if not r.ok]
+        + [r.key for r in js_results if not r.ok]
+        + [r.key for r in fast_results if not r.ok]
+        + [r.key for r in resume_results if not r.ok]
+    )
     if failed:
         print(f"reliability: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -133,20 +133,22 @@ class Figures:
 
     @property
     def unrecovered(self) -> int:
-        return sum(1 for r in self.restarts if r.publisher_back is None
-                   or r.subscriber_back is None)
+        return sum(
+            1 for r in self.restarts if r.publisher_back is None or r.subscriber_back is None
+        )
 
     def broken(self) -> list[str]:
         stream = self.stream
         checks = [
             (bool(stream.from_buffer), f"{len(stream.from_buffer)} buffered messages lost"),
-            (bool(stream.unexplained),
-             f"{len(stream.unexplained)} messages lost unexplained"),
+            (bool(stream.unexplained), f"{len(stream.unexplained)} messages lost unexplained"),
             (bool(stream.publish_errors), f"publish() raised {dict(stream.publish_errors)}"),
             (self.unrecovered > 0, f"{self.unrecovered} restarts not recovered from"),
             (self.growth >= RSS_LIMIT, f"RSS grew {self.growth:+.1f}%"),
-            (self.threads_after > self.threads_before,
-             f"threads {self.threads_before} -> {self.threads_after}"),
+            (
+                self.threads_after > self.threads_before,
+                f"threads {self.threads_before} -> {self.threads_after}",
+            ),
             (self.fds_after > self.fds_before, f"fds {self.fds_before} -> {self.fds_after}"),
         ]
         return [text for failed, text in checks if failed]
@@ -176,8 +178,12 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
     figures.threads_before, figures.fds_before = threading.active_count(), open_fds()
     figures.rss_before = rss_kib()
     client_b = nats_sync.connect(
-        server.url, name="soak-b", max_reconnect_attempts=-1,
-        reconnect_delay_cb=lambda attempt: 0.05, **events_b.options())
+        server.url,
+        name="soak-b",
+        max_reconnect_attempts=-1,
+        reconnect_delay_cb=lambda attempt: 0.05,
+        **events_b.options(),
+    )
     client_a = None
     try:
 
@@ -187,32 +193,43 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
             except nats_sync.Error:
                 figures.responder_errors += 1
 
-        stream = client_b.subscribe(SUBJECT, cb=receiver.on_msg,
-                                    pending_msgs_limit=4_000_000,
-                                    pending_bytes_limit=512 * 1024 * 1024)
+        stream = client_b.subscribe(
+            SUBJECT,
+            cb=receiver.on_msg,
+            pending_msgs_limit=4_000_000,
+            pending_bytes_limit=512 * 1024 * 1024,
+        )
         client_b.subscribe(ECHO, cb=respond)
         client_b.flush(FLUSH_TIMEOUT)
         client_a = nats_sync.connect(
-            server.url, name="soak-a", max_reconnect_attempts=-1,
+            server.url,
+            name="soak-a",
+            max_reconnect_attempts=-1,
             reconnect_delay_cb=hold_until_subscriber_ready,
-            **events_a.options())
+            **events_a.options(),
+        )
         publisher = StreamPublisher(client_a, SUBJECT, args.rate, capacity, "soak-publisher")
         requester = Requester(client_a, args.request_rate)
         started = now()
         publisher.start()
         requester.start()
-        warmup = args.warmup if args.warmup is not None else min(
-            args.restart_every + 5.0, args.seconds / 2)
+        warmup = (
+            args.warmup
+            if args.warmup is not None
+            else min(args.restart_every + 5.0, args.seconds / 2)
+        )
         next_restart = started + args.restart_every
         try:
             while (moment := now()) - started < args.seconds:
                 if not figures.rss_warm and moment - started >= warmup:
                     figures.rss_warm, figures.warm_at = rss_kib(), moment - started
                     figures.blocks_warm = sys.getallocatedblocks()
-                if moment >= next_restart and moment - started + args.downtime + 2 < (
-                        args.seconds):
-                    figures.restarts.append(restart(server, client_b, args.downtime,
-                                                    events_a, events_b, subscriber_ready))
+                if moment >= next_restart and moment - started + args.downtime + 2 < (args.seconds):
+                    figures.restarts.append(
+                        restart(
+                            server, client_b, args.downtime, events_a, events_b, subscriber_ready
+                        )
+                    )
                     next_restart = moment + args.restart_every
                 time.sleep(0.05)
         finally:
@@ -229,29 +246,40 @@ def soak(args: argparse.Namespace, server: NatsServer) -> Figures:
             client_b.flush(FLUSH_TIMEOUT)
         figures.rss_end = rss_kib()
         figures.blocks_end = sys.getallocatedblocks()
-        figures.stream = tally(publisher, receiver,
-                               [(r.at, r.publisher_back) for r in figures.restarts])
+        figures.stream = tally(
+            publisher, receiver, [(r.at, r.publisher_back) for r in figures.restarts]
+        )
         figures.requests = requester
         figures.reconnects_a = client_a.stats["reconnects"]
         figures.reconnects_b = client_b.stats["reconnects"]
         if stream.dropped:
-            figures.notes.append(f"the subscription dropped {stream.dropped} messages "
-                                 "(slow consumer)")
+            figures.notes.append(
+                f"the subscription dropped {stream.dropped} messages (slow consumer)"
+            )
     finally:
         for client in (client_a, client_b):
             if client is not None:
                 client.close()
     figures.client_errors = events_a.error_kinds() + events_b.error_kinds()
     # close() joins the client's threads; give the kernel and the last callbacks a moment
-    wait_for(lambda: threading.active_count() <= figures.threads_before
-             and open_fds() <= figures.fds_before, BASELINE_TIMEOUT)
+    wait_for(
+        lambda: (
+            threading.active_count() <= figures.threads_before and open_fds() <= figures.fds_before
+        ),
+        BASELINE_TIMEOUT,
+    )
     figures.threads_after, figures.fds_after = threading.active_count(), open_fds()
     return figures
 
 
-def restart(server: NatsServer, client_b: nats_sync.Client, downtime: float,
-            events_a: ClientEvents, events_b: ClientEvents,
-            subscriber_ready: threading.Event) -> Restart:
+def restart(
+    server: NatsServer,
+    client_b: nats_sync.Client,
+    downtime: float,
+    events_a: ClientEvents,
+    events_b: ClientEvents,
+    subscriber_ready: threading.Event,
+) -> Restart:
     """SIGKILL, ``downtime`` s, start on the same port; B back and flushed, then A."""
     subscriber_ready.clear()
     record = Restart(now())
@@ -275,8 +303,10 @@ def section(f: Figures, args: argparse.Namespace, when: str, command: str) -> st
     downs = [r.publisher_back - r.at for r in f.restarts if r.publisher_back is not None]
     outage = f"{min(downs):.2f} to {max(downs):.2f} s" if downs else "n/a"
     other_requests = sum(requests.errors.values()) + requests.wrong
-    answers = (f"{requests.answered:,} / {requests.timed_out:,} / "
-               f"{requests.no_responders:,} / {other_requests:,}")
+    answers = (
+        f"{requests.answered:,} / {requests.timed_out:,} / "
+        f"{requests.no_responders:,} / {other_requests:,}"
+    )
     errors = ", ".join(f"{name} {count}" for name, count in sorted(f.client_errors.items()))
     notes = "".join(f"\n- {note}" for note in f.notes)
     return f"""## Soak (`make soak`)
@@ -329,18 +359,30 @@ Result: **{"all bounds held" if not broken else "a bound was broken: " + "; ".jo
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--seconds", type=float, default=180.0, help="traffic time (180)")
-    parser.add_argument("--restart-every", type=float, default=20.0,
-                        help="seconds between server restarts (20)")
-    parser.add_argument("--downtime", type=float, default=1.0,
-                        help="seconds the server stays down at each restart (1)")
+    parser.add_argument(
+        "--restart-every", type=float, default=20.0, help="seconds between server restarts (20)"
+    )
+    parser.add_argument(
+        "--downtime",
+        type=float,
+        default=1.0,
+        help="seconds the server stays down at each restart (1)",
+    )
     parser.add_argument("--rate", type=int, default=1000, help="messages per second (1000)")
-    parser.add_argument("--request-rate", type=int, default=50,
-                        help="requests per second (50)")
-    parser.add_argument("--warmup", type=float, default=None,
-                        help="seconds before the first RSS figure (default: the first "
-                             "restart + 5 s, at most half the run)")
-    parser.add_argument("--output", type=Path, default=DEFAULT_PAGE,
-                        help="page whose `soak` section is written (docs/RELIABILITY.md)")
+    parser.add_argument("--request-rate", type=int, default=50, help="requests per second (50)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="seconds before the first RSS figure (default: the first "
+        "restart + 5 s, at most half the run)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_PAGE,
+        help="page whose `soak` section is written (docs/RELIABILITY.md)",
+    )
     return parser.parse_args(argv)
 
 
@@ -361,14 +403,16 @@ def main(argv: list[str] | None = None) -> int:
     requests = figures.requests
     assert requests is not None
     stream = figures.stream
-    print(f"published {stream.published:,}, received {stream.unique:,}, lost "
-          f"{stream.lost:,} (in flight {len(stream.in_flight)}, from the buffer "
-          f"{len(stream.from_buffer)}, unexplained {len(stream.unexplained)}; buffered "
-          f"{stream.buffered:,}); requests {requests.answered:,}/{requests.sent:,} answered; "
-          f"restarts {len(figures.restarts)}; RSS {figures.rss_warm:,} -> "
-          f"{figures.rss_end:,} KiB ({figures.growth:+.1f}%); threads "
-          f"{figures.threads_before} -> {figures.threads_after}; fds {figures.fds_before} -> "
-          f"{figures.fds_after}; wrote section soak of {args.output}")
+    print(
+        f"published {stream.published:,}, received {stream.unique:,}, lost "
+        f"{stream.lost:,} (in flight {len(stream.in_flight)}, from the buffer "
+        f"{len(stream.from_buffer)}, unexplained {len(stream.unexplained)}; buffered "
+        f"{stream.buffered:,}); requests {requests.answered:,}/{requests.sent:,} answered; "
+        f"restarts {len(figures.restarts)}; RSS {figures.rss_warm:,} -> "
+        f"{figures.rss_end:,} KiB ({figures.growth:+.1f}%); threads "
+        f"{figures.threads_before} -> {figures.threads_after}; fds {figures.fds_before} -> "
+        f"{figures.fds_after}; wrote section soak of {args.output}"
+    )
     broken = figures.broken()
     if broken:
         print("soak: FAILED: " + "; ".join(broken), file=sys.stderr)

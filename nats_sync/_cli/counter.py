@@ -25,7 +25,8 @@ AddOptions = Callable[[argparse.ArgumentParser], None]
 def add_parsers(commands: Any, add_options: AddOptions) -> None:
     """Adds ``counter`` (and its actions) to the command parsers."""
     counter = commands.add_parser(
-        "counter", help="add to and read counters (a stream with allow_msg_counter)")
+        "counter", help="add to and read counters (a stream with allow_msg_counter)"
+    )
     actions = counter.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add N (negative subtracts); print the new value")
     add.add_argument("stream")
@@ -59,11 +60,13 @@ def run(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{args.subject}\t{counter.add(args.subject, args.value)}\n")
         return
     values = counter.get_many(args.subjects)
-    missing = [subject for subject in args.subjects
-               if not _has_wildcard(subject) and subject not in values]
+    missing = [
+        subject for subject in args.subjects if not _has_wildcard(subject) and subject not in values
+    ]
     if missing:
         raise CounterNotFoundError(
-            f"no counter {', '.join(map(repr, missing))} in stream {args.stream!r}")
+            f"no counter {', '.join(map(repr, missing))} in stream {args.stream!r}"
+        )
     for subject in sorted(values):
         out.write(f"{subject}\t{values[subject]}\n")
 
@@ -80,8 +83,7 @@ def parse_ttl(text: str) -> float | str:
     try:
         return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f'takes seconds (>= 1) or "never", got {text!r}') from None
+        raise argparse.ArgumentTypeError(f'takes seconds (>= 1) or "never", got {text!r}') from None
 
 
 def _integer(text: str) -> int:

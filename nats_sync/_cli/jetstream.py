@@ -55,8 +55,7 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     add.add_argument("--subjects", required=True, help="subjects it stores, commas between")
     add.add_argument("--storage", choices=("file", "memory"), default="file")
     add.add_argument("--replicas", type=int, default=1)
-    add.add_argument("--retention", choices=("limits", "interest", "workqueue"),
-                     default="limits")
+    add.add_argument("--retention", choices=("limits", "interest", "workqueue"), default="limits")
     add.add_argument("--max-msgs", type=int, default=None)
     add.add_argument("--max-bytes", type=int, default=None)
     add.add_argument("--max-age", type=float, default=None, help="seconds")
@@ -79,8 +78,7 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     add.add_argument("name")
     add.add_argument("--filter", default=None, help="only this subject (wildcards allowed)")
     add.add_argument("--ack", choices=("explicit", "none", "all"), default="explicit")
-    add.add_argument("--deliver", choices=("all", "last", "new", "last_per_subject"),
-                     default="all")
+    add.add_argument("--deliver", choices=("all", "last", "new", "last_per_subject"), default="all")
     add.add_argument("--max-ack-pending", type=int, default=None)
     remove = actions.add_parser("rm", help="delete a consumer")
     remove.add_argument("stream")
@@ -90,14 +88,26 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     read.add_argument("name")
     read.add_argument("--count", type=int, default=1, help="messages to fetch (default 1)")
     read.add_argument("--no-ack", action="store_true", help="print without acknowledging")
-    read.add_argument("--group", default=None,
-                      help="the priority group to pull in (consumers with priority groups)")
-    read.add_argument("--min-pending", type=int, default=None,
-                      help="overflow: only while at least this many are pending")
-    read.add_argument("--min-ack-pending", type=int, default=None,
-                      help="overflow: only while at least this many are unacknowledged")
-    read.add_argument("--priority", type=int, default=None,
-                      help="prioritized: 0 (served first) to 9")
+    read.add_argument(
+        "--group",
+        default=None,
+        help="the priority group to pull in (consumers with priority groups)",
+    )
+    read.add_argument(
+        "--min-pending",
+        type=int,
+        default=None,
+        help="overflow: only while at least this many are pending",
+    )
+    read.add_argument(
+        "--min-ack-pending",
+        type=int,
+        default=None,
+        help="overflow: only while at least this many are unacknowledged",
+    )
+    read.add_argument(
+        "--priority", type=int, default=None, help="prioritized: 0 (served first) to 9"
+    )
     for parser in (consumer, *actions.choices.values()):
         add_options(parser)
     _add_kv_parser(commands, add_options)
@@ -109,27 +119,34 @@ _FEATURE_SWITCHES = {
     "--allow-batched": ("allow_batched", "allow fast-ingest batches (server 2.14+)"),
     "--allow-msg-ttl": ("allow_msg_ttl", "allow per-message TTLs (server 2.11+)"),
     "--allow-msg-counter": ("allow_msg_counter", "make a counter stream (server 2.12+)"),
-    "--allow-msg-schedules": ("allow_msg_schedules",
-                              "allow scheduled messages (server 2.12+)"),
+    "--allow-msg-schedules": ("allow_msg_schedules", "allow scheduled messages (server 2.12+)"),
 }
 
 
 def _add_feature_options(add: argparse.ArgumentParser) -> None:
     for option, (_, text) in _FEATURE_SWITCHES.items():
         add.add_argument(option, action="store_true", help=text)
-    add.add_argument("--subject-delete-marker-ttl", type=float, default=None,
-                     metavar="SECONDS",
-                     help="leave a delete marker living this long when max age removes a "
-                          "subject's last message (>= 1; the server then allows TTLs)")
-    add.add_argument("--persist-mode", choices=("default", "async"), default=None,
-                     help="async: acknowledge before the write is flushed (not with "
-                          "--allow-atomic)")
+    add.add_argument(
+        "--subject-delete-marker-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="leave a delete marker living this long when max age removes a "
+        "subject's last message (>= 1; the server then allows TTLs)",
+    )
+    add.add_argument(
+        "--persist-mode",
+        choices=("default", "async"),
+        default=None,
+        help="async: acknowledge before the write is flushed (not with --allow-atomic)",
+    )
 
 
 def _feature_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The StreamConfig fields the feature options ask for (none when not given)."""
     fields: dict[str, Any] = {
-        field: True for option, (field, _) in _FEATURE_SWITCHES.items()
+        field: True
+        for option, (field, _) in _FEATURE_SWITCHES.items()
         if getattr(args, option[2:].replace("-", "_"))
     }
     if args.subject_delete_marker_ttl is not None:
@@ -140,8 +157,9 @@ def _feature_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
-    kv = commands.add_parser("kv", help="key-value buckets: add, list, get, put, delete, "
-                                         "history, watch")
+    kv = commands.add_parser(
+        "kv", help="key-value buckets: add, list, get, put, delete, history, watch"
+    )
     actions = kv.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="create a bucket (or keep one that matches)")
     add.add_argument("bucket")
@@ -153,9 +171,14 @@ def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
     add.add_argument("--replicas", type=int, default=1)
     add.add_argument("--compression", action="store_true", help="compress values (s2)")
     add.add_argument("--description", default=None)
-    add.add_argument("--limit-marker-ttl", type=float, default=None, metavar="SECONDS",
-                     help="keep a marker this long when age removes a key, so watchers "
-                          "see it (>= 1; server 2.11+)")
+    add.add_argument(
+        "--limit-marker-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="keep a marker this long when age removes a key, so watchers "
+        "see it (>= 1; server 2.11+)",
+    )
     listing = actions.add_parser("ls", help="the buckets, or a bucket's keys")
     listing.add_argument("bucket", nargs="?", help="list this bucket's keys")
     get = actions.add_parser("get", help="print a key's value")
@@ -176,8 +199,12 @@ def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
     watch = actions.add_parser("watch", help="print the current values, then every change")
     watch.add_argument("bucket")
     watch.add_argument("keys", nargs="?", default=">", help="key filter (default all)")
-    watch.add_argument("--count", type=int, default=None,
-                       help="stop after this many entries (default: until interrupted)")
+    watch.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="stop after this many entries (default: until interrupted)",
+    )
     watch.add_argument("--updates-only", action="store_true", help="only new changes")
     for parser in (kv, *actions.choices.values()):
         add_options(parser)
@@ -193,16 +220,22 @@ def handlers(connect: Connect) -> dict[str, Handler]:
             if args.action == "ls":
                 for info in js.list_streams():
                     state = info.state
-                    out.write(f"{info.config.name}\t{state.messages} messages\t"
-                              f"{state.bytes} bytes\t{','.join(info.config.subjects or [])}\n")
+                    out.write(
+                        f"{info.config.name}\t{state.messages} messages\t"
+                        f"{state.bytes} bytes\t{','.join(info.config.subjects or [])}\n"
+                    )
             elif args.action == "info":
                 out.write(_json(js.stream(args.name).info()) + "\n")
             elif args.action == "add":
                 fields: dict[str, Any] = {
-                    "name": args.name, "subjects": _subjects(args.subjects),
-                    "storage": args.storage, "num_replicas": args.replicas,
-                    "retention": args.retention, "max_msgs": args.max_msgs,
-                    "max_bytes": args.max_bytes, "max_age": args.max_age,
+                    "name": args.name,
+                    "subjects": _subjects(args.subjects),
+                    "storage": args.storage,
+                    "num_replicas": args.replicas,
+                    "retention": args.retention,
+                    "max_msgs": args.max_msgs,
+                    "max_bytes": args.max_bytes,
+                    "max_age": args.max_age,
                 }
                 if args.allow_direct:
                     fields["allow_direct"] = True
@@ -218,14 +251,19 @@ def handlers(connect: Connect) -> dict[str, Handler]:
             js = nc.jetstream(timeout=args.timeout)
             if args.action == "ls":
                 for info in js.list_consumers(args.stream):
-                    out.write(f"{info.name}\t{info.num_pending} pending\t"
-                              f"{info.num_ack_pending} unacknowledged\n")
+                    out.write(
+                        f"{info.name}\t{info.num_pending} pending\t"
+                        f"{info.num_ack_pending} unacknowledged\n"
+                    )
             elif args.action == "info":
                 out.write(_json(js.consumer(args.stream, args.name).info()) + "\n")
             elif args.action == "add":
                 made = js.create_consumer(
-                    args.stream, durable_name=args.name, filter_subject=args.filter,
-                    ack_policy=args.ack, deliver_policy=args.deliver,
+                    args.stream,
+                    durable_name=args.name,
+                    filter_subject=args.filter,
+                    ack_policy=args.ack,
+                    deliver_policy=args.deliver,
                     max_ack_pending=args.max_ack_pending,
                 )
                 out.write(f"consumer {made.name} on {args.stream}\n")
@@ -239,23 +277,35 @@ def handlers(connect: Connect) -> dict[str, Handler]:
         with connect(args) as nc:
             _kv(nc.jetstream(timeout=args.timeout), args, out)
 
-    return {"stream": stream, "consumer": consumer, "kv": kv, **_cli_object.handlers(connect),
-            **_cli_counter.handlers(connect)}
+    return {
+        "stream": stream,
+        "consumer": consumer,
+        "kv": kv,
+        **_cli_object.handlers(connect),
+        **_cli_counter.handlers(connect),
+    }
 
 
 def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     action = args.action
     if action == "add":
         made = js.create_key_value(
-            bucket=args.bucket, history=args.history, ttl=args.ttl,
-            max_value_size=args.max_value_size, max_bytes=args.max_bytes,
-            storage=args.storage, replicas=args.replicas, compression=args.compression,
-            description=args.description, limit_marker_ttl=args.limit_marker_ttl,
+            bucket=args.bucket,
+            history=args.history,
+            ttl=args.ttl,
+            max_value_size=args.max_value_size,
+            max_bytes=args.max_bytes,
+            storage=args.storage,
+            replicas=args.replicas,
+            compression=args.compression,
+            description=args.description,
+            limit_marker_ttl=args.limit_marker_ttl,
         )
         out.write(f"bucket {made.bucket} keeps {args.history} value(s) per key\n")
     elif action == "ls":
-        names = (js.key_value(args.bucket).list_keys() if args.bucket
-                 else js.key_value_bucket_names())
+        names = (
+            js.key_value(args.bucket).list_keys() if args.bucket else js.key_value_bucket_names()
+        )
         for name in names:
             out.write(f"{name}\n")
     elif action == "get":
@@ -302,14 +352,20 @@ def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     if args.count < 1:
         raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
     reader = js.consumer(args.stream, args.name)
-    batch = reader.fetch(args.count, max_wait=args.timeout, group=args.group,
-                         min_pending=args.min_pending, min_ack_pending=args.min_ack_pending,
-                         priority=args.priority)
+    batch = reader.fetch(
+        args.count,
+        max_wait=args.timeout,
+        group=args.group,
+        min_pending=args.min_pending,
+        min_ack_pending=args.min_ack_pending,
+        priority=args.priority,
+    )
     shown = 0
     for msg in batch:
         meta = msg.metadata
-        out.write(f"[{msg.subject}] stream seq {meta.sequence.stream}, "
-                  f"delivered {meta.num_delivered}x\n")
+        out.write(
+            f"[{msg.subject}] stream seq {meta.sequence.stream}, delivered {meta.num_delivered}x\n"
+        )
         out.write(msg.data.decode("utf-8", "replace") + "\n")
         if not args.no_ack:
             msg.ack()
@@ -324,24 +380,43 @@ def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
 
 def add_pub_options(pub: argparse.ArgumentParser) -> None:
     """Adds ``--atomic``, ``--ttl`` and the schedule options to ``cli``'s ``pub``."""
-    pub.add_argument("--atomic", action="store_true",
-                     help="with --js: publish the --count messages as one atomic batch "
-                          "(all stored or none; at most 1000; the stream needs "
-                          "allow_atomic) and print its ack")
-    pub.add_argument("--ttl", type=_cli_counter.parse_ttl, default=None,
-                     metavar="SECONDS",
-                     help='with --js: each message lives SECONDS (>= 1) or "never" '
-                          "(Nats-TTL; the stream needs allow_msg_ttl, server 2.11+)")
-    pub.add_argument("--schedule", default=None, metavar="SPEC",
-                     help='with --js and --target: store a schedule (ADR-51) on the subject: '
-                          '"@at 2030-01-02T15:04:05Z", "@every 5m", "@hourly" or a 6-field '
-                          "cron; the server publishes the data to --target then (the "
-                          "stream needs allow_msg_schedules, server 2.12+; --ttl is then the "
-                          "produced messages'). Stop it by purging the subject")
-    pub.add_argument("--target", default=None, metavar="SUBJ",
-                     help="with --schedule: where the server publishes (same stream)")
-    pub.add_argument("--time-zone", default=None, metavar="ZONE",
-                     help="with a cron --schedule: its IANA time zone (server 2.14+)")
+    pub.add_argument(
+        "--atomic",
+        action="store_true",
+        help="with --js: publish the --count messages as one atomic batch "
+        "(all stored or none; at most 1000; the stream needs "
+        "allow_atomic) and print its ack",
+    )
+    pub.add_argument(
+        "--ttl",
+        type=_cli_counter.parse_ttl,
+        default=None,
+        metavar="SECONDS",
+        help='with --js: each message lives SECONDS (>= 1) or "never" '
+        "(Nats-TTL; the stream needs allow_msg_ttl, server 2.11+)",
+    )
+    pub.add_argument(
+        "--schedule",
+        default=None,
+        metavar="SPEC",
+        help="with --js and --target: store a schedule (ADR-51) on the subject: "
+        '"@at 2030-01-02T15:04:05Z", "@every 5m", "@hourly" or a 6-field '
+        "cron; the server publishes the data to --target then (the "
+        "stream needs allow_msg_schedules, server 2.12+; --ttl is then the "
+        "produced messages'). Stop it by purging the subject",
+    )
+    pub.add_argument(
+        "--target",
+        default=None,
+        metavar="SUBJ",
+        help="with --schedule: where the server publishes (same stream)",
+    )
+    pub.add_argument(
+        "--time-zone",
+        default=None,
+        metavar="ZONE",
+        help="with a cron --schedule: its IANA time zone (server 2.14+)",
+    )
 
 
 def check_schedule_options(args: argparse.Namespace) -> None:
@@ -354,20 +429,35 @@ def check_schedule_options(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("--schedule needs --js and --target")
     if args.atomic or args.fast or args.count != 1 or args.msg_id is not None:
         raise InvalidArgumentError(
-            "--schedule stores one schedule: not with --atomic, --fast, --count or --msg-id")
+            "--schedule stores one schedule: not with --atomic, --fast, --count or --msg-id"
+        )
 
 
-def publish_scheduled(nc: nats_sync.Client, args: argparse.Namespace,
-                      headers: dict[str, list[str]] | None, out: TextIO) -> None:
+def publish_scheduled(
+    nc: nats_sync.Client,
+    args: argparse.Namespace,
+    headers: dict[str, list[str]] | None,
+    out: TextIO,
+) -> None:
     """``pub --js --schedule SPEC --target SUBJ``: stores the schedule, prints its ack."""
     ack = nc.jetstream(timeout=args.timeout).publish_scheduled(
-        args.subject, str(args.data).encode(), schedule=args.schedule, target=args.target,
-        ttl=args.ttl, time_zone=args.time_zone, headers=headers)
+        args.subject,
+        str(args.data).encode(),
+        schedule=args.schedule,
+        target=args.target,
+        ttl=args.ttl,
+        time_zone=args.time_zone,
+        headers=headers,
+    )
     out.write(f"{ack.stream}\tseq {ack.seq}\tschedule {args.schedule!r} -> {args.target}\n")
 
 
-def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,
-                   headers: dict[str, list[str]] | None, out: TextIO) -> None:
+def publish_atomic(
+    nc: nats_sync.Client,
+    args: argparse.Namespace,
+    headers: dict[str, list[str]] | None,
+    out: TextIO,
+) -> None:
     """``pub --js --atomic``: ``--count`` messages as one atomic batch, the last one
     carrying the commit; prints the batch's ack (stream, last seq, batch id, count)."""
     if args.count < 1:
@@ -380,15 +470,17 @@ def publish_atomic(nc: nats_sync.Client, args: argparse.Namespace,
         return None if args.msg_id is None else str(args.msg_id).replace("{n}", str(n))
 
     if args.count > JS_ATOMIC_MAX_MESSAGES:  # refused before anything is sent
-        raise BatchTooLargeError(f"--count {args.count} with --atomic: an atomic batch holds "
-                                 f"at most {JS_ATOMIC_MAX_MESSAGES} messages; nothing sent")
+        raise BatchTooLargeError(
+            f"--count {args.count} with --atomic: an atomic batch holds "
+            f"at most {JS_ATOMIC_MAX_MESSAGES} messages; nothing sent"
+        )
     js = nc.jetstream(timeout=args.timeout)
     with js.atomic_batch() as batch:
         for n in range(1, args.count):
-            batch.add(args.subject, data(n), headers=headers, msg_id=msg_id(n),
-                      ttl=args.ttl)
-        ack = batch.commit(args.subject, data(args.count), headers=headers,
-                           msg_id=msg_id(args.count), ttl=args.ttl)
+            batch.add(args.subject, data(n), headers=headers, msg_id=msg_id(n), ttl=args.ttl)
+        ack = batch.commit(
+            args.subject, data(args.count), headers=headers, msg_id=msg_id(args.count), ttl=args.ttl
+        )
     out.write(f"{ack.stream}\tseq {ack.seq}\tbatch {ack.batch_id}\tcount {ack.count}\n")
 
 
@@ -408,8 +500,12 @@ def _json(info: StreamInfo | ConsumerInfo | ApiObject) -> str:
     return json.dumps(info.to_api(), indent=2, sort_keys=True, default=plain)
 
 
-def publish_fast(nc: nats_sync.Client, args: argparse.Namespace,
-                 headers: dict[str, list[str]] | None, out: TextIO) -> None:
+def publish_fast(
+    nc: nats_sync.Client,
+    args: argparse.Namespace,
+    headers: dict[str, list[str]] | None,
+    out: TextIO,
+) -> None:
     """``pub --js --fast``: the messages as one fast-ingest batch (gap ``fail``), the
     last one committing it; prints the batch's final ack (no ack per message).
 
@@ -431,16 +527,21 @@ def publish_fast(nc: nats_sync.Client, args: argparse.Namespace,
     try:
         for n in range(1, args.count):
             fp.add(*message(n), headers=headers, msg_id=fill(args.msg_id, n), ttl=args.ttl)
-        final = fp.commit(*message(args.count), headers=headers,
-                          msg_id=fill(args.msg_id, args.count), ttl=args.ttl)
+        final = fp.commit(
+            *message(args.count),
+            headers=headers,
+            msg_id=fill(args.msg_id, args.count),
+            ttl=args.ttl,
+        )
     except BatchClosedError as err:  # ended early: the server's count is still wanted
         ended = err
         final = fp.close()
     out.write(_batch_line(final))
     out.flush()
     if final.count < args.count:
-        raise JetStreamError(f"the fast batch ended after {final.count} of {args.count} "
-                             f"message(s)") from ended
+        raise JetStreamError(
+            f"the fast batch ended after {final.count} of {args.count} message(s)"
+        ) from ended
 
 
 def _batch_line(ack: BatchAck) -> str:

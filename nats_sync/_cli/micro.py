@@ -53,8 +53,10 @@ def handlers(connect: Connect) -> dict[str, Handler]:
                 infos = micro.info(nc, args.name, args.id, timeout=args.timeout)
                 for info in infos:
                     if args.action == "ls":
-                        out.write(f"{info.name}\t{info.version}\t{info.id}\t"
-                                  f"{len(info.endpoints)} endpoints\t{info.description}\n")
+                        out.write(
+                            f"{info.name}\t{info.version}\t{info.id}\t"
+                            f"{len(info.endpoints)} endpoints\t{info.description}\n"
+                        )
                     else:
                         out.write(json.dumps(info.to_dict()) + "\n")
                 found = bool(infos)
@@ -66,9 +68,11 @@ def handlers(connect: Connect) -> dict[str, Handler]:
 
 def _stats_line(record: micro.ServiceStats, endpoint: micro.EndpointStats) -> str:
     average_ms = endpoint.average_processing_time / 1e6
-    line = (f"{record.name}\t{record.id}\t{endpoint.name}\t{endpoint.subject}\t"
-            f"{endpoint.num_requests} requests\t{endpoint.num_errors} errors\t"
-            f"average {average_ms:.3f} ms")
+    line = (
+        f"{record.name}\t{record.id}\t{endpoint.name}\t{endpoint.subject}\t"
+        f"{endpoint.num_requests} requests\t{endpoint.num_errors} errors\t"
+        f"average {average_ms:.3f} ms"
+    )
     if endpoint.last_error:
         line += f"\tlast error {endpoint.last_error}"
     return line

@@ -38,8 +38,12 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     get = actions.add_parser("get", help="write an object into a file (digest checked)")
     get.add_argument("bucket")
     get.add_argument("name")
-    get.add_argument("--output", "-o", default=None,
-                     help="the file to write (default: the object's name; '-': stdout)")
+    get.add_argument(
+        "--output",
+        "-o",
+        default=None,
+        help="the file to write (default: the object's name; '-': stdout)",
+    )
     listing = actions.add_parser("ls", help="a bucket's objects, with sizes")
     listing.add_argument("bucket")
     remove = actions.add_parser("rm", help="delete an object (or, with no name, the bucket)")
@@ -90,11 +94,22 @@ def run(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
             out.write(f"object {args.name} in {args.bucket} deleted\n")
     elif args.name is None:
         status = store.status()
-        out.write(json.dumps({
-            "bucket": status.bucket, "description": status.description, "ttl": status.ttl,
-            "storage": status.storage, "replicas": status.replicas, "sealed": status.sealed,
-            "size": status.size,
-        }, indent=2, sort_keys=True) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "bucket": status.bucket,
+                    "description": status.description,
+                    "ttl": status.ttl,
+                    "storage": status.storage,
+                    "replicas": status.replicas,
+                    "sealed": status.sealed,
+                    "size": status.size,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
     else:
         out.write(_json(store.get_info(args.name)) + "\n")
 
@@ -110,13 +125,19 @@ def _put(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     else:
         with open(args.file, "rb") as source:
             info = store.put(name, source, description=args.description)
-    out.write(f"stored {info.name} in {args.bucket}: {info.size} bytes in "
-              f"{info.chunks} chunks, {info.digest}\n")
+    out.write(
+        f"stored {info.name} in {args.bucket}: {info.size} bytes in "
+        f"{info.chunks} chunks, {info.digest}\n"
+    )
 
 
 def _json(info: ObjectInfo) -> str:
     body = info.to_api()
     if info.mtime is not None:
         body["mtime"] = info.mtime.isoformat()
-    return json.dumps(body, indent=2, sort_keys=True,
-                      default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v))
+    return json.dumps(
+        body,
+        indent=2,
+        sort_keys=True,
+        default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v),
+    )

@@ -29,7 +29,8 @@ AddOptions = Callable[[argparse.ArgumentParser], None]
 def add_parsers(commands: Any, add_options: AddOptions) -> None:
     """Adds ``cg`` (its two kinds and their actions) to the command parsers."""
     cg = commands.add_parser(
-        "cg", help="partitioned consumer groups (orbit.go's pcgroups, interoperable)")
+        "cg", help="partitioned consumer groups (orbit.go's pcgroups, interoperable)"
+    )
     kinds = cg.add_subparsers(dest="kind", required=True, metavar="KIND")
     parsers: list[argparse.ArgumentParser] = [cg]
     for kind in ("static", "elastic"):
@@ -37,18 +38,34 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         create = actions.add_parser("create", help="create a group")
         _stream_group(create)
-        create.add_argument("max_members", type=int, metavar="MAX_MEMBERS",
-                            help="the number of partitions")
-        create.add_argument("--filter", action="append", default=[],
-                            help="subject filter (without the partition number)"
-                            + ("; repeatable" if kind == "static" else ""))
+        create.add_argument(
+            "max_members", type=int, metavar="MAX_MEMBERS", help="the number of partitions"
+        )
+        create.add_argument(
+            "--filter",
+            action="append",
+            default=[],
+            help="subject filter (without the partition number)"
+            + ("; repeatable" if kind == "static" else ""),
+        )
         if kind == "static":
             create.add_argument("members", nargs="*", metavar="MEMBER")
-            create.add_argument("--mapping", action="append", default=[],
-                                metavar="MEMBER:P1,P2", help="partitions by hand; repeatable")
+            create.add_argument(
+                "--mapping",
+                action="append",
+                default=[],
+                metavar="MEMBER:P1,P2",
+                help="partitions by hand; repeatable",
+            )
         else:
-            create.add_argument("--wildcard", action="append", type=int, default=[],
-                                metavar="N", help="the filter's Nth * is the key; repeatable")
+            create.add_argument(
+                "--wildcard",
+                action="append",
+                type=int,
+                default=[],
+                metavar="N",
+                help="the filter's Nth * is the key; repeatable",
+            )
             create.add_argument("--max-buffered-msgs", type=int, default=0)
             create.add_argument("--max-buffered-bytes", type=int, default=0)
             for name, text in (("add", "add members"), ("drop", "drop members")):
@@ -63,14 +80,19 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
         _stream_group(consume)
         consume.add_argument("member")
         consume.add_argument("--count", type=int, default=0, help="leave after N messages")
-        consume.add_argument("--ack-wait", type=float, default=2.0,
-                             help="seconds (default 2): also the standby's take-over time")
+        consume.add_argument(
+            "--ack-wait",
+            type=float,
+            default=2.0,
+            help="seconds (default 2): also the standby's take-over time",
+        )
         ls = actions.add_parser("ls", help="the groups of a stream, or one group's config")
         ls.add_argument("stream")
         ls.add_argument("group", nargs="?", default=None)
         _stream_group(actions.add_parser("rm", help="delete a group"))
-        step_down = actions.add_parser("step-down", help="make a member's active instance "
-                                                         "step down")
+        step_down = actions.add_parser(
+            "step-down", help="make a member's active instance step down"
+        )
         _stream_group(step_down)
         step_down.add_argument("member")
         parsers += [parser, *actions.choices.values()]
@@ -103,7 +125,8 @@ def _mappings(texts: list[str]) -> dict[str, list[int]]:
             numbers = []
         if not colon or not member or not numbers:
             raise pcg.ConsumerGroupConfigError(
-                f"a mapping is MEMBER:P1,P2,... (partition numbers), got {text!r}")
+                f"a mapping is MEMBER:P1,P2,... (partition numbers), got {text!r}"
+            )
         mappings[member] = numbers
     return mappings
 
@@ -114,15 +137,28 @@ def run(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     action = args.action
     if action == "create":
         if static:
-            pcg.create_static(js, args.stream, args.group, args.max_members, args.filter,
-                              args.members, _mappings(args.mapping))
+            pcg.create_static(
+                js,
+                args.stream,
+                args.group,
+                args.max_members,
+                args.filter,
+                args.members,
+                _mappings(args.mapping),
+            )
         else:
             if len(args.filter) > 1:
                 raise pcg.ConsumerGroupConfigError("an elastic group takes one --filter")
-            pcg.create_elastic(js, args.stream, args.group, args.max_members,
-                               args.filter[0] if args.filter else None, args.wildcard,
-                               max_buffered_msgs=args.max_buffered_msgs,
-                               max_buffered_bytes=args.max_buffered_bytes)
+            pcg.create_elastic(
+                js,
+                args.stream,
+                args.group,
+                args.max_members,
+                args.filter[0] if args.filter else None,
+                args.wildcard,
+                max_buffered_msgs=args.max_buffered_msgs,
+                max_buffered_bytes=args.max_buffered_bytes,
+            )
         out.write(f"created {args.kind} group {args.group} on {args.stream}\n")
     elif action in ("add", "drop"):
         change = pcg.add_members if action == "add" else pcg.delete_members
@@ -177,16 +213,24 @@ def _consume(js: JetStream, args: argparse.Namespace, static: bool, out: TextIO)
         nonlocal handled
         msg.double_ack()
         with lock:
-            out.write(f"{args.member}\t{msg.subject}\t{msg.metadata.sequence.stream}\t"
-                      f"{msg.data.decode(errors='replace')}\n")
+            out.write(
+                f"{args.member}\t{msg.subject}\t{msg.metadata.sequence.stream}\t"
+                f"{msg.data.decode(errors='replace')}\n"
+            )
             out.flush()
             handled += 1
             if args.count and handled >= args.count:
                 done.set()
 
     join = pcg.static_consume if static else pcg.elastic_consume
-    ctx = join(js, args.stream, args.group, args.member, handle,
-               ConsumerConfig(ack_wait=args.ack_wait, max_ack_pending=1))
+    ctx = join(
+        js,
+        args.stream,
+        args.group,
+        args.member,
+        handle,
+        ConsumerConfig(ack_wait=args.ack_wait, max_ack_pending=1),
+    )
     try:
         while not done.wait(0.2) and not ctx.closed:
             pass

@@ -45,23 +45,39 @@ def _port(text: str) -> int:
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Adds ``server`` to the command parsers; returns its parser."""
     server: argparse.ArgumentParser = commands.add_parser(
-        "server", help="run a local nats-server with JetStream (127.0.0.1:4222)",
+        "server",
+        help="run a local nats-server with JetStream (127.0.0.1:4222)",
         description="Runs a nats-server (the binary of the server extra) on 127.0.0.1 for "
-                    "local work, with JetStream, until Ctrl-C. It prints the URL it serves "
-                    "and where the JetStream store is.",
+        "local work, with JetStream, until Ctrl-C. It prints the URL it serves "
+        "and where the JetStream store is.",
     )
-    server.add_argument("--port", type=_port, default=DEFAULT_PORT,
-                        help=f"client port (default {DEFAULT_PORT}, the docs' URL; "
-                             "0: a free one, printed at start)")
+    server.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"client port (default {DEFAULT_PORT}, the docs' URL; "
+        "0: a free one, printed at start)",
+    )
     jetstream = server.add_mutually_exclusive_group()
-    jetstream.add_argument("--no-jetstream", dest="jetstream", action="store_false",
-                           help="run without JetStream (core NATS only)")
-    jetstream.add_argument("--store-dir", default=None, metavar="DIR",
-                           help="keep the JetStream store in DIR (reused at the next "
-                                "start; default: a temporary folder removed at exit)")
-    server.add_argument("--config", help="nats-server configuration file (--port still "
-                                         "sets the port; a jetstream block in it decides "
-                                         "about JetStream unless --store-dir is given)")
+    jetstream.add_argument(
+        "--no-jetstream",
+        dest="jetstream",
+        action="store_false",
+        help="run without JetStream (core NATS only)",
+    )
+    jetstream.add_argument(
+        "--store-dir",
+        default=None,
+        metavar="DIR",
+        help="keep the JetStream store in DIR (reused at the next "
+        "start; default: a temporary folder removed at exit)",
+    )
+    server.add_argument(
+        "--config",
+        help="nats-server configuration file (--port still "
+        "sets the port; a jetstream block in it decides "
+        "about JetStream unless --store-dir is given)",
+    )
     return server
 
 
@@ -75,13 +91,17 @@ def _new_server(args: argparse.Namespace) -> tuple[NatsServer, str]:
     configured = config is not None and _CONFIG_JETSTREAM.search(config) is not None
     if not args.jetstream:
         if configured:
-            raise InvalidArgumentError(f"--no-jetstream: {args.config} sets JetStream up "
-                                       "itself; remove its jetstream block instead")
+            raise InvalidArgumentError(
+                f"--no-jetstream: {args.config} sets JetStream up "
+                "itself; remove its jetstream block instead"
+            )
         return NatsServer(port=port, config=config), "JetStream: off (--no-jetstream)"
     if configured and args.store_dir is None:
         # Its store_dir, if any, must not be overridden by a temporary one (-sd would).
-        return (NatsServer(port=port, config=config),
-                f"JetStream: as {args.config} sets it (store included)")
+        return (
+            NatsServer(port=port, config=config),
+            f"JetStream: as {args.config} sets it (store included)",
+        )
     if args.store_dir is not None:
         store = Path(args.store_dir).expanduser()
         if store.exists() and not store.is_dir():
@@ -89,8 +109,9 @@ def _new_server(args: argparse.Namespace) -> tuple[NatsServer, str]:
         server = NatsServer(port=port, config=config, jetstream=True, store_dir=store)
         return server, f"JetStream store: {server.store_dir} (kept)"
     server = NatsServer(port=port, config=config, jetstream=True)
-    return server, (f"JetStream store: {server.store_dir} (removed at exit; "
-                    "--store-dir DIR keeps it)")
+    return server, (
+        f"JetStream store: {server.store_dir} (removed at exit; --store-dir DIR keeps it)"
+    )
 
 
 def _start(server: NatsServer, requested_port: int) -> None:
@@ -130,8 +151,9 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
         _start(server, args.port)
         out.write(f"nats-server running at {server.url} (Ctrl-C to stop)\n")
         if server.port != DEFAULT_PORT:
-            out.write(f"not the default port: give clients -s {server.url} "
-                      f"or NATS_URL={server.url}\n")
+            out.write(
+                f"not the default port: give clients -s {server.url} or NATS_URL={server.url}\n"
+            )
         out.write(store_line + "\n")
         out.flush()
         try:

@@ -24,17 +24,21 @@ Handler = Callable[[argparse.Namespace, TextIO], None]
 def add_parser(commands: Any) -> None:
     """Adds ``trace`` to the command parsers."""
     trace = commands.add_parser(
-        "trace", help="trace a message's path through the servers (nats-server 2.11+)",
+        "trace",
+        help="trace a message's path through the servers (nats-server 2.11+)",
         description="Publishes a traced message (ADR-41) and prints what each server on "
-                    "its path reports, one event a line: ingress, subject mappings, "
-                    "stream exports and service imports, JetStream, egresses. Unless "
-                    "--deliver, nothing is delivered or stored. --timeout is also the "
-                    "most seconds to wait for the reports.",
+        "its path reports, one event a line: ingress, subject mappings, "
+        "stream exports and service imports, JetStream, egresses. Unless "
+        "--deliver, nothing is delivered or stored. --timeout is also the "
+        "most seconds to wait for the reports.",
     )
     trace.add_argument("subject")
     trace.add_argument("data", nargs="?", default="", metavar="payload")
-    trace.add_argument("--deliver", action="store_true",
-                       help="deliver (and store) the message too (default: only trace it)")
+    trace.add_argument(
+        "--deliver",
+        action="store_true",
+        help="deliver (and store) the message too (default: only trace it)",
+    )
 
 
 def handlers(connect: Connect) -> dict[str, Handler]:
@@ -42,14 +46,16 @@ def handlers(connect: Connect) -> dict[str, Handler]:
 
     def trace_command(args: argparse.Namespace, out: TextIO) -> None:
         with connect(args) as nc:
-            trace = nc.trace(args.subject, args.data.encode(), deliver=args.deliver,
-                             timeout=args.timeout)
+            trace = nc.trace(
+                args.subject, args.data.encode(), deliver=args.deliver, timeout=args.timeout
+            )
         for event in trace.events:
             out.write(f"{event['server']}: {describe(event)}\n")
         if not trace.complete:
             sys.stderr.write(
                 f"nats-sync: the trace is incomplete: not every server on the path reported "
-                f"within {args.timeout:g} s\n")
+                f"within {args.timeout:g} s\n"
+            )
 
     return {"trace": trace_command}
 
@@ -58,15 +64,19 @@ def describe(event: Mapping[str, Any]) -> str:
     """One line of text for one trace event (without the server's name)."""
     kind = event.get("type")
     if kind == "in":
-        text = (f"ingress from {_connection(event)}, account {event.get('acc')}, "
-                f"subject {event.get('subj')}")
+        text = (
+            f"ingress from {_connection(event)}, account {event.get('acc')}, "
+            f"subject {event.get('subj')}"
+        )
     elif kind == "sm":
         text = f"subject mapped to {event.get('to')}"
     elif kind == "se":
         text = f"stream export to account {event.get('acc')} as {event.get('to')}"
     elif kind == "si":
-        text = (f"service import into account {event.get('acc')}: "
-                f"{event.get('from')} -> {event.get('to')}")
+        text = (
+            f"service import into account {event.get('acc')}: "
+            f"{event.get('from')} -> {event.get('to')}"
+        )
     elif kind == "js":
         text = f"JetStream stream {event.get('stream')}"
         if event.get("subject"):
@@ -75,8 +85,12 @@ def describe(event: Mapping[str, Any]) -> str:
             text += ", not stored: no interest"
     elif kind == "eg":
         text = f"egress to {_connection(event)}"
-        for key, label in (("sub", "subscription"), ("queue", "queue"), ("acc", "account"),
-                           ("hop", "hop")):
+        for key, label in (
+            ("sub", "subscription"),
+            ("queue", "queue"),
+            ("acc", "account"),
+            ("hop", "hop"),
+        ):
             if event.get(key):
                 text += f", {label} {event[key]}"
     else:

@@ -105,7 +105,10 @@ class Handler:
             self, self.publisher, self.timer, self._callbacks.submit, options.inbox_prefix
         )
         self.reconnector = Reconnector(
-            options, self._threads.start, self.report_error, self._on_reconnected,
+            options,
+            self._threads.start,
+            self.report_error,
+            self._on_reconnected,
             self._on_given_up,
         )
         self.subs: dict[int, Subscription] = {}
@@ -120,8 +123,9 @@ class Handler:
         self._fatal_server_error: Error | None = None
         self._conn: Connection | None = None
         self._conn_threads: list[threading.Thread] = []
-        self._pings = Pings(options, self.outbox, self.timer, self._live, self._on_lost,
-                            self.wake_reader)
+        self._pings = Pings(
+            options, self.outbox, self.timer, self._live, self._on_lost, self.wake_reader
+        )
         self.in_msgs = 0
         self.in_bytes = 0
         self.reconnects = 0
@@ -179,8 +183,9 @@ class Handler:
         server, transport, parser, info = handshaken
         # Messages are built as Msg by the parser itself, carrying our publish for respond().
         parser.set_message_type(Msg, self.publisher.publish)
-        conn = Connection(transport, parser, self.outbox, self._on_ops, self._on_lost,
-                          self._reader_may_park)
+        conn = Connection(
+            transport, parser, self.outbox, self._on_ops, self._on_lost, self._reader_may_park
+        )
         with self._lock:
             if self.state is State.CLOSED:
                 transport.close()
@@ -219,8 +224,9 @@ class Handler:
                 del self.subs[sub.sid]
                 finished.append(sub)
                 continue
-            frames.append(proto.encode_sub(sub.subject, sub.sid, sub.queue,
-                                           self.publisher.strict_subjects))
+            frames.append(
+                proto.encode_sub(sub.subject, sub.sid, sub.queue, self.publisher.strict_subjects)
+            )
             if remaining:
                 frames.append(proto.encode_unsub(sub.sid, remaining))
         if self._inbox is not None:
@@ -289,8 +295,13 @@ class Handler:
         subscription, no request or flush waiting (their replies come unasked).
         """
         mux = self._inbox
-        return (mux is not None and not mux and not self.subs and not self.outbox.pong_waiters
-                and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE)
+        return (
+            mux is not None
+            and not mux
+            and not self.subs
+            and not self.outbox.pong_waiters
+            and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE
+        )
 
     def _on_ops(self, ops: list[Any]) -> None:  # ServerOps, with messages as Msg
         """Reader thread: acts on the ops of one read, in order. Never runs user code.
@@ -608,8 +619,9 @@ class Handler:
             try:
                 self.flush(budget)
             except FlushTimeoutError:
-                raise DrainTimeoutError(f"the server did not confirm the UNSUBs within {budget}s"
-                                        ) from None
+                raise DrainTimeoutError(
+                    f"the server did not confirm the UNSUBs within {budget}s"
+                ) from None
             with self._lock:
                 for sub in subs:
                     self.subs.pop(sub.sid, None)
@@ -628,8 +640,9 @@ class Handler:
             try:
                 self.flush(remaining)
             except FlushTimeoutError:
-                raise DrainTimeoutError(f"pending publishes were not flushed within {budget}s"
-                                        ) from None
+                raise DrainTimeoutError(
+                    f"pending publishes were not flushed within {budget}s"
+                ) from None
         finally:
             self.close()
 
@@ -691,10 +704,13 @@ class Handler:
         with self._lock:
             mux = self._inbox
             return {
-                "state": self.state, "subscriptions": len(self.subs),
+                "state": self.state,
+                "subscriptions": len(self.subs),
                 "requests_in_flight": len(mux) if mux is not None else 0,
                 "late_replies": mux.late_replies if mux is not None else 0,
                 "request_inbox": mux.subject if mux is not None else None,
-                "timer_entries": len(self.timer), "delivery_threads": self._deliveries.threads(),
-                "connection_threads": list(self._conn_threads), "connection": self._conn,
+                "timer_entries": len(self.timer),
+                "delivery_threads": self._deliveries.threads(),
+                "connection_threads": list(self._conn_threads),
+                "connection": self._conn,
             }

@@ -131,9 +131,7 @@ def config_with(cls: type[Any], config: Any, fields: dict[str, Any], what: str) 
     if config is None:
         return cls(**fields)
     if not isinstance(config, cls):
-        raise InvalidArgumentError(
-            f"{what} must be a {cls.__name__}, got {type(config).__name__}"
-        )
+        raise InvalidArgumentError(f"{what} must be a {cls.__name__}, got {type(config).__name__}")
     return config.replace(**fields) if fields else config
 
 
@@ -263,9 +261,9 @@ class ConsumerConfig(ApiObject):
     idle_heartbeat: float | None = field(default=None, metadata=_DURATION)
     flow_control: bool | None = None
 
-
-    def create_call(self, stream: str, action: str, new_name: Callable[[], str]
-                    ) -> tuple[str, dict[str, Any]]:
+    def create_call(
+        self, stream: str, action: str, new_name: Callable[[], str]
+    ) -> tuple[str, dict[str, Any]]:
         """The API call (after the prefix) and body that create (``action`` "create"),
         update ("update") or create-or-update ("") this consumer on ``stream``; a
         consumer without a name is named ``new_name()``.
@@ -299,8 +297,11 @@ class ConsumerConfig(ApiObject):
             config = self.replace(name=name)
         call += f".{name}"
         filter_subject = self.filter_subject
-        if filter_subject and not self.filter_subjects and not any(
-                token in ("*", ">") for token in filter_subject.split(".")):
+        if (
+            filter_subject
+            and not self.filter_subjects
+            and not any(token in ("*", ">") for token in filter_subject.split("."))
+        ):
             # A publish subject cannot hold wildcards, so a wildcard filter travels
             # in the body only (the server checks it there as well).
             call += f".{filter_subject}"
@@ -332,9 +333,7 @@ class ConsumerInfo(ApiObject):
 
     stream_name: str = ""
     name: str = ""
-    config: ConsumerConfig = field(
-        default_factory=ConsumerConfig, metadata=_nested(ConsumerConfig)
-    )
+    config: ConsumerConfig = field(default_factory=ConsumerConfig, metadata=_nested(ConsumerConfig))
     created: datetime | None = field(default=None, metadata=_TIME)
     delivered: SequenceInfo = field(default_factory=SequenceInfo, metadata=_nested(SequenceInfo))
     ack_floor: SequenceInfo = field(default_factory=SequenceInfo, metadata=_nested(SequenceInfo))
@@ -348,7 +347,8 @@ class ConsumerInfo(ApiObject):
     pause_remaining: float | None = field(default=None, metadata=_DURATION)
     ts: datetime | None = field(default=None, metadata=_TIME)
     priority_groups: list[PriorityGroupState] | None = field(
-        default=None, metadata=_nested_list(PriorityGroupState))
+        default=None, metadata=_nested_list(PriorityGroupState)
+    )
 
 
 @dataclass

@@ -131,8 +131,10 @@ class APIError(JetStreamError):
     def __str__(self) -> str:
         if not (self.code or self.err_code):
             return super().__str__()  # raised by the client itself (e.g. KeyNotFoundError)
-        return (f"nats: {self.label}: code={self.code} err_code={self.err_code} "
-                f"description={self.description!r}")
+        return (
+            f"nats: {self.label}: code={self.code} err_code={self.err_code} "
+            f"description={self.description!r}"
+        )
 
 
 class BadRequestError(APIError):
@@ -488,8 +490,7 @@ class BatchMessageError(JetStreamError):
 
     label = "fast batch message refused"
 
-    def __init__(self, detail: str = "", *, seq: int = 0,
-                 error: APIError | None = None) -> None:
+    def __init__(self, detail: str = "", *, seq: int = 0, error: APIError | None = None) -> None:
         super().__init__(detail or f"batch message {seq} refused: {error}")
         self.seq = seq
         self.error = error

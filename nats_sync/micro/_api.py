@@ -157,15 +157,22 @@ class EndpointInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's JSON object."""
-        return {"name": self.name, "subject": self.subject, "queue_group": self.queue_group,
-                "metadata": self.metadata}
+        return {
+            "name": self.name,
+            "subject": self.subject,
+            "queue_group": self.queue_group,
+            "metadata": self.metadata,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EndpointInfo:
         """Reads the spec's JSON object (unknown keys ignored)."""
-        return cls(name=data.get("name", ""), subject=data.get("subject", ""),
-                   queue_group=data.get("queue_group") or "",
-                   metadata=data.get("metadata") or {})
+        return cls(
+            name=data.get("name", ""),
+            subject=data.get("subject", ""),
+            queue_group=data.get("queue_group") or "",
+            metadata=data.get("metadata") or {},
+        )
 
 
 @dataclass
@@ -196,24 +203,33 @@ class EndpointStats:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's JSON object."""
-        return {"name": self.name, "subject": self.subject, "queue_group": self.queue_group,
-                "num_requests": self.num_requests, "num_errors": self.num_errors,
-                "last_error": self.last_error, "processing_time": self.processing_time,
-                "average_processing_time": self.average_processing_time,
-                # Always there, null when empty: nats-py 2.x reads the key unconditionally.
-                "data": self.data}
+        return {
+            "name": self.name,
+            "subject": self.subject,
+            "queue_group": self.queue_group,
+            "num_requests": self.num_requests,
+            "num_errors": self.num_errors,
+            "last_error": self.last_error,
+            "processing_time": self.processing_time,
+            "average_processing_time": self.average_processing_time,
+            # Always there, null when empty: nats-py 2.x reads the key unconditionally.
+            "data": self.data,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EndpointStats:
         """Reads the spec's JSON object (unknown keys ignored)."""
-        return cls(name=data.get("name", ""), subject=data.get("subject", ""),
-                   queue_group=data.get("queue_group") or "",
-                   num_requests=int(data.get("num_requests") or 0),
-                   num_errors=int(data.get("num_errors") or 0),
-                   last_error=data.get("last_error") or "",
-                   processing_time=int(data.get("processing_time") or 0),
-                   average_processing_time=int(data.get("average_processing_time") or 0),
-                   data=data.get("data"))
+        return cls(
+            name=data.get("name", ""),
+            subject=data.get("subject", ""),
+            queue_group=data.get("queue_group") or "",
+            num_requests=int(data.get("num_requests") or 0),
+            num_errors=int(data.get("num_errors") or 0),
+            last_error=data.get("last_error") or "",
+            processing_time=int(data.get("processing_time") or 0),
+            average_processing_time=int(data.get("average_processing_time") or 0),
+            data=data.get("data"),
+        )
 
 
 @dataclass
@@ -236,15 +252,24 @@ class ServicePing:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's JSON object."""
-        return {"type": self.type, "name": self.name, "id": self.id, "version": self.version,
-                "metadata": self.metadata}
+        return {
+            "type": self.type,
+            "name": self.name,
+            "id": self.id,
+            "version": self.version,
+            "metadata": self.metadata,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServicePing:
         """Reads the spec's JSON object (unknown keys ignored)."""
-        return cls(name=data.get("name", ""), id=data.get("id", ""),
-                   version=data.get("version", ""), metadata=data.get("metadata") or {},
-                   type=data.get("type", PING_RESPONSE_TYPE))
+        return cls(
+            name=data.get("name", ""),
+            id=data.get("id", ""),
+            version=data.get("version", ""),
+            metadata=data.get("metadata") or {},
+            type=data.get("type", PING_RESPONSE_TYPE),
+        )
 
 
 @dataclass
@@ -271,18 +296,28 @@ class ServiceInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's JSON object."""
-        return {"type": self.type, "name": self.name, "id": self.id, "version": self.version,
-                "description": self.description, "metadata": self.metadata,
-                "endpoints": [e.to_dict() for e in self.endpoints]}
+        return {
+            "type": self.type,
+            "name": self.name,
+            "id": self.id,
+            "version": self.version,
+            "description": self.description,
+            "metadata": self.metadata,
+            "endpoints": [e.to_dict() for e in self.endpoints],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServiceInfo:
         """Reads the spec's JSON object (unknown keys ignored)."""
-        return cls(name=data.get("name", ""), id=data.get("id", ""),
-                   version=data.get("version", ""), description=data.get("description") or "",
-                   metadata=data.get("metadata") or {},
-                   endpoints=[EndpointInfo.from_dict(e) for e in data.get("endpoints") or []],
-                   type=data.get("type", INFO_RESPONSE_TYPE))
+        return cls(
+            name=data.get("name", ""),
+            id=data.get("id", ""),
+            version=data.get("version", ""),
+            description=data.get("description") or "",
+            metadata=data.get("metadata") or {},
+            endpoints=[EndpointInfo.from_dict(e) for e in data.get("endpoints") or []],
+            type=data.get("type", INFO_RESPONSE_TYPE),
+        )
 
 
 @dataclass
@@ -309,20 +344,29 @@ class ServiceStats:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's JSON object."""
-        return {"type": self.type, "name": self.name, "id": self.id, "version": self.version,
-                "metadata": self.metadata, "started": format_time(self.started),
-                "endpoints": [e.to_dict() for e in self.endpoints]}
+        return {
+            "type": self.type,
+            "name": self.name,
+            "id": self.id,
+            "version": self.version,
+            "metadata": self.metadata,
+            "started": format_time(self.started),
+            "endpoints": [e.to_dict() for e in self.endpoints],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServiceStats:
         """Reads the spec's JSON object (unknown keys ignored)."""
         started = data.get("started")
-        return cls(name=data.get("name", ""), id=data.get("id", ""),
-                   version=data.get("version", ""),
-                   started=parse_time(started) if started else datetime.now(timezone.utc),
-                   metadata=data.get("metadata") or {},
-                   endpoints=[EndpointStats.from_dict(e) for e in data.get("endpoints") or []],
-                   type=data.get("type", STATS_RESPONSE_TYPE))
+        return cls(
+            name=data.get("name", ""),
+            id=data.get("id", ""),
+            version=data.get("version", ""),
+            started=parse_time(started) if started else datetime.now(timezone.utc),
+            metadata=data.get("metadata") or {},
+            endpoints=[EndpointStats.from_dict(e) for e in data.get("endpoints") or []],
+            type=data.get("type", STATS_RESPONSE_TYPE),
+        )
 
 
 def encode(record: ServicePing | ServiceInfo | ServiceStats) -> bytes:

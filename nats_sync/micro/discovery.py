@@ -32,9 +32,14 @@ if TYPE_CHECKING:
 _Record = TypeVar("_Record", ServicePing, ServiceInfo, ServiceStats)
 
 
-def ping(nc: Client, name: str | None = None, id: str | None = None, *,
-         timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
-         quiet: float = d.MICRO_DISCOVERY_QUIET) -> list[ServicePing]:
+def ping(
+    nc: Client,
+    name: str | None = None,
+    id: str | None = None,
+    *,
+    timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
+    quiet: float = d.MICRO_DISCOVERY_QUIET,
+) -> list[ServicePing]:
     """Every instance that answers ``$SRV.PING[.<name>[.<id>]]``, sorted by name and id.
 
     Args:
@@ -50,22 +55,39 @@ def ping(nc: Client, name: str | None = None, id: str | None = None, *,
     return _gather(nc, "PING", name, id, timeout, quiet, ServicePing)
 
 
-def info(nc: Client, name: str | None = None, id: str | None = None, *,
-         timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
-         quiet: float = d.MICRO_DISCOVERY_QUIET) -> list[ServiceInfo]:
+def info(
+    nc: Client,
+    name: str | None = None,
+    id: str | None = None,
+    *,
+    timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
+    quiet: float = d.MICRO_DISCOVERY_QUIET,
+) -> list[ServiceInfo]:
     """Every instance's answer to ``$SRV.INFO[.<name>[.<id>]]``; see :func:`ping`."""
     return _gather(nc, "INFO", name, id, timeout, quiet, ServiceInfo)
 
 
-def stats(nc: Client, name: str | None = None, id: str | None = None, *,
-          timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
-          quiet: float = d.MICRO_DISCOVERY_QUIET) -> list[ServiceStats]:
+def stats(
+    nc: Client,
+    name: str | None = None,
+    id: str | None = None,
+    *,
+    timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
+    quiet: float = d.MICRO_DISCOVERY_QUIET,
+) -> list[ServiceStats]:
     """Every instance's answer to ``$SRV.STATS[.<name>[.<id>]]``; see :func:`ping`."""
     return _gather(nc, "STATS", name, id, timeout, quiet, ServiceStats)
 
 
-def _gather(nc: Client, verb: str, name: str | None, id: str | None, timeout: float,
-            quiet: float, kind: type[_Record]) -> list[_Record]:
+def _gather(
+    nc: Client,
+    verb: str,
+    name: str | None,
+    id: str | None,
+    timeout: float,
+    quiet: float,
+    kind: type[_Record],
+) -> list[_Record]:
     if name is not None:
         check_name(name, "service name")
     if id is not None:

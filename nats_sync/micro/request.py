@@ -38,8 +38,9 @@ class ServiceError(Error):
 
     label = "service error"
 
-    def __init__(self, detail: str = "", *, code: int = 0, description: str = "",
-                 data: bytes = b"") -> None:
+    def __init__(
+        self, detail: str = "", *, code: int = 0, description: str = "", data: bytes = b""
+    ) -> None:
         super().__init__(detail or f"{code} {description}".strip())
         self.code = code
         self.description = description
@@ -49,8 +50,9 @@ class ServiceError(Error):
         return (_rebuild, (type(self), self.detail, self.code, self.description, self.data))
 
 
-def _rebuild(cls: type[ServiceError], detail: str, code: int, description: str,
-             data: bytes) -> ServiceError:
+def _rebuild(
+    cls: type[ServiceError], detail: str, code: int, description: str, data: bytes
+) -> ServiceError:
     return cls(detail, code=code, description=description, data=data)
 
 
@@ -94,8 +96,12 @@ def check(reply: Msg | BaseException) -> Msg:
     except ValueError:
         code = 0
     description = description or ""
-    raise ServiceError(f"{code_text or '?'} {description} (on {reply.subject!r})".strip(),
-                       code=code, description=description, data=reply.data)
+    raise ServiceError(
+        f"{code_text or '?'} {description} (on {reply.subject!r})".strip(),
+        code=code,
+        description=description,
+        data=reply.data,
+    )
 
 
 class Request:
@@ -156,8 +162,9 @@ class Request:
             headers = self._tracing.inject(headers)
         self.msg.respond(data, headers)
 
-    def respond_error(self, code: int | str, description: str, data: bytes = b"",
-                      headers: HeadersArg = None) -> None:
+    def respond_error(
+        self, code: int | str, description: str, data: bytes = b"", headers: HeadersArg = None
+    ) -> None:
         """Answers with an error: ``Nats-Service-Error`` and ``Nats-Service-Error-Code``
         headers (beside ``headers``) and ``data`` as the body; counted in the endpoint's
         ``num_errors``.
@@ -180,8 +187,7 @@ class Request:
             raise InvalidArgumentError(f"code must be an int or a str, got {code!r}")
         code_text = str(code)
         if not code_text or "\r" in code_text or "\n" in code_text:
-            raise InvalidArgumentError(
-                f"code must be non-empty and on one line, got {code!r}")
+            raise InvalidArgumentError(f"code must be non-empty and on one line, got {code!r}")
         description = str(description).replace("\r", " ").replace("\n", " ")
         self._error = f"{code_text}:{description}"
         all_headers: dict[str, str | Sequence[str]] = dict(headers or {})

@@ -83,8 +83,16 @@ class _Endpoint:
     The counters are written under the service's lock only.
     """
 
-    def __init__(self, service: Service, name: str, subject: str, queue_group: str,
-                 metadata: dict[str, str], handler: RequestHandler, max_workers: int) -> None:
+    def __init__(
+        self,
+        service: Service,
+        name: str,
+        subject: str,
+        queue_group: str,
+        metadata: dict[str, str],
+        handler: RequestHandler,
+        max_workers: int,
+    ) -> None:
         self.service = service
         self.name = name
         self.subject = subject
@@ -116,14 +124,17 @@ class _Endpoint:
         waiting = threading.Lock()
         for index in range(self.max_workers):
             worker = threading.Thread(
-                target=self._work, args=(self.sub, handle, waiting), daemon=True,
+                target=self._work,
+                args=(self.sub, handle, waiting),
+                daemon=True,
                 name=f"nats_sync-micro-{self.service.name}-{self.name}-{index}",
             )
             self.workers.append(worker)
             worker.start()
 
-    def _work(self, sub: Subscription, handle: Callable[[Msg], None],
-              waiting: threading.Lock) -> None:
+    def _work(
+        self, sub: Subscription, handle: Callable[[Msg], None], waiting: threading.Lock
+    ) -> None:
         """Worker thread: handles requests until the subscription ends.
 
         It takes one request; when none is queued it waits for one holding
@@ -163,8 +174,12 @@ class _Endpoint:
         except (BadSubscriptionError, ConnectionClosedError):
             return  # the subscription ended: stop, drain, the client closing
         except Error as err:  # e.g. the server refused the subscription
-            log.error("nats_sync: endpoint %r of service %r stopped: %s",
-                      self.name, self.service.name, err)
+            log.error(
+                "nats_sync: endpoint %r of service %r stopped: %s",
+                self.name,
+                self.service.name,
+                err,
+            )
 
     def handle(self, msg: Msg) -> None:
         """Runs the handler for one request and counts it (a handler thread)."""
@@ -192,8 +207,11 @@ class _Endpoint:
         if isinstance(err, ServiceError):
             code, description = err.code or 500, err.description or err.detail
         else:
-            log.exception("nats_sync: handler of endpoint %r of service %r raised",
-                          self.name, self.service.name)
+            log.exception(
+                "nats_sync: handler of endpoint %r of service %r raised",
+                self.name,
+                self.service.name,
+            )
             code, description = 500, f"{type(err).__name__}: {err}"
         if request.responded or not request.reply:
             request._error = f"{code}:{description}"
@@ -209,8 +227,16 @@ class _Endpoint:
 
     def stats(self) -> EndpointStats:
         average = self.processing_time // self.num_requests if self.num_requests else 0
-        return EndpointStats(self.name, self.subject, self.queue_group, self.num_requests,
-                             self.num_errors, self.last_error, self.processing_time, average)
+        return EndpointStats(
+            self.name,
+            self.subject,
+            self.queue_group,
+            self.num_requests,
+            self.num_errors,
+            self.last_error,
+            self.processing_time,
+            average,
+        )
 
     def reset(self) -> None:
         self.num_requests = self.num_errors = self.processing_time = 0
@@ -238,13 +264,27 @@ class Group:
         """The queue group this group's endpoints join unless told otherwise."""
         return self._queue_group
 
-    def add_endpoint(self, name: str, handler: RequestHandler, subject: str | None = None,
-                     queue_group: str | None = None, metadata: dict[str, str] | None = None,
-                     *, max_workers: int = 1) -> None:
+    def add_endpoint(
+        self,
+        name: str,
+        handler: RequestHandler,
+        subject: str | None = None,
+        queue_group: str | None = None,
+        metadata: dict[str, str] | None = None,
+        *,
+        max_workers: int = 1,
+    ) -> None:
         """Adds an endpoint on ``<prefix>.<subject or name>``; see
         :meth:`Service.add_endpoint`."""
-        self._service._add(self._prefix, name, handler, subject,
-                           queue_group or self._queue_group, metadata, max_workers)
+        self._service._add(
+            self._prefix,
+            name,
+            handler,
+            subject,
+            queue_group or self._queue_group,
+            metadata,
+            max_workers,
+        )
 
     def add_group(self, name: str, queue_group: str | None = None) -> Group:
         """A nested group on ``<prefix>.<name>``."""
@@ -260,8 +300,15 @@ class Service:
     ``metadata``, ``queue_group``. A context manager: leaving the block stops it.
     """
 
-    def __init__(self, nc: Client, name: str, version: str, description: str,
-                 metadata: dict[str, str], queue_group: str) -> None:
+    def __init__(
+        self,
+        nc: Client,
+        name: str,
+        version: str,
+        description: str,
+        metadata: dict[str, str],
+        queue_group: str,
+    ) -> None:
         self._nc = nc
         self.name = name
         self.id = _ids.next()
@@ -298,9 +345,16 @@ class Service:
 
     # --- endpoints ---------------------------------------------------------------------
 
-    def add_endpoint(self, name: str, handler: RequestHandler, subject: str | None = None,
-                     queue_group: str | None = None, metadata: dict[str, str] | None = None,
-                     *, max_workers: int = 1) -> None:
+    def add_endpoint(
+        self,
+        name: str,
+        handler: RequestHandler,
+        subject: str | None = None,
+        queue_group: str | None = None,
+        metadata: dict[str, str] | None = None,
+        *,
+        max_workers: int = 1,
+    ) -> None:
         """Adds an endpoint and starts serving it at once.
 
         Args:
@@ -318,8 +372,9 @@ class Service:
             InvalidArgumentError: a bad name, subject, queue group, metadata or
                 ``max_workers``, or the service is stopped.
         """
-        self._add("", name, handler, subject, queue_group or self.queue_group, metadata,
-                  max_workers)
+        self._add(
+            "", name, handler, subject, queue_group or self.queue_group, metadata, max_workers
+        )
 
     def add_group(self, name: str, queue_group: str | None = None) -> Group:
         """A group: endpoints added through it listen on ``<name>.<subject>``.
@@ -335,18 +390,34 @@ class Service:
         group_queue = check_queue_group(queue_group or self.queue_group, "queue_group")
         return Group(self, name, group_queue)
 
-    def _add(self, prefix: str, name: str, handler: RequestHandler, subject: str | None,
-             queue_group: str, metadata: dict[str, str] | None, max_workers: int) -> None:
+    def _add(
+        self,
+        prefix: str,
+        name: str,
+        handler: RequestHandler,
+        subject: str | None,
+        queue_group: str,
+        metadata: dict[str, str] | None,
+        max_workers: int,
+    ) -> None:
         check_name(name, "endpoint name")
         if not callable(handler):
             raise TypeError(f"handler must be callable, got {handler!r}")
-        local = check_subject(subject if subject is not None else name, "endpoint subject",
-                              wildcards=True)
+        local = check_subject(
+            subject if subject is not None else name, "endpoint subject", wildcards=True
+        )
         full = f"{prefix}.{local}" if prefix else local
         check_queue_group(queue_group, "queue_group")
         check_int(max_workers, "max_workers", 1)
-        endpoint = _Endpoint(self, name, full, queue_group,
-                             check_metadata(metadata, "endpoint metadata"), handler, max_workers)
+        endpoint = _Endpoint(
+            self,
+            name,
+            full,
+            queue_group,
+            check_metadata(metadata, "endpoint metadata"),
+            handler,
+            max_workers,
+        )
         with self._lock:
             if self._stopped:
                 raise InvalidArgumentError(f"service {self.name!r} is stopped")
@@ -368,8 +439,9 @@ class Service:
         """What ``$SRV.INFO`` answers: the service and its endpoints."""
         with self._lock:
             endpoints = [endpoint.info() for endpoint in self._endpoints]
-        return ServiceInfo(self.name, self.id, self.version, self.description,
-                           dict(self.metadata), endpoints)
+        return ServiceInfo(
+            self.name, self.id, self.version, self.description, dict(self.metadata), endpoints
+        )
 
     def stats(self) -> ServiceStats:
         """What ``$SRV.STATS`` answers: each endpoint's counters since the start or the
@@ -377,8 +449,9 @@ class Service:
         with self._lock:
             endpoints = [endpoint.stats() for endpoint in self._endpoints]
             started = self._started
-        return ServiceStats(self.name, self.id, self.version, started, dict(self.metadata),
-                            endpoints)
+        return ServiceStats(
+            self.name, self.id, self.version, started, dict(self.metadata), endpoints
+        )
 
     def reset(self) -> None:
         """Sets every endpoint's counters to zero and ``started`` to now."""
@@ -425,8 +498,11 @@ class Service:
                 if worker is not me:
                     worker.join(max(deadline - time.monotonic(), 0.0))
                     if worker.is_alive():
-                        log.warning("nats_sync: service %r stopped with a handler of %r "
-                                    "still running", self.name, endpoint.name)
+                        log.warning(
+                            "nats_sync: service %r stopped with a handler of %r still running",
+                            self.name,
+                            endpoint.name,
+                        )
 
     def _end(self, sub: Subscription, deadline: float | None) -> None:
         """Ends one subscription: drained (its queued requests answered) when it has a
@@ -448,8 +524,12 @@ class Service:
     def __enter__(self) -> Service:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def __repr__(self) -> str:
@@ -457,9 +537,14 @@ class Service:
         return f"<Service {self.name} {self.version} id={self.id} {state}>"
 
 
-def add_service(nc: Client, name: str, version: str, description: str = "",
-                metadata: dict[str, str] | None = None,
-                queue_group: str = DEFAULT_QUEUE_GROUP) -> Service:
+def add_service(
+    nc: Client,
+    name: str,
+    version: str,
+    description: str = "",
+    metadata: dict[str, str] | None = None,
+    queue_group: str = DEFAULT_QUEUE_GROUP,
+) -> Service:
     """Starts a service on ``nc``: it answers discovery at once; add endpoints to serve.
 
     Example:
@@ -486,9 +571,14 @@ def add_service(nc: Client, name: str, version: str, description: str = "",
     check_version(version)
     if not isinstance(description, str):
         raise InvalidArgumentError(f"description must be a str, got {description!r}")
-    service = Service(nc, name, version, description,
-                      check_metadata(metadata, "service metadata"),
-                      check_queue_group(queue_group, "queue_group"))
+    service = Service(
+        nc,
+        name,
+        version,
+        description,
+        check_metadata(metadata, "service metadata"),
+        check_queue_group(queue_group, "queue_group"),
+    )
     service._start_discovery()
     service._flush()
     return service

@@ -79,7 +79,11 @@ from nats_sync.spark.jetstream import JetStreamDataSource
 from nats_sync.spark.udf import request_df, request_udf
 
 __all__ = [
-    "JetStreamDataSource", "NatsDataSource", "kv_lookup_udf", "register", "request_df",
+    "JetStreamDataSource",
+    "NatsDataSource",
+    "kv_lookup_udf",
+    "register",
+    "request_df",
     "request_udf",
 ]
 

@@ -97,8 +97,9 @@ def open_log(js: JetStream, bucket: str) -> KeyValue:
         return js.key_value(bucket)
     except BucketNotFoundError:
         # Two queries starting at once may both create it: the same config is fine.
-        return js.create_key_value(bucket=bucket, history=1,
-                                   description="nats_sync Spark streaming commit log")
+        return js.create_key_value(
+            bucket=bucket, history=1, description="nats_sync Spark streaming commit log"
+        )
 
 
 def bound_log(client: Client, js: JetStream, bucket: str) -> KeyValue:
@@ -120,12 +121,14 @@ def is_recorded(log: KeyValue, key: str) -> bool:
     return True
 
 
-def record(open_log: Callable[[], KeyValue], key: str, *, rows: int, tasks: int,
-           run_ids: Sequence[str]) -> bool:
+def record(
+    open_log: Callable[[], KeyValue], key: str, *, rows: int, tasks: int, run_ids: Sequence[str]
+) -> bool:
     """Puts ``key`` in the log ``open_log()`` gives; on failure (binding the bucket or
     the put) logs a warning (see the module doc) and returns False."""
-    value = json.dumps({"rows": rows, "tasks": tasks, "run_ids": sorted(run_ids),
-                        "committed_at": time.time()}).encode()
+    value = json.dumps(
+        {"rows": rows, "tasks": tasks, "run_ids": sorted(run_ids), "committed_at": time.time()}
+    ).encode()
     try:
         open_log().put(key, value)
     except Error as error:
@@ -133,12 +136,23 @@ def record(open_log: Callable[[], KeyValue], key: str, *, rows: int, tasks: int,
             "jetstream sink: could not record micro-batch %s in the commit log (%s); the "
             "commit goes on, so Spark's checkpoint still records it, but a replay of this "
             "batch (its checkpoint commit lost) would write it again, stored once only "
-            "within the stream's duplicate_window with message ids", key, error)
+            "within the stream's duplicate_window with message ids",
+            key,
+            error,
+        )
         return False
     return True
 
 
 __all__ = [
-    "BATCH_ID_PROPERTY", "DEFAULT_COMMIT_BUCKET", "QUERY_ID_PROPERTY", "RUN_ID_PROPERTY",
-    "bound_log", "commit_key", "current_micro_batch", "is_recorded", "open_log", "record",
+    "BATCH_ID_PROPERTY",
+    "DEFAULT_COMMIT_BUCKET",
+    "QUERY_ID_PROPERTY",
+    "RUN_ID_PROPERTY",
+    "bound_log",
+    "commit_key",
+    "current_micro_batch",
+    "is_recorded",
+    "open_log",
+    "record",
 ]

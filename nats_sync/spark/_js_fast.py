@@ -83,8 +83,9 @@ class FastSettings(Protocol):
 _Row = tuple[str, bytes, "dict[str, str] | None", "str | None"]
 
 
-def publish_fast(js: JetStream, settings: FastSettings, batches: Iterator[pa.RecordBatch]
-                 ) -> tuple[int, int | None]:
+def publish_fast(
+    js: JetStream, settings: FastSettings, batches: Iterator[pa.RecordBatch]
+) -> tuple[int, int | None]:
     """Publishes every row of ``batches`` as one fast batch and checks the server's count.
 
     Runs in a write task. Returns (rows stored, duplicates among them: the rows when
@@ -112,7 +113,10 @@ def publish_fast(js: JetStream, settings: FastSettings, batches: Iterator[pa.Rec
                 publisher = js.fast_publisher(
                     flow=d.SPARK_JS_FAST_FLOW,
                     max_outstanding_acks=d.SPARK_JS_FAST_MAX_OUTSTANDING_ACKS,
-                    continue_on_gap=False, ack_timeout=settings.timeout, error_cb=refusals)
+                    continue_on_gap=False,
+                    ack_timeout=settings.timeout,
+                    error_cb=refusals,
+                )
             add = publisher.add
             if held is not None:
                 add(held[0], held[1], headers=held[2], msg_id=held[3])
@@ -202,16 +206,19 @@ def _unknown_batch_hint(*errors: BaseException | None) -> str:
     for given in errors:
         error = given.error if isinstance(given, BatchMessageError) else given
         if isinstance(error, FastBatchUnknownError):
-            return ("; the server knows no such batch: a stream other than the one of "
-                    "the task's first row never had it (the rows of a task must all go to "
-                    "one stream; use publishMode 'async' for such writes), or the server "
-                    "lost it (a restart or a new stream leader; an idle batch is kept "
-                    "alive)")
+            return (
+                "; the server knows no such batch: a stream other than the one of "
+                "the task's first row never had it (the rows of a task must all go to "
+                "one stream; use publishMode 'async' for such writes), or the server "
+                "lost it (a restart or a new stream leader; an idle batch is kept "
+                "alive)"
+            )
     return ""
 
 
-def _add_rows(add: Callable[..., object], columns: RowColumns, stop: int,
-              default_subject: str | None) -> None:
+def _add_rows(
+    add: Callable[..., object], columns: RowColumns, stop: int, default_subject: str | None
+) -> None:
     """Adds rows ``0 .. stop-1`` of ``columns`` to the batch, in order."""
     data = columns.data[:stop] if stop < len(columns.data) else columns.data
     ids = columns.msg_ids

@@ -106,7 +106,8 @@ class Planner:
         except StreamNotFoundError:
             raise StreamNotFoundError(
                 f"{SOURCE}: stream {self.settings.stream!r} does not exist",
-                code=404, err_code=10059,
+                code=404,
+                err_code=10059,
             ) from None
 
     def offset(self, seq: int, info: StreamInfo) -> dict[str, Any]:
@@ -154,7 +155,8 @@ class Planner:
             self._lost(
                 f"stream {self.settings.stream!r} was deleted and made again (created "
                 f"{created}, now {created_of(info)}): sequences {seq}.. of the old stream are "
-                "gone", restart_at=earliest_of(info),
+                "gone",
+                restart_at=earliest_of(info),
             )
             return earliest_of(info)
         if seq > head_of(info):
@@ -176,25 +178,31 @@ class Planner:
     def _lost(self, what: str, *, restart_at: int) -> None:
         if self.settings.fail_on_data_loss:
             raise DataLossError(
-                f"{SOURCE}: {what}; set failOnDataLoss to false to go on from "
-                f"sequence {restart_at}"
+                f"{SOURCE}: {what}; set failOnDataLoss to false to go on from sequence {restart_at}"
             )
-        logger.warning("%s: %s; going on from sequence %d (failOnDataLoss=false)",
-                       SOURCE, what, restart_at)
+        logger.warning(
+            "%s: %s; going on from sequence %d (failOnDataLoss=false)", SOURCE, what, restart_at
+        )
 
     def ranges(self, lo: int, hi: int, info: StreamInfo) -> list[JsRange]:
         """``[lo, hi)`` split into read tasks (at least ``minPartitions`` where it can)."""
         if lo >= hi:
             return []
         span = hi - lo
-        count = max(self.settings.min_partitions,
-                    math.ceil(span / d.SPARK_JS_MAX_SEQ_PER_PARTITION))
+        count = max(
+            self.settings.min_partitions, math.ceil(span / d.SPARK_JS_MAX_SEQ_PER_PARTITION)
+        )
         count = min(count, span)
         direct = self._direct(info)
         bounds = [lo + (span * index) // count for index in range(count + 1)]
         return [
-            JsRange(settings=self.settings, lo=bounds[index], hi=bounds[index + 1],
-                    direct=direct, check_head=index == 0)
+            JsRange(
+                settings=self.settings,
+                lo=bounds[index],
+                hi=bounds[index + 1],
+                direct=direct,
+                check_head=index == 0,
+            )
             for index in range(count)
         ]
 

@@ -31,14 +31,16 @@ JS_READ_SCHEMA = (
     "stream string, seq long, subject string, data binary, headers map<string,string>, "
     "timestamp timestamp"
 )
-ARROW_SCHEMA = pa.schema([
-    ("stream", pa.string()),
-    ("seq", pa.int64()),
-    ("subject", pa.string()),
-    ("data", pa.binary()),
-    ("headers", pa.map_(pa.string(), pa.string())),
-    ("timestamp", pa.timestamp("us", tz="UTC")),
-])
+ARROW_SCHEMA = pa.schema(
+    [
+        ("stream", pa.string()),
+        ("seq", pa.int64()),
+        ("subject", pa.string()),
+        ("data", pa.binary()),
+        ("headers", pa.map_(pa.string(), pa.string())),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
 _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 _TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
 
@@ -70,8 +72,9 @@ def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
         # The read ended short of the range. Messages deleted or filtered out at its tail
         # are fine; a replica (consumer or direct get) behind the leader that planned the
         # range is not: ask the leader what is stored next, and read again if it is ours.
-        missing = _next_stored_seq(js, settings.stream, next_seq, settings.subject,
-                                   settings.timeout)
+        missing = _next_stored_seq(
+            js, settings.stream, next_seq, settings.subject, settings.timeout
+        )
         if missing is None or missing >= part.hi:
             return
         now = time.monotonic()
@@ -90,19 +93,29 @@ def _runs(stream: Stream, part: JsRange, start: int) -> Iterator[StoredColumns]:
     settings = part.settings
     batch = min(settings.fetch_batch, part.hi - start)
     if part.direct:
-        return _direct_runs(stream.get_msgs(
-            start, subject=settings.subject, end_seq=part.hi - 1, batch=batch, direct=True,
-            timeout=settings.timeout))
-    return stream.get_msg_columns(start, subject=settings.subject, end_seq=part.hi - 1,
-                                  batch=batch, timeout=settings.timeout)
+        return _direct_runs(
+            stream.get_msgs(
+                start,
+                subject=settings.subject,
+                end_seq=part.hi - 1,
+                batch=batch,
+                direct=True,
+                timeout=settings.timeout,
+            )
+        )
+    return stream.get_msg_columns(
+        start, subject=settings.subject, end_seq=part.hi - 1, batch=batch, timeout=settings.timeout
+    )
 
 
-def _next_stored_seq(js: JetStream, stream: str, seq: int, subject: str | None,
-                     timeout: float) -> int | None:
+def _next_stored_seq(
+    js: JetStream, stream: str, seq: int, subject: str | None, timeout: float
+) -> int | None:
     """The leader's answer: the first stored sequence >= ``seq`` (on ``subject``)."""
     try:
-        reply = js.api.request(f"STREAM.MSG.GET.{stream}",
-                               {"seq": seq, "next_by_subj": subject or ">"}, timeout)
+        reply = js.api.request(
+            f"STREAM.MSG.GET.{stream}", {"seq": seq, "next_by_subj": subject or ">"}, timeout
+        )
     except MessageNotFoundError:
         return None
     found = (reply.get("message") or {}).get("seq")
@@ -136,7 +149,8 @@ def _batch(stream: str, run: StoredColumns, include_headers: bool) -> pa.RecordB
     count = len(run.seqs)
     headers = (
         pa.array([flat_headers(h) if h else None for h in run.headers], _HEADERS_TYPE)
-        if include_headers else pa.nulls(count, _HEADERS_TYPE)
+        if include_headers
+        else pa.nulls(count, _HEADERS_TYPE)
     )
     # Server stamps are nanoseconds; Spark keeps microseconds.
     micros = pc.divide(pa.array(run.times_ns, pa.int64()), 1000)

@@ -41,18 +41,23 @@ class RowColumns:
     headers: list[dict[str, str] | None] | None
     msg_ids: list[str] | None
 
-    def row(self, index: int, default_subject: str | None
-            ) -> tuple[str, bytes, dict[str, str] | None, str | None]:
+    def row(
+        self, index: int, default_subject: str | None
+    ) -> tuple[str, bytes, dict[str, str] | None, str | None]:
         """Row ``index`` as (subject, payload, headers, msg_id)."""
         subject = self.subjects[index] if self.subjects is not None else default_subject
         assert subject is not None  # batch_columns made sure every row has one
-        return (subject, self.data[index],
-                self.headers[index] if self.headers is not None else None,
-                self.msg_ids[index] if self.msg_ids is not None else None)
+        return (
+            subject,
+            self.data[index],
+            self.headers[index] if self.headers is not None else None,
+            self.msg_ids[index] if self.msg_ids is not None else None,
+        )
 
 
-def batch_columns(batch: pa.RecordBatch, default_subject: str | None,
-                  id_columns: Sequence[str], first_row: int) -> RowColumns:
+def batch_columns(
+    batch: pa.RecordBatch, default_subject: str | None, id_columns: Sequence[str], first_row: int
+) -> RowColumns:
     """The rows of ``batch`` as lists, every row checked.
 
     Args:
@@ -68,10 +73,16 @@ def batch_columns(batch: pa.RecordBatch, default_subject: str | None,
     names = batch.schema.names
     return RowColumns(
         data=_payloads(batch.column("data")),
-        subjects=(_subjects(batch.column("subject"), default_subject, first_row)
-                  if "subject" in names else None),
-        headers=([dict(pairs) if pairs else None for pairs in batch.column("headers").to_pylist()]
-                 if "headers" in names else None),
+        subjects=(
+            _subjects(batch.column("subject"), default_subject, first_row)
+            if "subject" in names
+            else None
+        ),
+        headers=(
+            [dict(pairs) if pairs else None for pairs in batch.column("headers").to_pylist()]
+            if "headers" in names
+            else None
+        ),
         msg_ids=_msg_ids(batch, id_columns, first_row),
     )
 
@@ -102,18 +113,24 @@ def _subjects(column: pa.Array, default_subject: str | None, first_row: int) -> 
     return values
 
 
-def _msg_ids(batch: pa.RecordBatch, id_columns: Sequence[str], first_row: int
-             ) -> list[str] | None:
+def _msg_ids(batch: pa.RecordBatch, id_columns: Sequence[str], first_row: int) -> list[str] | None:
     """Each row's message id: the ``msg_id`` column, or the ``msgIdColumns`` joined."""
     if id_columns:
         parts = [batch.column(name) for name in id_columns]
-        texts = [part if pa.types.is_string(part.type) or pa.types.is_large_string(part.type)
-                 else part.cast(pa.string()) for part in parts]
+        texts = [
+            part
+            if pa.types.is_string(part.type) or pa.types.is_large_string(part.type)
+            else part.cast(pa.string())
+            for part in parts
+        ]
         ids = pc.binary_join_element_wise(*texts, ":")  # null where any part is null
         if ids.null_count:
             index = pc.index(ids.is_null(), True).as_py()
-            nulls = [name for name, part in zip(id_columns, parts, strict=True)
-                     if not part[index].is_valid]
+            nulls = [
+                name
+                for name, part in zip(id_columns, parts, strict=True)
+                if not part[index].is_valid
+            ]
             raise InvalidArgumentError(
                 f"{SINK}: row {first_row + index} of this task has a null in column(s) "
                 f"{nulls} of option 'msgIdColumns', so it has no message id"
@@ -125,9 +142,7 @@ def _msg_ids(batch: pa.RecordBatch, id_columns: Sequence[str], first_row: int
     missing = pc.fill_null(pc.equal(pc.binary_length(ids), 0), True)
     if pc.any(missing).as_py():
         row = first_row + pc.index(missing, True).as_py()
-        raise InvalidArgumentError(
-            f"{SINK}: row {row} of this task has a null or empty message id"
-        )
+        raise InvalidArgumentError(f"{SINK}: row {row} of this task has a null or empty message id")
     values: list[str] = ids.to_pylist()
     return values
 

@@ -95,9 +95,15 @@ DEFAULT_MAX_PENDING_ACKS = d.DEFAULT_JS_MAX_PENDING_ACKS
 PUBLISH_MODES = ("auto", "fast", "async")
 DEFAULT_PUBLISH_MODE = "auto"
 #: Option names as users write them; Spark hands them over in any case.
-_OPTION_NAMES = {"subject": "subject", "timeout": "timeout", "domain": "domain",
-                 "msgidcolumns": "msgIdColumns", "maxpendingacks": "maxPendingAcks",
-                 "publishmode": "publishMode", "commitbucket": "commitBucket"}
+_OPTION_NAMES = {
+    "subject": "subject",
+    "timeout": "timeout",
+    "domain": "domain",
+    "msgidcolumns": "msgIdColumns",
+    "maxpendingacks": "maxPendingAcks",
+    "publishmode": "publishMode",
+    "commitbucket": "commitBucket",
+}
 _COLUMNS = ("data", "subject", "headers", "msg_id")
 _MSG_ID_PART_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
 
@@ -152,8 +158,9 @@ class JetStreamCommitMessage(WriterCommitMessage):
 # --- the driver: options and columns ---------------------------------------------------
 
 
-def parse_sink_options(options: Mapping[str, str], schema: StructType,
-                       overwrite: bool, *, streaming: bool = False) -> SinkSettings:
+def parse_sink_options(
+    options: Mapping[str, str], schema: StructType, overwrite: bool, *, streaming: bool = False
+) -> SinkSettings:
     """Checks the options and the DataFrame's columns before any task starts.
 
     Nothing is asked of the server here (``publishMode`` "auto" stays "auto"; see
@@ -189,14 +196,14 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
         check_domain(domain)
     except InvalidArgumentError as bad:
         raise InvalidArgumentError(f"{_SINK}: option 'domain': {bad}") from None
-    id_columns = tuple(name.strip() for name in given.get("msgidcolumns", "").split(",")
-                       if name.strip())
+    id_columns = tuple(
+        name.strip() for name in given.get("msgidcolumns", "").split(",") if name.strip()
+    )
     if "msgidcolumns" in given and not id_columns:
         raise InvalidArgumentError(
             f"{_SINK}: option 'msgIdColumns' names no column (comma-separated column names)"
         )
-    check_sink_schema(schema, has_subject_option=subject is not None,
-                      msg_id_columns=id_columns)
+    check_sink_schema(schema, has_subject_option=subject is not None, msg_id_columns=id_columns)
     mode = given.get("publishmode", DEFAULT_PUBLISH_MODE).strip().lower()
     if mode not in PUBLISH_MODES:
         raise InvalidArgumentError(
@@ -207,8 +214,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType,
         servers=servers,
         connect_options=connect,
         subject=subject,
-        timeout=positive_float("timeout", given.get("timeout", str(d.SPARK_JS_ACK_TIMEOUT)),
-                               _SINK),
+        timeout=positive_float("timeout", given.get("timeout", str(d.SPARK_JS_ACK_TIMEOUT)), _SINK),
         domain=domain,
         max_pending_acks=positive_int(
             "maxPendingAcks", given.get("maxpendingacks", str(DEFAULT_MAX_PENDING_ACKS)), _SINK
@@ -275,8 +281,13 @@ def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
             "publishMode 'async'"
         )
     mode = "fast" if allowed else "async"
-    logger.info("%s: publishMode %s for subject %r (stream %s)", _SINK, mode, subject,
-                stream.config.name if stream is not None else "none")
+    logger.info(
+        "%s: publishMode %s for subject %r (stream %s)",
+        _SINK,
+        mode,
+        subject,
+        stream.config.name if stream is not None else "none",
+    )
     return dataclasses.replace(settings, publish_mode=mode)
 
 
@@ -287,8 +298,9 @@ def _check_subject_option(subject: str) -> None:
         raise InvalidArgumentError(f"{_SINK}: option 'subject': {bad}") from None
 
 
-def check_sink_schema(schema: StructType, *, has_subject_option: bool,
-                      msg_id_columns: Sequence[str]) -> None:
+def check_sink_schema(
+    schema: StructType, *, has_subject_option: bool, msg_id_columns: Sequence[str]
+) -> None:
     """Checks the columns of a DataFrame to be published to JetStream.
 
     ``data`` (binary or string) is required; ``subject`` (string), ``headers``
@@ -329,8 +341,9 @@ def check_sink_schema(schema: StructType, *, has_subject_option: bool,
                 f"{_SINK}: column {name!r} of option 'msgIdColumns' must be a string or an "
                 f"integer, not {columns[name]}"
             )
-    check_message_columns(_SINK, columns, ("subject", "msg_id"),
-                          has_subject_option=has_subject_option)
+    check_message_columns(
+        _SINK, columns, ("subject", "msg_id"), has_subject_option=has_subject_option
+    )
 
 
 # --- the tasks: publishing with acknowledgements -------------------------------------------
@@ -344,10 +357,15 @@ def _jetstream(settings: SinkSettings) -> JetStream:
     client = worker_client(list(settings.servers), settings.connect_kwargs)
     # stall_wait = the ack timeout: a full window frees up as acks come or expire.
     return _contexts.get(
-        client, (settings.domain, settings.timeout, settings.max_pending_acks),
-        lambda: client.jetstream(domain=settings.domain, timeout=settings.timeout,
-                                 max_pending_acks=settings.max_pending_acks,
-                                 stall_wait=settings.timeout))
+        client,
+        (settings.domain, settings.timeout, settings.max_pending_acks),
+        lambda: client.jetstream(
+            domain=settings.domain,
+            timeout=settings.timeout,
+            max_pending_acks=settings.max_pending_acks,
+            stall_wait=settings.timeout,
+        ),
+    )
 
 
 def _commit_log(settings: SinkSettings) -> KeyValue:
@@ -396,8 +414,9 @@ class _Tally:
             self.failure = (subject, error)
 
 
-def publish_acknowledged(settings: SinkSettings, batches: Iterator[pa.RecordBatch]
-                         ) -> tuple[int, int | None]:
+def publish_acknowledged(
+    settings: SinkSettings, batches: Iterator[pa.RecordBatch]
+) -> tuple[int, int | None]:
     """Publishes every row of ``batches`` the way ``settings.publish_mode`` says.
 
     Runs in a write task. Returns (rows acknowledged, duplicates among them: None where
@@ -416,8 +435,9 @@ def publish_acknowledged(settings: SinkSettings, batches: Iterator[pa.RecordBatc
     return publish_async_acknowledged(settings, batches)
 
 
-def publish_async_acknowledged(settings: SinkSettings, batches: Iterator[pa.RecordBatch]
-                               ) -> tuple[int, int]:
+def publish_async_acknowledged(
+    settings: SinkSettings, batches: Iterator[pa.RecordBatch]
+) -> tuple[int, int]:
     """``publishMode`` "async": every row with ``publish_async``, then every ack awaited.
 
     Returns (rows acknowledged, duplicates among them). Raises as
@@ -450,8 +470,9 @@ def publish_async_acknowledged(settings: SinkSettings, batches: Iterator[pa.Reco
     return tally.acked, tally.duplicates
 
 
-def _publish_batch(js: JetStream, settings: SinkSettings, batch: pa.RecordBatch,
-                   tally: _Tally) -> None:
+def _publish_batch(
+    js: JetStream, settings: SinkSettings, batch: pa.RecordBatch, tally: _Tally
+) -> None:
     columns = batch_columns(batch, settings.subject, settings.msg_id_columns, tally.sent)
     subjects, headers, msg_ids = columns.subjects, columns.headers, columns.msg_ids
     default_subject = settings.subject
@@ -459,9 +480,15 @@ def _publish_batch(js: JetStream, settings: SinkSettings, batch: pa.RecordBatch,
     for index, payload in enumerate(columns.data):
         subject = subjects[index] if subjects is not None else default_subject
         assert subject is not None  # batch_columns made sure every row has one
-        tally.add(publish(subject, payload,
-                          headers=headers[index] if headers is not None else None,
-                          msg_id=msg_ids[index] if msg_ids is not None else None), subject)
+        tally.add(
+            publish(
+                subject,
+                payload,
+                headers=headers[index] if headers is not None else None,
+                msg_id=msg_ids[index] if msg_ids is not None else None,
+            ),
+            subject,
+        )
         if index % 256 == 255:
             tally.collect_done()
             if tally.failure is not None:
@@ -503,15 +530,20 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
         """Publishes one task's rows and waits for their acks (runs in a worker)."""
         rows, duplicates = publish_acknowledged(self.settings, iterator)
-        return JetStreamCommitMessage(rows, duplicates, _partition_id(),
-                                      self.settings.publish_mode)
+        return JetStreamCommitMessage(rows, duplicates, _partition_id(), self.settings.publish_mode)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Logs the totals once every task is acknowledged (runs on the driver)."""
         rows, duplicates = _totals(messages)
-        logger.info("%s: %d rows acknowledged in %d tasks (publishMode %s), %s of them "
-                    "duplicates the stream had already stored", _SINK, rows, len(messages),
-                    _modes(messages), duplicates)
+        logger.info(
+            "%s: %d rows acknowledged in %d tasks (publishMode %s), %s of them "
+            "duplicates the stream had already stored",
+            _SINK,
+            rows,
+            len(messages),
+            _modes(messages),
+            duplicates,
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Logs what the successful tasks had stored before the job failed."""
@@ -541,11 +573,11 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         settings = self.settings
         batch = _js_commits.current_micro_batch()
         if batch is None:  # no query id from Spark: the message ids are all there is
-            logger.warning("%s: no streaming query id in this task: the commit log is not "
-                           "used", _SINK)
+            logger.warning(
+                "%s: no streaming query id in this task: the commit log is not used", _SINK
+            )
             rows, duplicates = publish_acknowledged(settings, iterator)
-            return JetStreamCommitMessage(rows, duplicates, _partition_id(),
-                                          settings.publish_mode)
+            return JetStreamCommitMessage(rows, duplicates, _partition_id(), settings.publish_mode)
         query_id, batch_id, run_id = batch
         key = _js_commits.commit_key(query_id, batch_id)
         try:
@@ -558,11 +590,20 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         if recorded:
             for _ in iterator:  # the input is consumed all the same, as Spark expects
                 pass
-            return JetStreamCommitMessage(0, 0, _partition_id(), settings.publish_mode,
-                                          query_id, batch_id, run_id, skipped=True)
+            return JetStreamCommitMessage(
+                0,
+                0,
+                _partition_id(),
+                settings.publish_mode,
+                query_id,
+                batch_id,
+                run_id,
+                skipped=True,
+            )
         rows, duplicates = publish_acknowledged(settings, iterator)
-        return JetStreamCommitMessage(rows, duplicates, _partition_id(),
-                                      settings.publish_mode, query_id, batch_id, run_id)
+        return JetStreamCommitMessage(
+            rows, duplicates, _partition_id(), settings.publish_mode, query_id, batch_id, run_id
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records the written micro-batch in the commit log (runs on the driver).
@@ -572,42 +613,60 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         """
         done = _done(messages)
         if done and all(message.skipped for message in done):
-            logger.info("%s: micro-batch %d was written before (commit log %r): nothing "
-                        "written again", _SINK, batchId, self.settings.commit_bucket)
+            logger.info(
+                "%s: micro-batch %d was written before (commit log %r): nothing written again",
+                _SINK,
+                batchId,
+                self.settings.commit_bucket,
+            )
             return
         rows, duplicates = _totals(messages)
-        logger.info("%s: micro-batch %d: %d rows acknowledged (publishMode %s), %s of them "
-                    "duplicates", _SINK, batchId, rows, _modes(messages), duplicates)
+        logger.info(
+            "%s: micro-batch %d: %d rows acknowledged (publishMode %s), %s of them duplicates",
+            _SINK,
+            batchId,
+            rows,
+            _modes(messages),
+            duplicates,
+        )
         query_ids = {m.query_id for m in done if m.query_id is not None}
         if not query_ids:
             return  # no task saw a query id: nothing to key the record by
         run_ids = sorted({m.run_id for m in done if m.run_id})
         for query_id in sorted(query_ids):
-            _js_commits.record(lambda: _commit_log(self.settings),
-                               _js_commits.commit_key(query_id, batchId), rows=rows,
-                               tasks=len(done), run_ids=run_ids)
+            _js_commits.record(
+                lambda: _commit_log(self.settings),
+                _js_commits.commit_key(query_id, batchId),
+                rows=rows,
+                tasks=len(done),
+                run_ids=run_ids,
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Logs a failed micro-batch (not recorded: its replay writes it again)."""
         rows, _ = _totals(messages)
-        logger.warning("%s: micro-batch %d failed after %d rows were acknowledged",
-                       _SINK, batchId, rows)
+        logger.warning(
+            "%s: micro-batch %d failed after %d rows were acknowledged", _SINK, batchId, rows
+        )
 
 
-def batch_writer(options: Mapping[str, str], schema: StructType,
-                 overwrite: bool) -> DataSourceArrowWriter:
+def batch_writer(
+    options: Mapping[str, str], schema: StructType, overwrite: bool
+) -> DataSourceArrowWriter:
     """The writer of ``df.write.format("jetstream")`` (called on the driver).
 
     Raises:
         InvalidArgumentError: see `parse_sink_options` and `resolve_publish_mode`.
         RuntimeError: see `resolve_publish_mode`.
     """
-    return JetStreamBatchWriter(resolve_publish_mode(
-        parse_sink_options(options, schema, overwrite)))
+    return JetStreamBatchWriter(
+        resolve_publish_mode(parse_sink_options(options, schema, overwrite))
+    )
 
 
-def stream_writer(options: Mapping[str, str], schema: StructType,
-                  overwrite: bool) -> DataSourceStreamArrowWriter:
+def stream_writer(
+    options: Mapping[str, str], schema: StructType, overwrite: bool
+) -> DataSourceStreamArrowWriter:
     """The writer of ``df.writeStream.format("jetstream")`` (called on the driver when
     the query starts, and again by Spark for each micro-batch's commit).
 
@@ -618,8 +677,7 @@ def stream_writer(options: Mapping[str, str], schema: StructType,
         RuntimeError: see `resolve_publish_mode`; or the commit bucket could not be
             bound or made.
     """
-    settings = resolve_publish_mode(parse_sink_options(options, schema, overwrite,
-                                                       streaming=True))
+    settings = resolve_publish_mode(parse_sink_options(options, schema, overwrite, streaming=True))
     try:
         _js_commits.open_log(_jetstream(settings), settings.commit_bucket)
     except Error as error:
@@ -631,8 +689,17 @@ def stream_writer(options: Mapping[str, str], schema: StructType,
 
 
 __all__ = [
-    "DEFAULT_PUBLISH_MODE", "PUBLISH_MODES", "JetStreamBatchWriter", "JetStreamCommitMessage",
-    "JetStreamStreamWriter", "SinkSettings", "batch_writer", "check_sink_schema",
-    "parse_sink_options", "publish_acknowledged", "publish_async_acknowledged",
-    "resolve_publish_mode", "stream_writer",
+    "DEFAULT_PUBLISH_MODE",
+    "PUBLISH_MODES",
+    "JetStreamBatchWriter",
+    "JetStreamCommitMessage",
+    "JetStreamStreamWriter",
+    "SinkSettings",
+    "batch_writer",
+    "check_sink_schema",
+    "parse_sink_options",
+    "publish_acknowledged",
+    "publish_async_acknowledged",
+    "resolve_publish_mode",
+    "stream_writer",
 ]

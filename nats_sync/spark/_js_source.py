@@ -53,9 +53,19 @@ except ImportError:  # pragma: no cover - pyspark 4.1
 
 _READ_MODES = ("auto", "direct", "consumer")
 _READ_OPTIONS = (
-    "stream", "subject", "startingoffsets", "startingtimestamp", "endingoffsets",
-    "maxoffsetspertrigger", "minpartitions", "failondataloss", "includeheaders", "domain",
-    "timeout", "readmode", "fetchbatch",
+    "stream",
+    "subject",
+    "startingoffsets",
+    "startingtimestamp",
+    "endingoffsets",
+    "maxoffsetspertrigger",
+    "minpartitions",
+    "failondataloss",
+    "includeheaders",
+    "domain",
+    "timeout",
+    "readmode",
+    "fetchbatch",
 )
 
 
@@ -102,17 +112,24 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> JsRead
         stream=stream,
         connect_options=connect,
         subject=given.get("subject") or None,
-        starting=_offset_option(given, "startingoffsets", stream, streaming=streaming,
-                                allow_latest=streaming),
-        starting_timestamp_ms=(
-            _whole(given, "startingtimestamp", minimum=0)
-            if "startingtimestamp" in given else None
+        starting=_offset_option(
+            given, "startingoffsets", stream, streaming=streaming, allow_latest=streaming
         ),
-        ending=_offset_option(given, "endingoffsets", stream, streaming=streaming,
-                              allow_latest=True, allow_earliest=False),
+        starting_timestamp_ms=(
+            _whole(given, "startingtimestamp", minimum=0) if "startingtimestamp" in given else None
+        ),
+        ending=_offset_option(
+            given,
+            "endingoffsets",
+            stream,
+            streaming=streaming,
+            allow_latest=True,
+            allow_earliest=False,
+        ),
         max_offsets_per_trigger=(
             positive_int("maxOffsetsPerTrigger", max_offsets, SOURCE)
-            if max_offsets is not None else None
+            if max_offsets is not None
+            else None
         ),
         min_partitions=positive_int("minPartitions", given.get("minpartitions", "1"), SOURCE),
         fail_on_data_loss=_boolean(given, "failondataloss", default=True),
@@ -126,8 +143,15 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> JsRead
     )
 
 
-def _offset_option(given: Mapping[str, str], key: str, stream: str, *, streaming: bool,
-                   allow_latest: bool, allow_earliest: bool = True) -> int | None:
+def _offset_option(
+    given: Mapping[str, str],
+    key: str,
+    stream: str,
+    *,
+    streaming: bool,
+    allow_latest: bool,
+    allow_earliest: bool = True,
+) -> int | None:
     text = given.get(key)
     if text is None:
         return None
@@ -230,8 +254,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return ReadMaxRows(self.settings.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None
-                     ) -> dict[str, Any]:
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
         """The end of the next micro-batch: the stream's head, capped by the limit."""
         planner = Planner(self.settings)
         info = planner.info()
@@ -287,5 +312,8 @@ def _read(partition: InputPartition | None) -> Any:
 
 
 __all__ = [
-    "JS_READ_SCHEMA", "JetStreamBatchReader", "JetStreamStreamReader", "parse_read_options",
+    "JS_READ_SCHEMA",
+    "JetStreamBatchReader",
+    "JetStreamStreamReader",
+    "parse_read_options",
 ]

@@ -37,17 +37,30 @@ from nats_sync.spark._worker_python import check_session_workers
 _buckets: PerClient[KeyValue] = PerClient()
 
 
-def _bucket(bucket: str, servers: str | list[str], timeout: float, domain: str | None,
-            options: dict[str, Any]) -> KeyValue:
+def _bucket(
+    bucket: str,
+    servers: str | list[str],
+    timeout: float,
+    domain: str | None,
+    options: dict[str, Any],
+) -> KeyValue:
     """This process's binding of ``bucket`` (made on first use, again after a close)."""
     client = worker_client(servers, options)
-    return _buckets.get(client, (bucket, domain, timeout),
-                        lambda: client.jetstream(domain=domain, timeout=timeout)
-                        .key_value(bucket))
+    return _buckets.get(
+        client,
+        (bucket, domain, timeout),
+        lambda: client.jetstream(domain=domain, timeout=timeout).key_value(bucket),
+    )
 
 
-def lookup_values(keys: Sequence[Any], bucket: str, servers: str | list[str], timeout: float,
-                  domain: str | None, options: dict[str, Any]) -> list[bytes | None]:
+def lookup_values(
+    keys: Sequence[Any],
+    bucket: str,
+    servers: str | list[str],
+    timeout: float,
+    domain: str | None,
+    options: dict[str, Any],
+) -> list[bytes | None]:
     """Each key's current value (None where absent, deleted or purged, or the key null).
 
     Raises:
@@ -74,9 +87,15 @@ def _key_text(key: object) -> str:
     )
 
 
-def kv_lookup_udf(bucket: str, servers: str | list[str], timeout: float = d.SPARK_KV_LOOKUP_TIMEOUT,
-                  *, domain: str | None = None, decode: str | None = None,
-                  **connect_options: Any) -> Any:
+def kv_lookup_udf(
+    bucket: str,
+    servers: str | list[str],
+    timeout: float = d.SPARK_KV_LOOKUP_TIMEOUT,
+    *,
+    domain: str | None = None,
+    decode: str | None = None,
+    **connect_options: Any,
+) -> Any:
     """A vectorised UDF giving each key's current value in a key-value bucket.
 
     It serves "enrich from a reference table" with no service process: the keys of each
@@ -154,8 +173,9 @@ def _check_encoding(decode: object) -> str:
         raise InvalidArgumentError(f"kv_lookup_udf: unknown encoding decode={decode!r}") from None
 
 
-def decode_values(keys: Sequence[Any], values: Sequence[bytes | None], encoding: str,
-                  bucket: str) -> list[str | None]:
+def decode_values(
+    keys: Sequence[Any], values: Sequence[bytes | None], encoding: str, bucket: str
+) -> list[str | None]:
     """``values`` decoded with ``encoding`` (None stays None).
 
     Raises:

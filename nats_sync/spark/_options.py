@@ -90,8 +90,13 @@ def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> S
     )
 
 
-def check_message_columns(source: str, columns: Mapping[str, DataType],
-                          string_columns: tuple[str, ...], *, has_subject_option: bool) -> None:
+def check_message_columns(
+    source: str,
+    columns: Mapping[str, DataType],
+    string_columns: tuple[str, ...],
+    *,
+    has_subject_option: bool,
+) -> None:
     """The column checks both sinks share: ``data`` binary or string, each of
     ``string_columns`` a string, ``headers`` a map<string,string>, and a subject from
     the option or a column.
@@ -131,8 +136,7 @@ def flat_headers(headers: Mapping[str, Any] | None) -> dict[str, str] | None:
     if not headers:
         return None
     return {
-        key: ",".join(value) if isinstance(value, list) else value
-        for key, value in headers.items()
+        key: ",".join(value) if isinstance(value, list) else value for key, value in headers.items()
     }
 
 
@@ -167,8 +171,7 @@ def connection_options(
     servers = tuple(url.strip() for url in given.get("servers", "").split(",") if url.strip())
     if not servers:
         raise InvalidArgumentError(
-            f"{source}: option 'servers' is required "
-            "(a NATS URL, or several separated by commas)"
+            f"{source}: option 'servers' is required (a NATS URL, or several separated by commas)"
         )
     keywords: list[tuple[str, Any]] = []
     for option, keyword in CONNECT_OPTIONS.items():
@@ -208,7 +211,14 @@ def positive_int(option: str, text: str, source: str = "nats data source") -> in
 
 
 __all__ = [
-    "CONNECT_OPTIONS", "SourceSettings", "check_known", "check_message_columns",
-    "connection_options", "flat_headers", "lowered_options",
-    "parse_source_options", "positive_float", "positive_int",
+    "CONNECT_OPTIONS",
+    "SourceSettings",
+    "check_known",
+    "check_message_columns",
+    "connection_options",
+    "flat_headers",
+    "lowered_options",
+    "parse_source_options",
+    "positive_float",
+    "positive_int",
 ]

@@ -50,8 +50,9 @@ def check_session_workers(spark: Any = None) -> None:
     check_worker_python(str(context.master), str(context.pythonExec), includes)
 
 
-def check_worker_python(master: str, python: str, includes: Sequence[str] = (),
-                        env: Mapping[str, str] | None = None) -> None:
+def check_worker_python(
+    master: str, python: str, includes: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> None:
     """Raises `SparkWorkerPythonError` if a local master's workers cannot import nats_sync.
 
     Args:
@@ -87,8 +88,9 @@ def _py_file(context: Any, name: str) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _import_problem(python: str, includes: tuple[str, ...],
-                    environment: tuple[tuple[str, str], ...]) -> str | None:
+def _import_problem(
+    python: str, includes: tuple[str, ...], environment: tuple[tuple[str, str], ...]
+) -> str | None:
     """Why ``python`` cannot import nats_sync (its last line of error), or None if it can."""
     env = dict(environment)
     if includes:
@@ -97,8 +99,12 @@ def _import_problem(python: str, includes: tuple[str, ...],
         )
     try:
         done = subprocess.run(
-            [python, "-c", _PROBE], env=env, capture_output=True, text=True,
-            timeout=d.SPARK_WORKER_PYTHON_CHECK_TIMEOUT, check=False,
+            [python, "-c", _PROBE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=d.SPARK_WORKER_PYTHON_CHECK_TIMEOUT,
+            check=False,
         )
     except FileNotFoundError:
         return "no such interpreter"

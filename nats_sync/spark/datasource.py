@@ -46,8 +46,7 @@ from nats_sync.spark._worker import worker_client
 logger = logging.getLogger("nats_sync.spark")
 
 READ_SCHEMA = (
-    "subject string, reply string, data binary, headers map<string,string>, "
-    "received_at timestamp"
+    "subject string, reply string, data binary, headers map<string,string>, received_at timestamp"
 )
 _WRITE_COLUMNS = {"data", "subject", "reply", "headers"}
 
@@ -113,8 +112,9 @@ def check_write_schema(schema: StructType, *, has_subject_option: bool) -> None:
             f"nats data source: unknown column(s) {unknown}; "
             "allowed are data, subject, reply, headers"
         )
-    check_message_columns("nats data source", columns, ("subject", "reply"),
-                          has_subject_option=has_subject_option)
+    check_message_columns(
+        "nats data source", columns, ("subject", "reply"), has_subject_option=has_subject_option
+    )
 
 
 def publish_batches(settings: SourceSettings, batches: Iterator[pa.RecordBatch]) -> int:
@@ -233,7 +233,10 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
 
     def __getstate__(self) -> dict[str, Any]:
         return {
-            "settings": self.settings, "buffer_dropped": 0, "_subscription": None, "_buffer": None
+            "settings": self.settings,
+            "buffer_dropped": 0,
+            "_subscription": None,
+            "_buffer": None,
         }
 
     @property
@@ -275,7 +278,9 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
             if self.buffer_dropped == 1 or self.buffer_dropped % 10_000 == 0:
                 logger.warning(
                     "nats data source: buffer of %d messages full on %r, %d dropped so far",
-                    self.settings.max_buffered, self.settings.subject, self.dropped,
+                    self.settings.max_buffered,
+                    self.settings.subject,
+                    self.dropped,
                 )
 
     def initialOffset(self) -> dict[str, int]:
@@ -300,7 +305,9 @@ class NatsStreamReader(SimpleDataSourceStreamReader):
         """Cannot replay: core NATS keeps no history, so a recovered batch is empty."""
         logger.warning(
             "nats data source: cannot replay messages %s..%s after a restart "
-            "(core NATS is at-most-once); they are lost", start, end,
+            "(core NATS is at-most-once); they are lost",
+            start,
+            end,
         )
         return iter([])
 

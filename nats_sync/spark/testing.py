@@ -76,8 +76,7 @@ def find_spark_home() -> Path:
         spec = importlib.util.find_spec("pyspark")
         if spec is None or spec.origin is None:
             raise SparkClusterError(
-                "no Spark found: install pyspark (pip install 'nats-sync[spark]') "
-                "or set SPARK_HOME"
+                "no Spark found: install pyspark (pip install 'nats-sync[spark]') or set SPARK_HOME"
             )
         home = Path(spec.origin).parent
         where = f"the pyspark package at {home}"
@@ -188,19 +187,46 @@ class SparkStandaloneCluster:
             self._master_port = _free_port(self.host)
             self._master_ui_port = _free_port(self.host)
             self._master = self._launch(
-                [launcher, _MASTER_CLASS, "--host", self.host, "--port",
-                 str(self._master_port), "--webui-port", str(self._master_ui_port)],
-                self.master_log, env)
-            self._wait_for(lambda state: state.get("status") == "ALIVE", deadline,
-                           "the master did not come up")
+                [
+                    launcher,
+                    _MASTER_CLASS,
+                    "--host",
+                    self.host,
+                    "--port",
+                    str(self._master_port),
+                    "--webui-port",
+                    str(self._master_ui_port),
+                ],
+                self.master_log,
+                env,
+            )
+            self._wait_for(
+                lambda state: state.get("status") == "ALIVE", deadline, "the master did not come up"
+            )
             self._worker = self._launch(
-                [launcher, _WORKER_CLASS, self.master_url, "--cores", str(self.cores),
-                 "--memory", self.memory, "--host", self.host,
-                 "--webui-port", str(_free_port(self.host)),
-                 "--work-dir", str(self.workdir / "work")],
-                self.worker_log, env)
-            self._wait_for(lambda state: _alive_workers(state) >= 1, deadline,
-                           "the worker did not register with the master")
+                [
+                    launcher,
+                    _WORKER_CLASS,
+                    self.master_url,
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--host",
+                    self.host,
+                    "--webui-port",
+                    str(_free_port(self.host)),
+                    "--work-dir",
+                    str(self.workdir / "work"),
+                ],
+                self.worker_log,
+                env,
+            )
+            self._wait_for(
+                lambda state: _alive_workers(state) >= 1,
+                deadline,
+                "the worker did not register with the master",
+            )
         except BaseException:
             self.stop()
             raise
@@ -208,32 +234,46 @@ class SparkStandaloneCluster:
 
     def _daemon_env(self, home: Path) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "SPARK_HOME": str(home),
-            "SPARK_LOCAL_IP": self.host,
-            "PYSPARK_PYTHON": self.python,
-            # No REST submission server: its fixed port (6066) is not ours to take.
-            "SPARK_MASTER_OPTS": " ".join(filter(None, [
-                env.get("SPARK_MASTER_OPTS"), "-Dspark.master.rest.enabled=false"])),
-        })
+        env.update(
+            {
+                "SPARK_HOME": str(home),
+                "SPARK_LOCAL_IP": self.host,
+                "PYSPARK_PYTHON": self.python,
+                # No REST submission server: its fixed port (6066) is not ours to take.
+                "SPARK_MASTER_OPTS": " ".join(
+                    filter(
+                        None, [env.get("SPARK_MASTER_OPTS"), "-Dspark.master.rest.enabled=false"]
+                    )
+                ),
+            }
+        )
         return env
 
     @staticmethod
-    def _launch(command: list[str], log_path: Path, env: Mapping[str, str]
-                ) -> subprocess.Popen[bytes]:
+    def _launch(
+        command: list[str], log_path: Path, env: Mapping[str, str]
+    ) -> subprocess.Popen[bytes]:
         with open(log_path, "ab") as log:
-            return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=dict(env),
-                                    start_new_session=True)
+            return subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(env),
+                start_new_session=True,
+            )
 
     def _wait_for(self, ready: Any, deadline: float, what: str) -> None:
         while True:
-            for name, process, log in (("master", self._master, self.master_log),
-                                       ("worker", self._worker, self.worker_log)):
+            for name, process, log in (
+                ("master", self._master, self.master_log),
+                ("worker", self._worker, self.worker_log),
+            ):
                 if process is not None and process.poll() is not None:
                     raise SparkClusterError(
                         f"the Spark {name} exited with code {process.returncode} at "
-                        f"start:\n{_tail(log)}")
+                        f"start:\n{_tail(log)}"
+                    )
             state = self._try_state()
             if state is not None and ready(state):
                 return
@@ -241,7 +281,8 @@ class SparkStandaloneCluster:
                 raise SparkClusterError(
                     f"{what} within {self.startup_timeout}s (logs in {self.workdir})"
                     f":\n--- master log\n"
-                    f"{_tail(self.master_log)}\n--- worker log\n{_tail(self.worker_log)}")
+                    f"{_tail(self.master_log)}\n--- worker log\n{_tail(self.worker_log)}"
+                )
             time.sleep(_POLL_INTERVAL)
 
     def _try_state(self) -> dict[str, Any] | None:
@@ -286,8 +327,10 @@ class SparkStandaloneCluster:
     @property
     def is_running(self) -> bool:
         """Whether both the master and the worker processes are alive."""
-        return all(process is not None and process.poll() is None
-                   for process in (self._master, self._worker))
+        return all(
+            process is not None and process.poll() is None
+            for process in (self._master, self._worker)
+        )
 
     @property
     def master_url(self) -> str:
@@ -346,8 +389,13 @@ class SparkStandaloneCluster:
             executors' interpreter) and ``SPARK_LOCAL_IP`` (the driver on loopback).
         """
         env = dict(os.environ if base is None else base)
-        env.update({"PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python,
-                    "SPARK_LOCAL_IP": self.host})
+        env.update(
+            {
+                "PYSPARK_PYTHON": self.python,
+                "PYSPARK_DRIVER_PYTHON": self.python,
+                "SPARK_LOCAL_IP": self.host,
+            }
+        )
         return env
 
     def __repr__(self) -> str:
@@ -390,8 +438,9 @@ def _kill_leftover_clusters() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m nats_sync.spark.testing``: a local cluster until Ctrl-C."""
-    parser = argparse.ArgumentParser(description="Runs a Spark standalone master and "
-                                     "worker on loopback until Ctrl-C.")
+    parser = argparse.ArgumentParser(
+        description="Runs a Spark standalone master and worker on loopback until Ctrl-C."
+    )
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--memory", default="2g")
     args = parser.parse_args(argv)
@@ -402,8 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         print(f"master {cluster.master_url}  web UI {cluster.web_ui_url}  logs {cluster.workdir}")
-        print(f"drivers: PYSPARK_PYTHON={cluster.python} SPARK_LOCAL_IP={cluster.host}",
-              flush=True)
+        print(f"drivers: PYSPARK_PYTHON={cluster.python} SPARK_LOCAL_IP={cluster.host}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while cluster.is_running:
                 time.sleep(1.0)

@@ -43,9 +43,7 @@ def _as_bytes(value: Any) -> bytes | None:
         return value
     if isinstance(value, str):
         return value.encode()
-    raise TypeError(
-        f"nats request payloads must be binary or string, got {type(value).__name__}"
-    )
+    raise TypeError(f"nats request payloads must be binary or string, got {type(value).__name__}")
 
 
 def _describe(error: BaseException) -> str:
@@ -87,9 +85,13 @@ def request_values(
     values = [value if type(value) is bytes else _as_bytes(value) for value in payloads]
     positions = [index for index, value in enumerate(values) if value is not None]
     sent = [value for value in values if value is not None]
-    results = client.request_batch(
-        subject, sent, timeout=timeout, headers=headers, max_in_flight=max_in_flight
-    ) if sent else []
+    results = (
+        client.request_batch(
+            subject, sent, timeout=timeout, headers=headers, max_in_flight=max_in_flight
+        )
+        if sent
+        else []
+    )
     replies: list[bytes | None] = [None] * len(values)
     errors: list[str | None] = [None if value is not None else _NULL_PAYLOAD for value in values]
     for index, result in zip(positions, results, strict=True):
@@ -219,7 +221,12 @@ def request_df(
         for batch in batches:
             replies, errors = request_values(
                 batch.column(payload_col).to_pylist(),
-                subject, servers, timeout, max_in_flight, options, headers,
+                subject,
+                servers,
+                timeout,
+                max_in_flight,
+                options,
+                headers,
             )
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, pa.array(replies, pa.binary()), pa.array(errors, pa.string())],

@@ -107,7 +107,7 @@ def reading_faults(site: Path) -> list[str]:
         html = page.read_text(encoding="utf-8")
         for match in _REST_PARAGRAPH.finditer(html):
             start = html.rfind("<p>", 0, match.start())
-            faults.append(f"{page.name}: reST '::' in {_text(html[start:match.end()])!r}")
+            faults.append(f"{page.name}: reST '::' in {_text(html[start : match.end()])!r}")
         for signature in _SIGNATURE.findall(html):
             for default in _CONSTANT_DEFAULT.findall(_text(signature)):
                 faults.append(f"{page.name}: a default shown as a name: {default!r}")

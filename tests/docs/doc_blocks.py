@@ -27,8 +27,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC_URL = "nats://127.0.0.1:4222"
 #: The pages walked as a reader would, in the order the README leads through them.
 READER_PAGES = tuple(
-    ROOT / page for page in ("README.md", "docs/guides/getting-started.md",
-                             "docs/guides/jetstream.md", "docs/guides/kv-object-store.md")
+    ROOT / page
+    for page in (
+        "README.md",
+        "docs/guides/getting-started.md",
+        "docs/guides/jetstream.md",
+        "docs/guides/kv-object-store.md",
+    )
 )
 _SHELL_LANGS = ("sh", "bash", "shell", "console")
 

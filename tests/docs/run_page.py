@@ -47,8 +47,10 @@ def main(page: Path, with_spark: bool) -> int:
         os.chdir(work)  # blocks may write files
         namespace: dict[str, object] = {"__name__": "__docs__"}
         for block in todo:
-            if block.mode == "spark" and "spark" not in namespace and (
-                "SparkSession.builder" not in block.code
+            if (
+                block.mode == "spark"
+                and "spark" not in namespace
+                and ("SparkSession.builder" not in block.code)
             ):
                 namespace["spark"] = local_spark()
             code = block.code.replace(DOC_URL, server.url)

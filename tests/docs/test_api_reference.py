@@ -23,8 +23,9 @@ def _current_site() -> Path:
     built = (site / "index.html").stat().st_mtime
     sources = [*(ROOT / "nats_sync").rglob("*.py"), *(ROOT / "docs").rglob("*.md")]
     if any(source.stat().st_mtime > built for source in sources):
-        pytest.skip("site/ is older than the sources: make docs rebuilds it (and runs "
-                    "this check itself)")
+        pytest.skip(
+            "site/ is older than the sources: make docs rebuilds it (and runs this check itself)"
+        )
     return site
 
 
@@ -63,7 +64,8 @@ def test_the_site_shows_defaults_as_values_and_members_in_source_order() -> None
     finally:
         sys.path.remove(str(ROOT / "tools"))
     package = griffe.load(
-        "nats_sync", search_paths=[str(ROOT)],
+        "nats_sync",
+        search_paths=[str(ROOT)],
         extensions=griffe.load_extensions(DefaultValues, SourceOrder),
     )
     connect = package["client.connect"]

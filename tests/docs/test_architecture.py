@@ -50,8 +50,8 @@ def _page_module(name: str) -> str:
 def test_the_layer_table_names_every_module_in_its_layer() -> None:
     rows = _section_table("Layers")
     assert [row[0] for row in rows] == [
-        f"{layer} {name}" for layer, name in enumerate(LAYER_NAMES)], (
-        "the table's rows are the layers of tools/layers.py, bottom up, with their names")
+        f"{layer} {name}" for layer, name in enumerate(LAYER_NAMES)
+    ], "the table's rows are the layers of tools/layers.py, bottom up, with their names"
     named: dict[str, int] = {}
     problems: list[str] = []
     for layer, row in enumerate(rows):
@@ -63,17 +63,24 @@ def test_the_layer_table_names_every_module_in_its_layer() -> None:
             if module not in LAYERS:
                 problems.append(f"`{name}` (layer {layer}) is in no layer of tools/layers.py")
             elif LAYERS[module] != layer:
-                problems.append(f"`{name}` is in layer {layer} on the page, "
-                                f"{LAYERS[module]} in tools/layers.py")
-    problems += [f"`{module or '__init__'}` (layer {layer}) is missing from the page"
-                 for module, layer in LAYERS.items() if module not in named]
+                problems.append(
+                    f"`{name}` is in layer {layer} on the page, {LAYERS[module]} in tools/layers.py"
+                )
+    problems += [
+        f"`{module or '__init__'}` (layer {layer}) is missing from the page"
+        for module, layer in LAYERS.items()
+        if module not in named
+    ]
     assert problems == []
 
 
 def test_the_thread_table_has_every_thread_of_the_picture() -> None:
     rows = [row[0] for row in _section_table("Threads")]
-    missing = [thread.name for thread in THREADS
-               if not any(re.match(rf"{re.escape(thread.name)}\b", row) for row in rows)]
+    missing = [
+        thread.name
+        for thread in THREADS
+        if not any(re.match(rf"{re.escape(thread.name)}\b", row) for row in rows)
+    ]
     assert missing == [], f"add a row to the page's thread table for: {missing}"
 
 
@@ -127,7 +134,10 @@ def _imported_by_module() -> dict[str, set[str]]:
 
 def test_only_otel_imports_opentelemetry_and_few_import_otel() -> None:
     imports = _imported_by_module()
-    assert sorted(m for m, names in imports.items()
-                  if any(n.split(".")[0] == "opentelemetry" for n in names)) == ["otel"]
-    assert sorted(m for m, names in imports.items()
-                  if "nats_sync.otel" in names) == ["_client_support", "spark.udf"]
+    assert sorted(
+        m for m, names in imports.items() if any(n.split(".")[0] == "opentelemetry" for n in names)
+    ) == ["otel"]
+    assert sorted(m for m, names in imports.items() if "nats_sync.otel" in names) == [
+        "_client_support",
+        "spark.udf",
+    ]

@@ -28,8 +28,10 @@ _INLINE = re.compile(r"`(nats-sync [^`]+)`")
 def mentions(page: Path) -> list[tuple[int, str]]:
     """The page's ``nats-sync`` command lines with their line numbers."""
     text = page.read_text(encoding="utf-8")
-    found = [(text.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split()))
-             for m in _INLINE.finditer(text)]
+    found = [
+        (text.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split()))
+        for m in _INLINE.finditer(text)
+    ]
     for block in steps(page):
         if block.lang == "shell":
             for offset, line in enumerate(block.code.splitlines()):
@@ -90,8 +92,11 @@ def _pages() -> list[Path]:
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_cli_mentions_match_the_cli(page: Path) -> None:
-    wrong = [f"{page.relative_to(ROOT)}:{line}: `{command}`: {problem}"
-             for line, command in mentions(page) for problem in problems(command)]
+    wrong = [
+        f"{page.relative_to(ROOT)}:{line}: `{command}`: {problem}"
+        for line, command in mentions(page)
+        for problem in problems(command)
+    ]
     assert not wrong, "\n".join(wrong)
 
 

@@ -28,9 +28,14 @@ WALK_TIMEOUT = 150.0
 def test_reader_pages_work_as_written_from_a_shell(default_port: int) -> None:
     # A session of its own: a walk past its time is killed with the `nats-sync server`
     # it started (and that one's nats-server), so nothing keeps port 4222.
-    walk = subprocess.Popen([sys.executable, str(WALK), *map(str, READER_PAGES)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, start_new_session=True)
+    walk = subprocess.Popen(
+        [sys.executable, str(WALK), *map(str, READER_PAGES)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     try:
         out, err = walk.communicate(timeout=WALK_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -46,8 +51,16 @@ def test_reader_pages_start_the_server_before_their_python() -> None:
     for page in READER_PAGES:
         found = steps(page)
         first_python = next(b for b in found if b.mode == "run")
-        starts = [b for b in found if b.mode == "shell" and b.line < first_python.line
-                  and any(line.split("#")[0].split() == ["nats-sync", "server"]
-                          for line in b.code.splitlines())]
-        assert starts, f"{page.relative_to(ROOT)}: no `nats-sync server` before line " \
-                       f"{first_python.line}"
+        starts = [
+            b
+            for b in found
+            if b.mode == "shell"
+            and b.line < first_python.line
+            and any(
+                line.split("#")[0].split() == ["nats-sync", "server"]
+                for line in b.code.splitlines()
+            )
+        ]
+        assert starts, (
+            f"{page.relative_to(ROOT)}: no `nats-sync server` before line {first_python.line}"
+        )

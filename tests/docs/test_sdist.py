@@ -21,12 +21,15 @@ def test_sdist_contents(tmp_path: Path) -> None:
         cache.mkdir(exist_ok=True)
         (cache / "stale.cpython-311.pyc").write_bytes(b"")
     build = (
-        "import sys; from setuptools import build_meta; "
-        "print(build_meta.build_sdist(sys.argv[1]))"
+        "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", build, str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=110, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     sdist = tmp_path / done.stdout.strip().splitlines()[-1]

@@ -50,12 +50,16 @@ def reader_environment(home: Path, bin_dir: Path) -> dict[str, str]:
     shim = bin_dir / "nats-sync"
     shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m nats_sync "$@"\n')
     shim.chmod(0o755)
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("NATS_URL", "NATS_CONTEXT")}
+    env = {
+        key: value for key, value in os.environ.items() if key not in ("NATS_URL", "NATS_CONTEXT")
+    }
     python_path = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
-               PATH=os.pathsep.join([str(bin_dir), env.get("PATH", "")]),
-               PYTHONPATH=os.pathsep.join(python_path))
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        PATH=os.pathsep.join([str(bin_dir), env.get("PATH", "")]),
+        PYTHONPATH=os.pathsep.join(python_path),
+    )
     return env
 
 
@@ -97,15 +101,23 @@ class Walk:
             elif words[:1] == ["nats-sync"]:
                 self.run(command, where)
             else:
-                raise WalkError(f"{where}: the walk does not run {command!r}: mark the "
-                                "block <!-- norun: why --> or make it a nats-sync line")
+                raise WalkError(
+                    f"{where}: the walk does not run {command!r}: mark the "
+                    "block <!-- norun: why --> or make it a nats-sync line"
+                )
 
     def start_server(self, words: list[str], where: str) -> None:
         if self.server is not None:
             print("  (running already, since an earlier page)")
             return
-        self.server = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True, env=self.env, cwd=self.work)
+        self.server = subprocess.Popen(
+            words,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            cwd=self.work,
+        )
         threading.Thread(target=self._read_server, daemon=True).start()
         printed: list[str] = []
         while not any(line.startswith("JetStream") for line in printed):
@@ -113,13 +125,17 @@ class Walk:
                 printed.append(self._server_lines.get(timeout=SERVER_TIMEOUT))
             except queue.Empty:
                 self.stop_server()
-                raise WalkError(f"{where}: `nats-sync server` printed {printed} in "
-                                f"{SERVER_TIMEOUT}s, then nothing") from None
+                raise WalkError(
+                    f"{where}: `nats-sync server` printed {printed} in "
+                    f"{SERVER_TIMEOUT}s, then nothing"
+                ) from None
         print("\n".join(f"  {line}" for line in printed), flush=True)
         expected = f"nats-server running at {DOC_URL} "
         if not printed[0].startswith(expected):
-            raise WalkError(f"{where}: the docs connect to {DOC_URL}, but `nats-sync "
-                            f"server` says {printed[0]!r}")
+            raise WalkError(
+                f"{where}: the docs connect to {DOC_URL}, but `nats-sync "
+                f"server` says {printed[0]!r}"
+            )
 
     def _read_server(self) -> None:
         assert self.server is not None and self.server.stdout is not None
@@ -128,18 +144,29 @@ class Walk:
         self._server_lines.put("JetStream? (the server's output ended)")
 
     def run(self, command: str, where: str) -> None:
-        done = subprocess.run(command, shell=True, capture_output=True, text=True,
-                              env=self.env, cwd=self.work, timeout=COMMAND_TIMEOUT, check=False)
+        done = subprocess.run(
+            command,
+            shell=True,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.work,
+            timeout=COMMAND_TIMEOUT,
+            check=False,
+        )
         print("\n".join(f"  {line}" for line in done.stdout.splitlines()), flush=True)
         if done.returncode != 0:
-            raise WalkError(f"{where}: {command!r} exited with {done.returncode}: "
-                            f"{done.stderr.strip()}")
+            raise WalkError(
+                f"{where}: {command!r} exited with {done.returncode}: {done.stderr.strip()}"
+            )
 
     def python(self, block: Block, namespace: dict[str, object]) -> None:
         where = f"{block.path.relative_to(ROOT)}:{block.line}"
         if self.server is None or self.server.poll() is not None:
-            raise WalkError(f"{where}: Python before the page says to start `nats-sync "
-                            "server` (or after it stopped)")
+            raise WalkError(
+                f"{where}: Python before the page says to start `nats-sync "
+                "server` (or after it stopped)"
+            )
         print(f"--- {where} (python)", flush=True)
         source = "\n" * (block.line - 1) + block.code  # tracebacks show the page's lines
         exec(compile(source, str(block.path), "exec"), namespace)
@@ -156,12 +183,14 @@ class Walk:
             server.kill()
             server.communicate()
             if check:
-                raise WalkError(f"`nats-sync server` still ran {SERVER_TIMEOUT}s after "
-                                "Ctrl-C") from None
+                raise WalkError(
+                    f"`nats-sync server` still ran {SERVER_TIMEOUT}s after Ctrl-C"
+                ) from None
             return
         if check and server.returncode != 0:
-            raise WalkError(f"`nats-sync server` exited with {server.returncode} at "
-                            f"Ctrl-C: {err.strip()}")
+            raise WalkError(
+                f"`nats-sync server` exited with {server.returncode} at Ctrl-C: {err.strip()}"
+            )
 
 
 def walk(pages: list[Path]) -> None:

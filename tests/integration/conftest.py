@@ -54,8 +54,13 @@ def wait_for_library_threads_to_end(
 
 #: Server fixtures torn down only after the thread check: a client left open would
 #: otherwise close itself when its server goes away, and the leak would go unseen.
-SERVER_FIXTURES = ("nats_server", "nats_server_factory", "nats_cluster", "jetstream_server",
-                   "jetstream_cluster")
+SERVER_FIXTURES = (
+    "nats_server",
+    "nats_server_factory",
+    "nats_cluster",
+    "jetstream_server",
+    "jetstream_cluster",
+)
 
 
 @pytest.fixture(autouse=True)

@@ -237,16 +237,34 @@ for _ in range(20):
         failures.append(repr(err))
         if len(failures) >= 3:
             break  # broken: the rest would only time out too
-snapshot = {} if ok == 20 else {
-    key: repr(value)[:200] for key, value in nc._handler.debug_snapshot().items()}
+snapshot = (
+    {}
+    if ok == 20
+    else {key: repr(value)[:200] for key, value in nc._handler.debug_snapshot().items()}
+)
 conn = nc._handler.connection()
 if conn is not None and ok < 20:
     snapshot["parked"] = repr(conn._parked)
     snapshot["token"] = repr(conn._token)
 if stream is not None and ok < 20:
-    snapshot["stream"] = repr({name: getattr(stream, name) for name in (
-        "_state", "_connected", "_pending_msgs", "_pending_bytes", "_unsent",
-        "_retry_at", "_check_due", "_heartbeat_due")}) + f" now={time.monotonic()}"
+    snapshot["stream"] = (
+        repr(
+            {
+                name: getattr(stream, name)
+                for name in (
+                    "_state",
+                    "_connected",
+                    "_pending_msgs",
+                    "_pending_bytes",
+                    "_unsent",
+                    "_retry_at",
+                    "_check_due",
+                    "_heartbeat_due",
+                )
+            }
+        )
+        + f" now={time.monotonic()}"
+    )
 started = time.monotonic()
 if stream is not None:
     stream.stop()
@@ -260,12 +278,14 @@ for handler in handed_out:
         lost_by_script += 1
         handler.close()
 
+
 def client_threads() -> list[str]:
     # is_alive(): Thread.start() cut by Ctrl-C before the thread began leaves the Thread
     # object listed by enumerate() (the stdlib's start() cleans up after Exception, not
     # KeyboardInterrupt), though no thread runs for it.
-    return [t.name for t in threading.enumerate()
-            if t.name.startswith("nats_sync-") and t.is_alive()]
+    return [
+        t.name for t in threading.enumerate() if t.name.startswith("nats_sync-") and t.is_alive()
+    ]
 
 
 # A close that an interrupt cut short goes on on its own thread: give those a moment.
@@ -275,6 +295,18 @@ settle_by = time.monotonic() + 5.0
 while client_threads() and time.monotonic() < settle_by:
     time.sleep(0.05)
 alive = client_threads()
-print(json.dumps({"ok": ok, "failures": failures[:3], "caught": caught, "errors": errors,
-                  "close_took": close_took, "threads": alive, "snapshot": snapshot,
-                  "lost_by_script": lost_by_script}), flush=True)
+print(
+    json.dumps(
+        {
+            "ok": ok,
+            "failures": failures[:3],
+            "caught": caught,
+            "errors": errors,
+            "close_took": close_took,
+            "threads": alive,
+            "snapshot": snapshot,
+            "lost_by_script": lost_by_script,
+        }
+    ),
+    flush=True,
+)

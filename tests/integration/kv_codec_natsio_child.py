@@ -31,8 +31,8 @@ async def main(url, request):
     kv = await nc.jetstream().key_value(
         request["bucket"],
         key_codec=codec(request.get("key_codec", ""), KEY_CODECS, kvcodec.ChainKeyCodec),
-        value_codec=codec(request.get("value_codec", ""), VALUE_CODECS,
-                          kvcodec.ChainValueCodec))
+        value_codec=codec(request.get("value_codec", ""), VALUE_CODECS, kvcodec.ChainValueCodec),
+    )
     for key, value in request.get("put", {}).items():
         await kv.put(key, bytes.fromhex(value))
     answer = {"got": {}, "keys": None, "watched": None}

@@ -27,10 +27,13 @@ def why_not(module: str, package: str) -> str | None:
     """Why ``module`` (from ``package``) cannot run on the natsio side, or None if it can."""
     python = natsio_python()
     if not python.exists():
-        return (f"no natsio interpreter at {python}: `make test` makes .venv-natsio where a "
-                f"Python 3.13 is found (natsio needs 3.13+), or set $NATSIO_PYTHON")
-    probe = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True,
-                           timeout=30, check=False)
+        return (
+            f"no natsio interpreter at {python}: `make test` makes .venv-natsio where a "
+            f"Python 3.13 is found (natsio needs 3.13+), or set $NATSIO_PYTHON"
+        )
+    probe = subprocess.run(
+        [str(python), "-c", f"import {module}"], capture_output=True, timeout=30, check=False
+    )
     if probe.returncode:
         return f"{package} is not installed in {python} ({python} -m pip install {package})"
     return None

@@ -23,8 +23,14 @@ async def main(url: str, stream: str, group: str, member: str, kind: str) -> Non
         print(msg.subject, msg.data.decode(), flush=True)
 
     consume = static_consume if kind == "static" else elastic_consume
-    ctx = await consume(js, stream, group, member, handle,
-                               ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=1))
+    ctx = await consume(
+        js,
+        stream,
+        group,
+        member,
+        handle,
+        ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=1),
+    )
     print("ready", flush=True)
     loop = asyncio.get_running_loop()
     try:

@@ -25,20 +25,23 @@ BAD_CALLS: dict[str, tuple[Call, str]] = {
     "drain-negative": (lambda nc: nc.drain(-1), "timeout"),
     "request-zero": (lambda nc: nc.request("arg.x", b"", timeout=0), "timeout"),
     "request-future-nan": (lambda nc: nc.request_future("arg.x", timeout=math.nan), "timeout"),
-    "request-batch-negative": (
-        lambda nc: nc.request_batch("arg.x", [b""], timeout=-1), "timeout"),
+    "request-batch-negative": (lambda nc: nc.request_batch("arg.x", [b""], timeout=-1), "timeout"),
     "request-batch-in-flight": (
-        lambda nc: nc.request_batch("arg.x", [b""], max_in_flight=0), "max_in_flight"),
+        lambda nc: nc.request_batch("arg.x", [b""], max_in_flight=0),
+        "max_in_flight",
+    ),
     "subscribe-max-msgs": (lambda nc: nc.subscribe("arg.x", max_msgs=-1), "max_msgs"),
     "subscribe-pending": (
         lambda nc: nc.subscribe("arg.x", pending_msgs_limit="9"),  # type: ignore[arg-type]
-        "pending_msgs_limit"),
+        "pending_msgs_limit",
+    ),
     "unsubscribe-limit": (lambda nc: nc.subscribe("arg.x").unsubscribe(limit=-1), "limit"),
     "sub-drain-inf": (lambda nc: nc.subscribe("arg.x").drain(math.inf), "timeout"),
     "next-msg-with-callback": (
-        lambda nc: nc.subscribe("arg.x", cb=lambda msg: None).next_msg(), "callback"),
-    "respond-without-reply": (
-        lambda nc: Msg("arg.x", "", b"").respond(b""), "no reply subject"),
+        lambda nc: nc.subscribe("arg.x", cb=lambda msg: None).next_msg(),
+        "callback",
+    ),
+    "respond-without-reply": (lambda nc: Msg("arg.x", "", b"").respond(b""), "no reply subject"),
     "subject": (lambda nc: nc.publish("bad subject", b""), "subject"),
 }
 

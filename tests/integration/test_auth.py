@@ -37,11 +37,18 @@ def _b64(data: bytes) -> str:
 def make_jwt(issuer_seed: bytes, subject: str, name: str, nats: dict[str, Any]) -> str:
     """A NATS JWT v2: header.claims.signature, signed by the issuer's nkey."""
     issuer = nkeys.from_seed(issuer_seed).public_key.decode()
-    claims: dict[str, Any] = {"iat": int(time.time()), "iss": issuer, "name": name,
-                              "sub": subject, "nats": {**nats, "version": 2}}
-    claims["jti"] = base64.b32encode(
-        hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).digest()
-    ).decode().rstrip("=")
+    claims: dict[str, Any] = {
+        "iat": int(time.time()),
+        "iss": issuer,
+        "name": name,
+        "sub": subject,
+        "nats": {**nats, "version": 2},
+    }
+    claims["jti"] = (
+        base64.b32encode(hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).digest())
+        .decode()
+        .rstrip("=")
+    )
     header = _b64(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}).encode())
     body = _b64(json.dumps(claims).encode())
     signature = nkeys.from_seed(issuer_seed).sign(f"{header}.{body}".encode())
@@ -91,22 +98,47 @@ def operator_server(
     operator_seed, operator_public = new_keys(nkeys.PREFIX_BYTE_OPERATOR)
     account_seed, account_public = new_keys(nkeys.PREFIX_BYTE_ACCOUNT)
     operator_jwt = make_jwt(operator_seed, operator_public, "op", {"type": "operator"})
-    account_jwt = make_jwt(operator_seed, account_public, "acct", {
-        "type": "account",
-        "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
-                   "wildcards": True, "conn": -1, "leaf": -1},
-    })
+    account_jwt = make_jwt(
+        operator_seed,
+        account_public,
+        "acct",
+        {
+            "type": "account",
+            "limits": {
+                "subs": -1,
+                "data": -1,
+                "payload": -1,
+                "imports": -1,
+                "exports": -1,
+                "wildcards": True,
+                "conn": -1,
+                "leaf": -1,
+            },
+        },
+    )
     (tmp_path / "op.jwt").write_text(operator_jwt)
-    config = (f'operator: "{tmp_path / "op.jwt"}"\nresolver: MEMORY\n'
-              f"resolver_preload: {{\n  {account_public}: {account_jwt}\n}}\n")
+    config = (
+        f'operator: "{tmp_path / "op.jwt"}"\nresolver: MEMORY\n'
+        f"resolver_preload: {{\n  {account_public}: {account_jwt}\n}}\n"
+    )
     return nats_server_factory(config=config), account_seed, operator_seed
 
 
 def user_creds(tmp_path: Path, account_seed: bytes, name: str) -> tuple[str, str, bytes]:
     user_seed, user_public = new_keys(nkeys.PREFIX_BYTE_USER)
-    jwt = make_jwt(account_seed, user_public, name, {
-        "type": "user", "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
-    })
+    jwt = make_jwt(
+        account_seed,
+        user_public,
+        name,
+        {
+            "type": "user",
+            "pub": {},
+            "sub": {},
+            "subs": -1,
+            "data": -1,
+            "payload": -1,
+        },
+    )
     return write_creds(tmp_path / f"{name}.creds", jwt, user_seed), jwt, user_seed
 
 
@@ -120,8 +152,11 @@ def test_creds_login_in_operator_mode(
     nc.publish("jwt.x", b"operator mode works")
     assert sub.next_msg(5).data == b"operator mode works"
 
-    vault = connect(servers=server.url, user_jwt_cb=lambda: jwt,
-                    signature_cb=lambda nonce: sign(user_seed, nonce))
+    vault = connect(
+        servers=server.url,
+        user_jwt_cb=lambda: jwt,
+        signature_cb=lambda nonce: sign(user_seed, nonce),
+    )
     vault.publish("jwt.x", b"from the vault user")
     assert sub.next_msg(5).data == b"from the vault user"
 
@@ -142,9 +177,15 @@ def test_wrong_credentials_with_retry_go_to_error_cb_and_close(
     server = nats_server_factory(config="authorization { user: app, password: right }")
     errors: list[BaseException] = []
     closed = []
-    nc = nats_sync.connect(server.url, user="app", password="wrong",
-                           retry_on_failed_connect=True, reconnect_delay_cb=lambda n: 0.01,
-                           error_cb=errors.append, closed_cb=lambda: closed.append(1))
+    nc = nats_sync.connect(
+        server.url,
+        user="app",
+        password="wrong",
+        retry_on_failed_connect=True,
+        reconnect_delay_cb=lambda n: 0.01,
+        error_cb=errors.append,
+        closed_cb=lambda: closed.append(1),
+    )
     deadline = time.monotonic() + 15
     while not nc.is_closed:
         assert time.monotonic() < deadline, "the client kept retrying refused credentials"
@@ -154,24 +195,33 @@ def test_wrong_credentials_with_retry_go_to_error_cb_and_close(
 
 
 def test_secrets_never_appear_in_reprs_errors_or_logs(
-    tmp_path: Path, nats_server_factory: ServerFactory, connect: ClientFactory,
+    tmp_path: Path,
+    nats_server_factory: ServerFactory,
+    connect: ClientFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="nats_sync")
     password, token = "pa55-w0rd-secret", "t0ken-secret"
     seed, public = new_keys(nkeys.PREFIX_BYTE_USER)
-    server = nats_server_factory(config=(
-        "authorization { users = [ "
-        f'{{user: app, password: "{password}"}}, {{nkey: "{public}"}} ] }}'
-    ))
+    server = nats_server_factory(
+        config=(
+            "authorization { users = [ "
+            f'{{user: app, password: "{password}"}}, {{nkey: "{public}"}} ] }}'
+        )
+    )
     seed_file = tmp_path / "user.nk"
     seed_file.write_text(seed.decode())
     shown: list[str] = []
     with_password = connect(servers=f"nats://app:{password}@127.0.0.1:{server.port}")
     with_nkey = connect(servers=server.url, nkeys_seed=str(seed_file))
     for nc in (with_password, with_nkey):
-        shown += [repr(nc), str(nc), repr(nc._handler.options), str(nc.connected_url),
-                  repr(nc.servers)]
+        shown += [
+            repr(nc),
+            str(nc),
+            repr(nc._handler.options),
+            str(nc.connected_url),
+            repr(nc.servers),
+        ]
     for bad in ({"user": "app", "password": password + "x"}, {"token": token}):
         with pytest.raises(nats_sync.Error) as caught:
             nats_sync.connect(server.url, **bad)
@@ -196,15 +246,22 @@ def test_a_rotated_seed_file_is_read_again_on_reconnect(
     first, first_public = new_keys(nkeys.PREFIX_BYTE_USER)
     second, second_public = new_keys(nkeys.PREFIX_BYTE_USER)
     stranger, _ = new_keys(nkeys.PREFIX_BYTE_USER)
-    server = nats_server_factory(config=(
-        f'authorization {{ users = [ {{nkey: "{first_public}"}}, {{nkey: "{second_public}"}} ] }}'
-    ))
+    server = nats_server_factory(
+        config=(
+            f'authorization {{ users = [ {{nkey: "{first_public}"}}, {{nkey: "{second_public}"}} ] }}'
+        )
+    )
     seed_file = tmp_path / "user.nk"
     seed_file.write_text(first.decode())
     errors: list[BaseException] = []
     reconnected: list[int] = []
-    nc = connect(servers=server.url, nkeys_seed=str(seed_file), error_cb=errors.append,
-                 reconnect_delay_cb=lambda n: 0.02, reconnected_cb=lambda: reconnected.append(1))
+    nc = connect(
+        servers=server.url,
+        nkeys_seed=str(seed_file),
+        error_cb=errors.append,
+        reconnect_delay_cb=lambda n: 0.02,
+        reconnected_cb=lambda: reconnected.append(1),
+    )
 
     seed_file.write_text(second.decode())  # rotated: the next handshake signs with it
     nc.force_reconnect()
@@ -219,7 +276,9 @@ def test_a_rotated_seed_file_is_read_again_on_reconnect(
 
 
 def test_a_failing_vault_callback_fails_attempts_not_the_reconnect_thread(
-    tmp_path: Path, operator_server: tuple[NatsServer, bytes, bytes], connect: ClientFactory,
+    tmp_path: Path,
+    operator_server: tuple[NatsServer, bytes, bytes],
+    connect: ClientFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="nats_sync")
@@ -235,9 +294,14 @@ def test_a_failing_vault_callback_fails_attempts_not_the_reconnect_thread(
 
     reconnected: list[int] = []
     errors: list[BaseException] = []
-    nc = connect(servers=server.url, user_jwt_cb=fetch_jwt,
-                 signature_cb=lambda nonce: sign(user_seed, nonce), error_cb=errors.append,
-                 reconnect_delay_cb=lambda n: 0.02, reconnected_cb=lambda: reconnected.append(1))
+    nc = connect(
+        servers=server.url,
+        user_jwt_cb=fetch_jwt,
+        signature_cb=lambda nonce: sign(user_seed, nonce),
+        error_cb=errors.append,
+        reconnect_delay_cb=lambda n: 0.02,
+        reconnected_cb=lambda: reconnected.append(1),
+    )
     sub = nc.subscribe("vault.x")
     nc.flush(5)
     vault["up"] = False
@@ -265,14 +329,21 @@ def test_a_failing_vault_callback_on_first_connect_is_that_error(
         raise ConnectionError("vault unreachable")
 
     with pytest.raises(nats_sync.BadCredentialsError, match="user_jwt_cb raised") as caught:
-        nats_sync.connect(server.url, user_jwt_cb=vault_down,
-                          signature_cb=lambda nonce: b"\0" * 64, connect_timeout=2)
+        nats_sync.connect(
+            server.url,
+            user_jwt_cb=vault_down,
+            signature_cb=lambda nonce: b"\0" * 64,
+            connect_timeout=2,
+        )
     assert isinstance(caught.value.__cause__, ConnectionError)
 
 
 def test_token_creds_and_nkey_secrets_never_appear(
-    tmp_path: Path, nats_server_factory: ServerFactory, connect: ClientFactory,
-    operator_server: tuple[NatsServer, bytes, bytes], caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    nats_server_factory: ServerFactory,
+    connect: ClientFactory,
+    operator_server: tuple[NatsServer, bytes, bytes],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The other half of the redaction scan: token, .creds (JWT and seed), vault
     callbacks, a refused nkey and a refused user retried in the background."""
@@ -290,22 +361,39 @@ def test_token_creds_and_nkey_secrets_never_appear(
     )
     password_server = nats_server_factory(config="authorization { user: app, password: right }")
     (tmp_path / "wrong.nk").write_text(wrong_seed.decode())
-    secrets = [token, password, jwt, user_seed.decode(), stranger_jwt, stranger_seed.decode(),
-               nkey_seed.decode(), wrong_seed.decode(), account_seed.decode(),
-               operator_seed.decode()]
+    secrets = [
+        token,
+        password,
+        jwt,
+        user_seed.decode(),
+        stranger_jwt,
+        stranger_seed.decode(),
+        nkey_seed.decode(),
+        wrong_seed.decode(),
+        account_seed.decode(),
+        operator_seed.decode(),
+    ]
 
     clients = [
         connect(servers=token_server.url, token=token),
         connect(servers=f"nats://{token}@127.0.0.1:{token_server.port}"),
         connect(servers=jwt_server.url, user_credentials=creds),
-        connect(servers=jwt_server.url, user_jwt_cb=lambda: jwt,
-                signature_cb=lambda nonce: sign(user_seed, nonce)),
+        connect(
+            servers=jwt_server.url,
+            user_jwt_cb=lambda: jwt,
+            signature_cb=lambda nonce: sign(user_seed, nonce),
+        ),
     ]
     shown: list[str] = []
     for nc in clients:
         nc.flush(5)
-        shown += [repr(nc), str(nc), repr(nc._handler.options), str(nc.connected_url),
-                  repr(nc.servers)]
+        shown += [
+            repr(nc),
+            str(nc),
+            repr(nc._handler.options),
+            str(nc.connected_url),
+            repr(nc.servers),
+        ]
     refused: list[tuple[str, dict[str, Any]]] = [
         (token_server.url, {"token": token + "x"}),
         (jwt_server.url, {"user_credentials": stranger_creds}),
@@ -318,9 +406,14 @@ def test_token_creds_and_nkey_secrets_never_appear(
             nats_sync.connect(url, connect_timeout=3.0, **bad)
         shown += [str(caught.value), repr(caught.value), str(caught.value.__cause__)]
     errors: list[BaseException] = []
-    retrying = nats_sync.connect(password_server.url, user="app", password=password,
-                                 retry_on_failed_connect=True, reconnect_delay_cb=lambda n: 0.01,
-                                 error_cb=errors.append)
+    retrying = nats_sync.connect(
+        password_server.url,
+        user="app",
+        password=password,
+        retry_on_failed_connect=True,
+        reconnect_delay_cb=lambda n: 0.01,
+        error_cb=errors.append,
+    )
     wait_until(lambda: retrying.is_closed, "the retrying client gave up")
     shown += [repr(retrying), repr(retrying._handler.options), repr(retrying.last_error)]
     shown += [f"{e} {e!r}" for e in errors]

@@ -24,8 +24,11 @@ class Watch:
         self.closed = threading.Event()
 
     def options(self) -> dict[str, object]:
-        return {"error_cb": self.errors.append, "closed_cb": self.closed.set,
-                "allow_reconnect": False}
+        return {
+            "error_cb": self.errors.append,
+            "closed_cb": self.closed.set,
+            "allow_reconnect": False,
+        }
 
 
 def _then(script: bytes, hold: float = 1.0) -> Callable[[socket.socket], None]:
@@ -90,8 +93,7 @@ def test_a_server_closing_mid_payload_is_a_disconnect(
     server = fake_server_factory(handle)
     disconnected = threading.Event()
     watch = Watch()
-    nc = nats_sync.connect(server.url, disconnected_cb=disconnected.set,
-                           **watch.options())  # type: ignore[arg-type]
+    nc = nats_sync.connect(server.url, disconnected_cb=disconnected.set, **watch.options())  # type: ignore[arg-type]
     assert disconnected.wait(5) and watch.closed.wait(5)
     assert isinstance(nc.last_error, nats_sync.NatsConnectionError)
 
@@ -99,8 +101,9 @@ def test_a_server_closing_mid_payload_is_a_disconnect(
 def test_a_server_that_never_answers_ping_is_stale(fake_server_factory: FakeServerFactory) -> None:
     server = fake_server_factory(_then(b"", hold=1.5))
     watch = Watch()
-    nc = nats_sync.connect(server.url, ping_interval=0.2, max_outstanding_pings=2,
-                           **watch.options())  # type: ignore[arg-type]
+    nc = nats_sync.connect(
+        server.url, ping_interval=0.2, max_outstanding_pings=2, **watch.options()
+    )  # type: ignore[arg-type]
     assert watch.closed.wait(5)
     assert any(isinstance(e, nats_sync.StaleConnectionError) for e in watch.errors)
     _closes_quickly(nc)
@@ -131,8 +134,9 @@ def test_a_server_that_never_reads_makes_publish_raise_not_block(
     fake_server_factory: FakeServerFactory,
 ) -> None:
     server = fake_server_factory(_then(b"", hold=3.0))
-    nc = nats_sync.connect(server.url, allow_reconnect=False, pending_size=64 * 1024,
-                           flush_timeout=0.5)
+    nc = nats_sync.connect(
+        server.url, allow_reconnect=False, pending_size=64 * 1024, flush_timeout=0.5
+    )
     payload = b"x" * 60_000
     started = time.monotonic()
     with pytest.raises(nats_sync.OutboundBufferLimitError):

@@ -326,7 +326,10 @@ def test_the_process_exits_normally_with_a_stuck_callback(nats_server: NatsServe
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-c", _STUCK_SCRIPT, nats_server.url],
-        check=False, capture_output=True, text=True, timeout=30,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr

@@ -19,18 +19,28 @@ from nats_sync.testing import NatsServer
 pytestmark = pytest.mark.timeout(60)
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> (
-    subprocess.CompletedProcess[str]
-):
-    return subprocess.run([sys.executable, "-m", "nats_sync", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, check=False)
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nats_sync", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
 
 
 @contextmanager
 def background(*args: str) -> Iterator[subprocess.Popen[str]]:
     """A CLI process whose first line of output has been printed (it is ready)."""
-    process = subprocess.Popen([sys.executable, "-m", "nats_sync", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nats_sync", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
@@ -46,8 +56,17 @@ def test_pub_reaches_a_subscriber_with_headers(nats_server: NatsServer) -> None:
     with nats_sync.connect(nats_server.url) as nc:
         sub = nc.subscribe("cli.pub")
         nc.flush()
-        done = run_cli("--server", nats_server.url, "pub", "cli.pub", "msg {n}",
-                       "--count", "3", "--header", "k:v")
+        done = run_cli(
+            "--server",
+            nats_server.url,
+            "pub",
+            "cli.pub",
+            "msg {n}",
+            "--count",
+            "3",
+            "--header",
+            "k:v",
+        )
         assert done.returncode == 0, done.stderr
         assert "published 3 message(s)" in done.stdout
         received = [sub.next_msg(5) for _ in range(3)]
@@ -105,8 +124,9 @@ def test_bad_header_is_refused(nats_server: NatsServer) -> None:
 
 
 def test_bench_prints_a_summary(nats_server: NatsServer) -> None:
-    done = run_cli("--server", nats_server.url, "bench", "--msgs", "2000", "--requests", "200",
-                   "--size", "16")
+    done = run_cli(
+        "--server", nats_server.url, "bench", "--msgs", "2000", "--requests", "200", "--size", "16"
+    )
     assert done.returncode == 0, done.stderr
     for row in ("publish", "pub -> sub", "request"):
         assert row in done.stdout
@@ -115,8 +135,11 @@ def test_bench_prints_a_summary(nats_server: NatsServer) -> None:
 
 def test_server_command_runs_an_embedded_server() -> None:
     # --port 0: the default port 4222 is only for the tests that hold it (default_port).
-    process = subprocess.Popen([sys.executable, "-m", "nats_sync", "server", "--port", "0"],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nats_sync", "server", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
@@ -151,8 +174,13 @@ CHILD = os.path.join(os.path.dirname(__file__), "cli_sigint_child.py")
 
 def sigint_at_line(url: str, command: list[str], line: int) -> tuple[int, str]:
     """Runs the CLI with a SIGINT at its ``line``th line event after the ready line."""
-    done = subprocess.run([sys.executable, CHILD, str(line), "--server", url, *command],
-                          capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(
+        [sys.executable, CHILD, str(line), "--server", url, *command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     return done.returncode, done.stderr
 
 
@@ -162,12 +190,16 @@ def sigint_at_line(url: str, command: list[str], line: int) -> tuple[int, str]:
 # inside next_msg (then close hung). On 3.12.1 lines 14-53 after the ready line held such
 # moments; the fast run walks one poll period of each command, the slow one two.
 @pytest.mark.parametrize("command", [["sub", "cli.int"], ["reply", "cli.int"]])
-@pytest.mark.parametrize("lines", [
-    range(12, 32),
-    pytest.param(range(1, 62), marks=[pytest.mark.slow, pytest.mark.timeout(240)]),
-])
+@pytest.mark.parametrize(
+    "lines",
+    [
+        range(12, 32),
+        pytest.param(range(1, 62), marks=[pytest.mark.slow, pytest.mark.timeout(240)]),
+    ],
+)
 def test_ctrl_c_at_each_moment_after_start_stops_cleanly(
-        nats_server: NatsServer, command: list[str], lines: range) -> None:
+    nats_server: NatsServer, command: list[str], lines: range
+) -> None:
     fired = 0
     for line in lines:
         status, err = sigint_at_line(nats_server.url, command, line)
@@ -180,8 +212,17 @@ def test_ctrl_c_at_each_moment_after_start_stops_cleanly(
 # --- connection options on either side of the command (issue 13) -------------------
 
 #: Every option that is accepted before and after the command.
-GLOBAL_OPTIONS = ("--server", "-s", "--timeout", "--creds", "--user", "--password", "--token",
-                  "--tls-ca", "--context")
+GLOBAL_OPTIONS = (
+    "--server",
+    "-s",
+    "--timeout",
+    "--creds",
+    "--user",
+    "--password",
+    "--token",
+    "--tls-ca",
+    "--context",
+)
 #: Nothing listens here: connecting fails at once.
 UNREACHABLE = "nats://127.0.0.1:1"
 
@@ -208,10 +249,14 @@ def with_options(position: str, options: list[str], command: list[str]) -> list[
 
 @pytest.mark.parametrize("position", ["before", "after"])
 def test_req_takes_server_and_timeout_on_either_side(
-    nats_server: NatsServer, echo: str, position: str, capsys: pytest.CaptureFixture[str],
+    nats_server: NatsServer,
+    echo: str,
+    position: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = with_options(position, ["-s", nats_server.url, "--timeout", "5"],
-                        ["req", echo, "ping-123"])
+    argv = with_options(
+        position, ["-s", nats_server.url, "--timeout", "5"], ["req", echo, "ping-123"]
+    )
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "ping-123" in out and "reply in" in out
@@ -219,24 +264,31 @@ def test_req_takes_server_and_timeout_on_either_side(
 
 @pytest.mark.parametrize("position", ["before", "after"])
 def test_timeout_on_either_side_is_the_one_the_request_uses(
-    nats_server: NatsServer, silent: str, position: str, capsys: pytest.CaptureFixture[str],
+    nats_server: NatsServer,
+    silent: str,
+    position: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # 0.5 differs from the default (2.0): a command's parser that put its own default
     # back would show here.
-    argv = with_options(position, ["--timeout", "0.5"],
-                        ["req", silent, "x", "--server", nats_server.url])
+    argv = with_options(
+        position, ["--timeout", "0.5"], ["req", silent, "x", "--server", nats_server.url]
+    )
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.startswith("nats-sync: ") and "within 0.5s" in err
 
 
 def test_pub_takes_server_after_the_command(
-    nats_server: NatsServer, client: nats_sync.Client, capsys: pytest.CaptureFixture[str],
+    nats_server: NatsServer,
+    client: nats_sync.Client,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     sub = client.subscribe("cli.pub.after")
     client.flush()
-    assert main(["pub", "cli.pub.after", "hi {n}", "--count", "2",
-                 "--server", nats_server.url]) == 0
+    assert (
+        main(["pub", "cli.pub.after", "hi {n}", "--count", "2", "--server", nats_server.url]) == 0
+    )
     assert "published 2 message(s)" in capsys.readouterr().out
     assert [sub.next_msg(5).data for _ in range(2)] == [b"hi 1", b"hi 2"]
 
@@ -254,32 +306,36 @@ def test_sub_takes_server_after_the_command(nats_server: NatsServer) -> None:
 
 def test_options_split_around_the_command(nats_server: NatsServer) -> None:
     # A process, as a user types it: --timeout before, --server after.
-    with background("--timeout", "5", "reply", "cli.mixed", "--count", "1",
-                    "--server", nats_server.url):
-        done = run_cli("--server", nats_server.url, "req", "cli.mixed", "both",
-                       "--timeout", "5")
+    with background(
+        "--timeout", "5", "reply", "cli.mixed", "--count", "1", "--server", nats_server.url
+    ):
+        done = run_cli("--server", nats_server.url, "req", "cli.mixed", "both", "--timeout", "5")
     assert done.returncode == 0, done.stderr
     assert "both" in done.stdout and "reply in" in done.stdout
 
 
 def test_given_on_both_sides_the_one_after_the_command_wins(
-    nats_server: NatsServer, echo: str, silent: str, capsys: pytest.CaptureFixture[str],
+    nats_server: NatsServer,
+    echo: str,
+    silent: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["-s", UNREACHABLE, "req", echo, "x", "-s", nats_server.url]) == 0
     assert "reply in" in capsys.readouterr().out
 
-    assert main(["-s", nats_server.url, "req", echo, "x", "-s", UNREACHABLE,
-                 "--timeout", "1"]) == 1
+    assert main(["-s", nats_server.url, "req", echo, "x", "-s", UNREACHABLE, "--timeout", "1"]) == 1
     assert capsys.readouterr().err.startswith("nats-sync: ")
 
-    assert main(["--timeout", "5", "-s", nats_server.url, "req", silent, "x",
-                 "--timeout", "0.3"]) == 1
+    assert (
+        main(["--timeout", "5", "-s", nats_server.url, "req", silent, "x", "--timeout", "0.3"]) == 1
+    )
     assert "within 0.3s" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["pub", "sub", "req", "reply", "bench", "server"])
 def test_each_commands_help_lists_the_connection_options(
-    command: str, capsys: pytest.CaptureFixture[str],
+    command: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         main([command, "--help"])

@@ -65,9 +65,13 @@ def _read_lines(stream: object, into: queue.Queue[str]) -> None:
 def server_command(*args: str) -> Iterator[Running]:
     """``nats-sync server ARGS``, once it printed its URL and its JetStream line."""
     # A session of its own: a failed test kills the command with its nats-server child.
-    process = subprocess.Popen([sys.executable, "-m", "nats_sync", "server", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nats_sync", "server", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     running = Running(process)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
@@ -77,8 +81,10 @@ def server_command(*args: str) -> Iterator[Running]:
                 running.lines.append(lines.get(timeout=START_TIMEOUT))
             except queue.Empty:
                 os.killpg(process.pid, signal.SIGKILL)
-                pytest.fail(f"no start lines within {START_TIMEOUT}s: {running.lines} "
-                            f"{process.communicate(timeout=5)[1]}")
+                pytest.fail(
+                    f"no start lines within {START_TIMEOUT}s: {running.lines} "
+                    f"{process.communicate(timeout=5)[1]}"
+                )
         yield running
     finally:
         if process.poll() is None:
@@ -88,8 +94,13 @@ def server_command(*args: str) -> Iterator[Running]:
 
 def run_server_command(*args: str) -> subprocess.CompletedProcess[str]:
     """``nats-sync server ARGS`` expected to exit by itself (a refused start)."""
-    return subprocess.run([sys.executable, "-m", "nats_sync", "server", *args],
-                          capture_output=True, text=True, timeout=START_TIMEOUT, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "nats_sync", "server", *args],
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
 
 
 def test_default_is_the_docs_url_with_jetstream(default_port: int) -> None:
@@ -171,11 +182,14 @@ def test_a_port_in_use_is_one_line_and_a_non_zero_exit() -> None:
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--port", "70000"], "argument --port: 70000 is not a port"),
-    (["--port", "x"], "argument --port: not a port number: 'x'"),
-    (["--no-jetstream", "--store-dir", "d"], "not allowed with argument"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--port", "70000"], "argument --port: 70000 is not a port"),
+        (["--port", "x"], "argument --port: not a port number: 'x'"),
+        (["--no-jetstream", "--store-dir", "d"], "not allowed with argument"),
+    ],
+)
 def test_bad_options_are_usage_errors(args: list[str], words: str) -> None:
     done = run_server_command(*args)
     assert done.returncode == 2
@@ -187,8 +201,10 @@ def test_store_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     not_a_folder.write_text("")
     done = run_server_command("--port", "0", "--store-dir", str(not_a_folder))
     assert done.returncode == 1
-    assert done.stderr == f"nats-sync: nats: invalid argument: --store-dir {not_a_folder}: " \
-                          "not a folder\n"
+    assert (
+        done.stderr == f"nats-sync: nats: invalid argument: --store-dir {not_a_folder}: "
+        "not a folder\n"
+    )
 
 
 def test_config_keeps_working_and_its_jetstream_block_decides(tmp_path: Path) -> None:
@@ -202,4 +218,3 @@ def test_config_keeps_working_and_its_jetstream_block_decides(tmp_path: Path) ->
             nc.jetstream().create_stream(name="CONF", subjects=["conf"])
         running.stop()
     assert any(store.rglob("*")), "the config's store_dir was not used"
-

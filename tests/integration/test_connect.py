@@ -150,7 +150,7 @@ def test_fake_server_authorization_violation_raises_authorization_error(
     assert "authorization violation" in str(caught.value).lower()
     assert "secret" not in str(caught.value)
     assert received and received[0].startswith(b"CONNECT ")
-    connect_json = json.loads(received[0].split(b"\r\n")[0][len(b"CONNECT "):])
+    connect_json = json.loads(received[0].split(b"\r\n")[0][len(b"CONNECT ") :])
     assert connect_json["user"] == "u"
     assert connect_json["pass"] == "secret"
 
@@ -256,9 +256,7 @@ def test_no_servers_given_raises(servers: Any) -> None:
         nats_sync.connect(servers)
 
 
-@pytest.mark.parametrize(
-    "url", ["nats://127.0.0.1:notaport", "gopher://127.0.0.1:4222", "nats://"]
-)
+@pytest.mark.parametrize("url", ["nats://127.0.0.1:notaport", "gopher://127.0.0.1:4222", "nats://"])
 def test_bad_server_urls_raise(url: str) -> None:
     with pytest.raises(nats_sync.Error) as caught:
         nats_sync.connect(url)

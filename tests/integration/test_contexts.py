@@ -30,9 +30,26 @@ pytestmark = pytest.mark.timeout(30)
 #: Nothing listens here: a client sent there fails at once.
 UNREACHABLE = "nats://127.0.0.1:1"
 #: Every key ``nats context save`` writes (it writes them all, empty when unset).
-CLI_KEYS = ("description", "url", "socks_proxy", "token", "user", "password", "creds", "nkey",
-            "cert", "key", "ca", "nsc", "jetstream_domain", "jetstream_api_prefix",
-            "jetstream_event_prefix", "inbox_prefix", "user_jwt", "color_scheme")
+CLI_KEYS = (
+    "description",
+    "url",
+    "socks_proxy",
+    "token",
+    "user",
+    "password",
+    "creds",
+    "nkey",
+    "cert",
+    "key",
+    "ca",
+    "nsc",
+    "jetstream_domain",
+    "jetstream_api_prefix",
+    "jetstream_event_prefix",
+    "inbox_prefix",
+    "user_jwt",
+    "color_scheme",
+)
 
 
 @pytest.fixture
@@ -177,9 +194,7 @@ def test_a_malformed_context_file_names_its_path(home: Path) -> None:
 # --- credentials ----------------------------------------------------------------------
 
 
-def test_user_and_password_from_the_context(
-    home: Path, nats_server_factory: ServerFactory
-) -> None:
+def test_user_and_password_from_the_context(home: Path, nats_server_factory: ServerFactory) -> None:
     server = nats_server_factory(config="authorization { user: app, password: s3cret }")
     config = home / ".config"
     save_context(config, "good", url=server.url, user="app", password="s3cret")
@@ -197,11 +212,18 @@ def test_explicit_arguments_override_the_context(
 ) -> None:
     server = nats_server_factory(config="authorization { user: app, password: s3cret }")
     other = nats_server_factory()
-    save_context(home / ".config", "bad", url=other.url, user="app", password="wrong",
-                 inbox_prefix="_CTX")
+    save_context(
+        home / ".config", "bad", url=other.url, user="app", password="wrong", inbox_prefix="_CTX"
+    )
     # Given credentials leave all of the context's aside; given servers its url.
-    with nats_sync.connect(server.url, context="bad", user="app", password="s3cret",
-                           inbox_prefix="_MINE", connect_timeout=2) as nc:
+    with nats_sync.connect(
+        server.url,
+        context="bad",
+        user="app",
+        password="s3cret",
+        inbox_prefix="_MINE",
+        connect_timeout=2,
+    ) as nc:
         assert nc.connected_url is not None and f":{server.port}" in nc.connected_url
         assert nc.new_inbox().startswith("_MINE.")
         round_trip(nc)
@@ -238,22 +260,47 @@ def operator_server(nats_server_factory: ServerFactory, tmp_path: Path) -> tuple
     operator_seed, operator_public = new_keys(nkeys.PREFIX_BYTE_OPERATOR)
     account_seed, account_public = new_keys(nkeys.PREFIX_BYTE_ACCOUNT)
     operator_jwt = make_jwt(operator_seed, operator_public, "op", {"type": "operator"})
-    account_jwt = make_jwt(operator_seed, account_public, "acct", {
-        "type": "account",
-        "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
-                   "wildcards": True, "conn": -1, "leaf": -1},
-    })
+    account_jwt = make_jwt(
+        operator_seed,
+        account_public,
+        "acct",
+        {
+            "type": "account",
+            "limits": {
+                "subs": -1,
+                "data": -1,
+                "payload": -1,
+                "imports": -1,
+                "exports": -1,
+                "wildcards": True,
+                "conn": -1,
+                "leaf": -1,
+            },
+        },
+    )
     (tmp_path / "op.jwt").write_text(operator_jwt)
-    config = (f'operator: "{tmp_path / "op.jwt"}"\nresolver: MEMORY\n'
-              f"resolver_preload: {{\n  {account_public}: {account_jwt}\n}}\n")
+    config = (
+        f'operator: "{tmp_path / "op.jwt"}"\nresolver: MEMORY\n'
+        f"resolver_preload: {{\n  {account_public}: {account_jwt}\n}}\n"
+    )
     return nats_server_factory(config=config), account_seed
 
 
 def new_user(account_seed: bytes) -> tuple[str, bytes]:
     user_seed, user_public = new_keys(nkeys.PREFIX_BYTE_USER)
-    jwt = make_jwt(account_seed, user_public, "ctx-user", {
-        "type": "user", "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
-    })
+    jwt = make_jwt(
+        account_seed,
+        user_public,
+        "ctx-user",
+        {
+            "type": "user",
+            "pub": {},
+            "sub": {},
+            "subs": -1,
+            "data": -1,
+            "payload": -1,
+        },
+    )
     return jwt, user_seed
 
 
@@ -302,14 +349,23 @@ def test_tls_files_from_the_context_with_a_client_certificate_and_tls_first(
     client = ca.issue_cert("client.example")
     client.cert_chain_pems[0].write_to_path(str(pki / "client.pem"))
     client.private_key_pem.write_to_path(str(pki / "client.key"))
-    server = nats_server_factory(config=(
-        f'tls {{\n  cert_file: "{pki / "server.pem"}"\n  key_file: "{pki / "server.key"}"\n'
-        f'  ca_file: "{pki / "ca.pem"}"\n  verify: true\n  timeout: 2\n'
-        "  handshake_first: true\n}\n"
-    ))
+    server = nats_server_factory(
+        config=(
+            f'tls {{\n  cert_file: "{pki / "server.pem"}"\n  key_file: "{pki / "server.key"}"\n'
+            f'  ca_file: "{pki / "ca.pem"}"\n  verify: true\n  timeout: 2\n'
+            "  handshake_first: true\n}\n"
+        )
+    )
     url = f"tls://127.0.0.1:{server.port}"
-    save_context(home / ".config", "mtls", url=url, ca="~/pki/ca.pem", cert="~/pki/client.pem",
-                 key="~/pki/client.key", tls_first=True)
+    save_context(
+        home / ".config",
+        "mtls",
+        url=url,
+        ca="~/pki/ca.pem",
+        cert="~/pki/client.pem",
+        key="~/pki/client.key",
+        tls_first=True,
+    )
     with nats_sync.connect(context="mtls", connect_timeout=2) as nc:
         assert nc.options["tls_handshake_first"] is True
         round_trip(nc)
@@ -327,8 +383,11 @@ def test_the_inbox_prefix_is_used_by_requests(home: Path, nats_server: NatsServe
     save_context(home / ".config", "boxed", url=nats_server.url, inbox_prefix="_BOXED")
     replies: list[str] = []
 
-    with nats_sync.connect(nats_server.url) as responder, \
-            nats_sync.connect(context="boxed", connect_timeout=2) as nc:
+    with (
+        nats_sync.connect(nats_server.url) as responder,
+        nats_sync.connect(context="boxed", connect_timeout=2) as nc,
+    ):
+
         def answer(msg: nats_sync.Msg) -> None:
             replies.append(msg.reply)
             msg.respond(b"pong")

@@ -23,8 +23,13 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def run_example(name: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True,
-                          text=True, timeout=50, check=False)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -85,8 +90,7 @@ def test_wsgi_app_under_concurrent_http_load(
     wsgi = _load("wsgi_app.py")
     monkeypatch.setenv("NATS_URL", nats_server.url)
     service = wsgi.start_price_service(nats_server.url)
-    httpd = wsgi.make_server("127.0.0.1", 0, wsgi.app, wsgi.ThreadingWSGIServer,
-                             wsgi.QuietHandler)
+    httpd = wsgi.make_server("127.0.0.1", 0, wsgi.app, wsgi.ThreadingWSGIServer, wsgi.QuietHandler)
     serving = threading.Thread(target=httpd.serve_forever, daemon=True)
     serving.start()
     base = f"http://127.0.0.1:{httpd.server_port}"
@@ -137,6 +141,11 @@ def test_otel_tracing() -> None:
     out = run_example("otel_tracing.py")
     assert 'HTTP answer: {"sku": "sku-7", "cents": 1999}' in out
     names = re.findall(r'^    "name": "([^"]+)"', out, re.MULTILINE)
-    assert sorted(names) == ["GET /price", "db.prices process", "db.prices request",
-                             "lookup process", "prices.lookup request"]
+    assert sorted(names) == [
+        "GET /price",
+        "db.prices process",
+        "db.prices request",
+        "lookup process",
+        "prices.lookup request",
+    ]
     assert len(set(re.findall(r'"trace_id": "(0x[0-9a-f]+)"', out))) == 1  # one trace

@@ -44,8 +44,9 @@ def gil_state() -> str:
 
 def run_threads(count: int, body: Callable[[int], None]) -> list[BaseException]:
     """``threads_helper.run_threads`` with this module's bound and the GIL's state named."""
-    return run_threads_bounded(count, body, join_within=JOIN_TIMEOUT,
-                               label=f"stress ({gil_state()})")
+    return run_threads_bounded(
+        count, body, join_within=JOIN_TIMEOUT, label=f"stress ({gil_state()})"
+    )
 
 
 def echo_responder(connect: ClientFactory, subject: str) -> nats_sync.Client:
@@ -60,8 +61,7 @@ def echo_responder(connect: ClientFactory, subject: str) -> nats_sync.Client:
     return responder
 
 
-def mix_round(nc: nats_sync.Client, events_publisher: nats_sync.Client,
-              round_number: int) -> None:
+def mix_round(nc: nats_sync.Client, events_publisher: nats_sync.Client, round_number: int) -> None:
     """One round: requesters, future requesters and a publisher feeding ``nc``'s
     callback subscription, all at once."""
     per_requester = 300
@@ -123,14 +123,16 @@ def test_requests_futures_and_a_callback_share_one_connection(connect: ClientFac
         nc.close()
 
 
-def publishers_round(receiver: nats_sync.Client, publisher: nats_sync.Client,
-                     round_number: int) -> None:
+def publishers_round(
+    receiver: nats_sync.Client, publisher: nats_sync.Client, round_number: int
+) -> None:
     """One round: every thread publishes its own numbered sequence on ``publisher``."""
     per_publisher = 3_000
     total = THREADS * per_publisher
     subject = f"ft.pub.{round_number}"
-    sub = receiver.subscribe(subject, pending_msgs_limit=2 * total,
-                             pending_bytes_limit=64 * 1024 * 1024)
+    sub = receiver.subscribe(
+        subject, pending_msgs_limit=2 * total, pending_bytes_limit=64 * 1024 * 1024
+    )
     receiver.flush(5)
 
     def publish_all(index: int) -> None:
@@ -168,8 +170,7 @@ def test_publishers_on_one_connection_lose_duplicate_and_reorder_nothing(
         publisher.close()
 
 
-def consumers_round(nc: nats_sync.Client, publisher: nats_sync.Client,
-                    round_number: int) -> None:
+def consumers_round(nc: nats_sync.Client, publisher: nats_sync.Client, round_number: int) -> None:
     """One round: publishers feed one subscription that several threads read, then it
     ends under them."""
     consumers = 8
@@ -202,7 +203,8 @@ def consumers_round(nc: nats_sync.Client, publisher: nats_sync.Client,
 
     errors: list[BaseException] = []
     runner = threading.Thread(
-        target=lambda: errors.extend(run_threads(publishers + consumers, work)), daemon=True)
+        target=lambda: errors.extend(run_threads(publishers + consumers, work)), daemon=True
+    )
     runner.start()
     assert all_taken.wait(60), f"{count[0]} of {total} taken ({gil_state()})"
     # Every consumer is now asleep in next_msg (or about to be): the end must wake each
@@ -213,8 +215,9 @@ def consumers_round(nc: nats_sync.Client, publisher: nats_sync.Client,
     assert errors == []
     assert all(ended)
     everything = sorted(data for mine in taken for data in mine)
-    assert everything == sorted(b"%d:%d" % (p, s) for p in range(publishers)
-                                for s in range(per_publisher)), "lost or duplicated"
+    assert everything == sorted(
+        b"%d:%d" % (p, s) for p in range(publishers) for s in range(per_publisher)
+    ), "lost or duplicated"
     for mine in taken:  # the queue is FIFO: each consumer sees each publisher in order
         last = [-1] * publishers
         for data in mine:
@@ -255,8 +258,9 @@ def close_round(nc: nats_sync.Client, round_number: int) -> None:
         except BaseException as err:
             outcomes[index] = err
 
-    threads = [threading.Thread(target=request_forever, args=(i,), daemon=True)
-               for i in range(THREADS)]
+    threads = [
+        threading.Thread(target=request_forever, args=(i,), daemon=True) for i in range(THREADS)
+    ]
     for thread in threads:
         thread.start()
     going.wait(10)
@@ -266,7 +270,8 @@ def close_round(nc: nats_sync.Client, round_number: int) -> None:
         thread.join(15)
 
     assert not any(thread.is_alive() for thread in threads), (
-        f"a requester hung past close() (round {round_number}, {gil_state()})")
+        f"a requester hung past close() (round {round_number}, {gil_state()})"
+    )
     assert all(isinstance(err, nats_sync.ConnectionClosedError) for err in outcomes), outcomes
     assert sum(answered) > 0
     unsettled = [future for future in futures if not future.done()]
@@ -310,16 +315,16 @@ def publish_async_round(nc: nats_sync.Client, round_number: int) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_publish_async_window_from_many_threads(jetstream_server: NatsServer,
-                                                connect: ClientFactory) -> None:
+def test_publish_async_window_from_many_threads(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
     nc = connect(servers=jetstream_server.url)
     nc.jetstream().create_stream(name="FT", subjects=["ft.js.>"])
     for round_number in range(ROUNDS):
         publish_async_round(nc, round_number)
 
 
-def unsubscribe_round(nc: nats_sync.Client, publisher: nats_sync.Client,
-                      round_number: int) -> None:
+def unsubscribe_round(nc: nats_sync.Client, publisher: nats_sync.Client, round_number: int) -> None:
     """One round: a callback subscription is unsubscribed while the reader still
     queues messages for it; every message delivered is then handed, discarded or
     still pending, none lost from the counts."""
@@ -366,7 +371,8 @@ def unsubscribe_round(nc: nats_sync.Client, publisher: nats_sync.Client,
     assert sub.dropped == 0
     assert sub.delivered == handed[0] + sub.discarded + sub.pending_msgs, (
         f"round {round_number} ({gil_state()}): delivered {sub.delivered}, handed "
-        f"{handed[0]}, discarded {sub.discarded}, pending {sub.pending_msgs}")
+        f"{handed[0]}, discarded {sub.discarded}, pending {sub.pending_msgs}"
+    )
     assert sub.discarded > 0  # the unsubscribe did land among queued messages
 
 

@@ -38,7 +38,10 @@ def run_storm(url: str, family: str, storm: float = STORM) -> dict[str, object]:
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     child = subprocess.Popen(
         [sys.executable, str(CHILD), family, url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert child.stdout is not None

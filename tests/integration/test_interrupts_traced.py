@@ -67,8 +67,10 @@ class InterruptAt:
         self.seen += 1
         if self.seen == self.at:
             self.fired = True
-            self.where = (f"{event} {getattr(arg, '__name__', '')} at "
-                          f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+            self.where = (
+                f"{event} {getattr(arg, '__name__', '')} at "
+                f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}"
+            )
             raise KeyboardInterrupt(f"at point {self.at}")
 
 
@@ -114,8 +116,10 @@ def walk(nc: nats_sync.Client, call: Callable[[], object]) -> int:
         try:
             assert_usable(nc)
         except BaseException as err:
-            raise AssertionError(f"unusable after KeyboardInterrupt at point {at}, "
-                                 f"{getattr(tracer, 'where', '?')}: {err!r}") from err
+            raise AssertionError(
+                f"unusable after KeyboardInterrupt at point {at}, "
+                f"{getattr(tracer, 'where', '?')}: {err!r}"
+            ) from err
         if not tracer.fired:
             assert at > 5, "the call reached almost no point: the hook missed it"
             return at - 1

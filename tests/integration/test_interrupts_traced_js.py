@@ -53,8 +53,9 @@ def nc(server: NatsServer) -> Iterator[nats_sync.Client]:
         responder.close()
 
 
-def walk(nc: nats_sync.Client, call: Callable[[], object], check: Callable[[], None],
-         stride: int = 1) -> int:
+def walk(
+    nc: nats_sync.Client, call: Callable[[], object], check: Callable[[], None], stride: int = 1
+) -> int:
     """Interrupts ``call`` at point 1, 1 + stride, ... until it runs to its end, with
     ``check()`` (and the core checks) after each; returns the points interrupted."""
     for interrupted, at in enumerate(range(1, MAX_POINTS, stride)):
@@ -63,8 +64,9 @@ def walk(nc: nats_sync.Client, call: Callable[[], object], check: Callable[[], N
             assert_usable(nc)
             check()
         except BaseException as err:
-            raise AssertionError(f"unusable after KeyboardInterrupt at point {at}, "
-                                 f"{tracer.where or '?'}: {err!r}") from err
+            raise AssertionError(
+                f"unusable after KeyboardInterrupt at point {at}, {tracer.where or '?'}: {err!r}"
+            ) from err
         if not tracer.fired:
             assert interrupted > 3, "the call reached almost no point: the hook missed it"
             return interrupted
@@ -83,8 +85,10 @@ def test_js_publish_interrupted_at_every_point(nc: nats_sync.Client) -> None:
     js = nc.jetstream()
     js.create_stream(name="TRACED_PUB", subjects=["tpub.>"], storage="memory")
     js.publish("tpub.warm", b"w", timeout=5)
-    assert walk(nc, lambda: js.publish("tpub.a", b"x", timeout=5),
-                lambda: settled(js, "tpub.check")) > 20
+    assert (
+        walk(nc, lambda: js.publish("tpub.a", b"x", timeout=5), lambda: settled(js, "tpub.check"))
+        > 20
+    )
 
 
 def test_publish_async_interrupted_at_every_point(nc: nats_sync.Client) -> None:
@@ -103,8 +107,9 @@ def test_publish_async_interrupted_at_every_point(nc: nats_sync.Client) -> None:
 def test_fetch_and_messages_interrupted_at_every_point(nc: nats_sync.Client) -> None:
     js = nc.jetstream()
     js.create_stream(name="TRACED_PULL", subjects=["pull.>"], storage="memory")
-    consumer = js.create_consumer("TRACED_PULL", durable_name="C", ack_policy="explicit",
-                                  ack_wait=1.0)
+    consumer = js.create_consumer(
+        "TRACED_PULL", durable_name="C", ack_policy="explicit", ack_wait=1.0
+    )
     serial = itertools.count()
 
     def fetch() -> None:
@@ -126,6 +131,7 @@ def test_fetch_and_messages_interrupted_at_every_point(nc: nats_sync.Client) -> 
     assert points > 10
 
     with consumer.messages(max_messages=10) as stream:
+
         def next_one() -> None:
             js.publish("pull.a", b"%d" % next(serial), timeout=5)
             stream.next(timeout=5).ack()
@@ -206,9 +212,11 @@ def test_drain_and_close_interrupted_at_every_point(
             if handler.state.name != "CLOSED" and handler not in lost:
                 lost.append(handler)
                 handler.close()
-        left = [thread.name for thread in threading.enumerate()
-                if thread.is_alive() and thread not in before
-                and thread.name.startswith("nats_sync-")]
+        left = [
+            thread.name
+            for thread in threading.enumerate()
+            if thread.is_alive() and thread not in before and thread.name.startswith("nats_sync-")
+        ]
         assert not left, f"threads outlived close(): {left}"
 
     monkeypatch.setattr(nats_sync.Client, "__init__", recording_init)
@@ -225,15 +233,20 @@ class _InterruptAfterTake:
         self.fired = False
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        if (not self.fired and event == "return" and frame.f_code.co_name == "next_msg"
-                and frame.f_back is not None
-                and frame.f_back.f_code is MessageStream.next.__code__):
+        if (
+            not self.fired
+            and event == "return"
+            and frame.f_code.co_name == "next_msg"
+            and frame.f_back is not None
+            and frame.f_back.f_code is MessageStream.next.__code__
+        ):
             self.fired = True
             raise KeyboardInterrupt("as next_msg returned")
 
 
 def test_messages_go_on_after_many_interrupts_that_lose_a_taken_message(
-        nc: nats_sync.Client) -> None:
+    nc: nats_sync.Client,
+) -> None:
     """Ctrl-C as a pulled message is taken, again and again (as the fuzz storm can):
     each loses a message the stream counted as asked for and not yet handed out. The
     stream must not wait for them (before the fix it stopped pulling until a missed

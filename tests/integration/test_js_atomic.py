@@ -53,8 +53,9 @@ def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
 
 
 @pytest.fixture
-def wire(js: JetStream, jetstream_server: NatsServer, connect: ClientFactory
-         ) -> Iterator[Callable[[], int]]:
+def wire(
+    js: JetStream, jetstream_server: NatsServer, connect: ClientFactory
+) -> Iterator[Callable[[], int]]:
     """``wire()``: how many messages were published on ``orders.>`` so far, as a core
     subscriber of another connection sees them (a batch's messages cross the wire as
     they are added, committed or not)."""
@@ -81,8 +82,7 @@ def message_count(js: JetStream, stream: str = "ORDERS") -> int:
 # --- commit -----------------------------------------------------------------------------
 
 
-def test_commit_with_a_last_message_stores_all_and_returns_the_batch_ack(
-        js: JetStream) -> None:
+def test_commit_with_a_last_message_stores_all_and_returns_the_batch_ack(js: JetStream) -> None:
     js.publish("orders.before", b"not in the batch")
     with js.atomic_batch() as batch:
         assert isinstance(batch, AtomicBatch) and batch.size == 0
@@ -92,13 +92,15 @@ def test_commit_with_a_last_message_stores_all_and_returns_the_batch_ack(
         ack = batch.commit("orders.4", b"four")
         assert batch.is_closed and batch.size == 4
 
-    assert ack == BatchAck(stream="ORDERS", seq=5, batch_id=batch.batch_id, count=4,
-                           domain=None)
+    assert ack == BatchAck(stream="ORDERS", seq=5, batch_id=batch.batch_id, count=4, domain=None)
     assert len(batch.batch_id) <= 64
     messages = stored(js)
     assert [(m.seq, m.subject, m.data) for m in messages[1:]] == [
-        (2, "orders.1", b"one"), (3, "orders.2", b"two"), (4, "orders.3", b"three"),
-        (5, "orders.4", b"four")]
+        (2, "orders.1", b"one"),
+        (3, "orders.2", b"two"),
+        (4, "orders.3", b"three"),
+        (5, "orders.4", b"four"),
+    ]
     for position, message in enumerate(messages[1:], start=1):
         assert message.headers is not None
         assert message.headers["Nats-Batch-Id"] == batch.batch_id
@@ -193,7 +195,8 @@ def test_a_wrong_expected_last_seq_on_the_first_message_stores_nothing(js: JetSt
 
 
 def test_expected_last_seq_is_refused_after_the_first_message(
-        js: JetStream, wire: Callable[[], int]) -> None:
+    js: JetStream, wire: Callable[[], int]
+) -> None:
     with js.atomic_batch() as batch:
         batch.add("orders.a", b"1")
         with pytest.raises(InvalidArgumentError, match="first message"):
@@ -206,7 +209,8 @@ def test_expected_last_seq_is_refused_after_the_first_message(
 
 
 def test_a_message_to_a_subject_without_a_stream_fails_the_batch_with_its_own_error(
-        js: JetStream) -> None:
+    js: JetStream,
+) -> None:
     batch = js.atomic_batch()
     batch.add("orders.1", b"fine")
     batch.add("nowhere.at.all", b"no stream stores this")
@@ -235,6 +239,7 @@ def test_the_batch_headers_are_not_the_users(js: JetStream) -> None:
 
 def test_one_batch_may_be_filled_from_several_threads(js: JetStream) -> None:
     with js.atomic_batch() as batch:
+
         def fill(worker: int) -> None:
             for number in range(50):
                 batch.add(f"orders.w{worker}", b"%d-%d" % (worker, number))
@@ -249,21 +254,24 @@ def test_one_batch_may_be_filled_from_several_threads(js: JetStream) -> None:
     assert (ack.count, batch.size) == (201, 201)
     messages = stored(js)
     # Numbered in the order the adds took the batch: no gap, no repeat.
-    assert [int((m.headers or {})["Nats-Batch-Sequence"]) for m in messages] == list(
-        range(1, 202))
+    assert [int((m.headers or {})["Nats-Batch-Sequence"]) for m in messages] == list(range(1, 202))
     assert sorted(m.data for m in messages[1:]) == sorted(
-        b"%d-%d" % (worker, number) for worker in range(4) for number in range(50))
+        b"%d-%d" % (worker, number) for worker in range(4) for number in range(50)
+    )
 
 
 # --- timeouts --------------------------------------------------------------------------
 
 
 def test_a_commit_without_an_answer_says_the_outcome_is_unknown(
-        js: JetStream, jetstream_server: NatsServer) -> None:
+    js: JetStream, jetstream_server: NatsServer
+) -> None:
     batch = js.atomic_batch(timeout=0.5)
     batch.add("orders.1", b"one")
-    with jetstream_server.paused(), pytest.raises(PublishAckTimeoutError,
-                                                  match="may or may not be stored"):
+    with (
+        jetstream_server.paused(),
+        pytest.raises(PublishAckTimeoutError, match="may or may not be stored"),
+    ):
         batch.commit()
     with pytest.raises(BatchClosedError) as closed:
         batch.add("orders.2")
@@ -271,18 +279,17 @@ def test_a_commit_without_an_answer_says_the_outcome_is_unknown(
 
 
 def test_a_first_message_without_an_answer_ends_the_batch(
-        js: JetStream, jetstream_server: NatsServer) -> None:
+    js: JetStream, jetstream_server: NatsServer
+) -> None:
     batch = js.atomic_batch(timeout=0.5)
-    with jetstream_server.paused(), pytest.raises(PublishAckTimeoutError,
-                                                  match="nothing stored"):
+    with jetstream_server.paused(), pytest.raises(PublishAckTimeoutError, match="nothing stored"):
         batch.add("orders.1", b"one")
     assert batch.is_closed
     assert message_count(js) == 0
 
 
 def test_atomic_batch_checks_its_settings(js: JetStream) -> None:
-    for bad in ({"timeout": 0}, {"timeout": -1.0}, {"max_messages": 0},
-                {"max_messages": 1.5}):
+    for bad in ({"timeout": 0}, {"timeout": -1.0}, {"max_messages": 0}, {"max_messages": 1.5}):
         with pytest.raises(InvalidArgumentError):
             js.atomic_batch(**bad)  # type: ignore[arg-type]
 
@@ -291,7 +298,8 @@ def test_atomic_batch_checks_its_settings(js: JetStream) -> None:
 
 
 def test_a_stream_without_allow_atomic_refuses_the_first_add(
-        js: JetStream, wire: Callable[[], int]) -> None:
+    js: JetStream, wire: Callable[[], int]
+) -> None:
     js.create_stream(name="PLAIN", subjects=["plain.>"])
     batch = js.atomic_batch()
     with pytest.raises(AtomicBatchNotEnabledError) as raised:
@@ -313,7 +321,8 @@ def test_the_first_add_to_a_subject_without_a_stream_raises_no_stream(js: JetStr
 
 
 def test_a_thousand_messages_commit_and_the_next_is_refused_before_sending(
-        js: JetStream, wire: Callable[[], int]) -> None:
+    js: JetStream, wire: Callable[[], int]
+) -> None:
     with js.atomic_batch() as batch:
         for number in range(1000):
             batch.add("orders.bulk", b"%d" % number)
@@ -329,7 +338,8 @@ def test_a_thousand_messages_commit_and_the_next_is_refused_before_sending(
 
 
 def test_publish_atomic_over_the_limit_sends_nothing(
-        js: JetStream, wire: Callable[[], int]) -> None:
+    js: JetStream, wire: Callable[[], int]
+) -> None:
     with pytest.raises(BatchTooLargeError) as raised:
         js.publish_atomic([("orders.bulk", b"x")] * 1001)
     assert raised.value.err_code == 10199
@@ -339,7 +349,8 @@ def test_publish_atomic_over_the_limit_sends_nothing(
 
 
 def test_the_servers_smaller_limit_is_raised_as_batch_too_large(
-        nats_server_factory: ServerFactory, connect: ClientFactory) -> None:
+    nats_server_factory: ServerFactory, connect: ClientFactory
+) -> None:
     server = nats_server_factory(jetstream=True, config=SMALL_BATCH_LIMITS)
     js = connect(servers=server.url).jetstream()
     js.create_stream(name="SMALL", subjects=["small.>"], allow_atomic=True)
@@ -394,7 +405,8 @@ def test_discard_stores_nothing_and_closes_the_batch(js: JetStream) -> None:
 
 
 def test_discard_frees_the_servers_batch_slot_at_once(
-        nats_server_factory: ServerFactory, connect: ClientFactory) -> None:
+    nats_server_factory: ServerFactory, connect: ClientFactory
+) -> None:
     server = nats_server_factory(jetstream=True, config=SMALL_BATCH_LIMITS)
     js = connect(servers=server.url).jetstream()
     js.create_stream(name="SMALL", subjects=["small.>"], allow_atomic=True)
@@ -415,7 +427,8 @@ def test_discard_frees_the_servers_batch_slot_at_once(
 
 
 def test_a_batch_idle_past_the_servers_timeout_fails_and_stores_nothing(
-        nats_server_factory: ServerFactory, connect: ClientFactory) -> None:
+    nats_server_factory: ServerFactory, connect: ClientFactory
+) -> None:
     server = nats_server_factory(jetstream=True, config=SMALL_BATCH_LIMITS)  # 1 s timeout
     js = connect(servers=server.url).jetstream()
     js.create_stream(name="SMALL", subjects=["small.>"], allow_atomic=True)
@@ -460,8 +473,12 @@ def test_a_batch_holding_a_stored_msg_id_stores_nothing(js: JetStream) -> None:
 
 def test_a_batch_holding_one_msg_id_twice_stores_nothing(js: JetStream) -> None:
     with pytest.raises(BatchDuplicateMsgIdError):
-        js.publish_atomic([("orders.1", b"a", {"Nats-Msg-Id": "same"}),
-                           ("orders.2", b"b", {"Nats-Msg-Id": "same"})])
+        js.publish_atomic(
+            [
+                ("orders.1", b"a", {"Nats-Msg-Id": "same"}),
+                ("orders.2", b"b", {"Nats-Msg-Id": "same"}),
+            ]
+        )
     assert message_count(js) == 0
 
 
@@ -483,13 +500,13 @@ def test_ttl_is_sent_as_nats_ttl(js: JetStream) -> None:
         batch.add("ttl.a", b"a", ttl=60)
         batch.add("ttl.b", b"b", ttl=90.7)  # whole seconds: the server drops fractions
         batch.commit("ttl.c", b"c", ttl="never")
-    assert [(m.headers or {}).get("Nats-TTL") for m in stored(js, "TTL")] == [
-        "60", "90", "never"]
+    assert [(m.headers or {}).get("Nats-TTL") for m in stored(js, "TTL")] == ["60", "90", "never"]
 
 
 @pytest.mark.parametrize("ttl", [0, 0.5, -1, float("inf"), float("nan"), True, "forever", "5s"])
 def test_a_bad_ttl_is_refused_before_sending(
-        js: JetStream, wire: Callable[[], int], ttl: object) -> None:
+    js: JetStream, wire: Callable[[], int], ttl: object
+) -> None:
     with js.atomic_batch() as batch:
         with pytest.raises(InvalidArgumentError, match="ttl"):
             batch.add("orders.1", b"x", ttl=ttl)  # type: ignore[arg-type]
@@ -510,30 +527,39 @@ def test_ttl_on_a_stream_without_allow_msg_ttl_stores_nothing(js: JetStream) -> 
 
 
 def test_publish_atomic_round_trip(js: JetStream) -> None:
-    ack = js.publish_atomic([
-        ("orders.1", b"one"),
-        ("orders.2", b"two", {"K": "v"}),
-        ["orders.3", bytearray(b"three")],
-    ])
+    ack = js.publish_atomic(
+        [
+            ("orders.1", b"one"),
+            ("orders.2", b"two", {"K": "v"}),
+            ["orders.3", bytearray(b"three")],
+        ]
+    )
     assert isinstance(ack, BatchAck)
     assert (ack.stream, ack.seq, ack.count) == ("ORDERS", 3, 3)
     messages = stored(js)
     assert [(m.subject, m.data) for m in messages] == [
-        ("orders.1", b"one"), ("orders.2", b"two"), ("orders.3", b"three")]
+        ("orders.1", b"one"),
+        ("orders.2", b"two"),
+        ("orders.3", b"three"),
+    ]
     assert messages[1].headers is not None and messages[1].headers["K"] == "v"
     assert {(m.headers or {}).get("Nats-Batch-Id") for m in messages} == {ack.batch_id}
 
 
-@pytest.mark.parametrize("messages", [
-    [],
-    [("orders.1",)],
-    [("orders.1", "text, not bytes")],
-    [("orders.1", b"x"), ("", b"empty subject")],
-    [("orders.1", b"x", "not headers")],
-    b"not a list",
-])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [],
+        [("orders.1",)],
+        [("orders.1", "text, not bytes")],
+        [("orders.1", b"x"), ("", b"empty subject")],
+        [("orders.1", b"x", "not headers")],
+        b"not a list",
+    ],
+)
 def test_publish_atomic_refuses_bad_items_before_sending(
-        js: JetStream, wire: Callable[[], int], messages: object) -> None:
+    js: JetStream, wire: Callable[[], int], messages: object
+) -> None:
     with pytest.raises(InvalidArgumentError):
         js.publish_atomic(messages)  # type: ignore[arg-type]
     assert wire() == 0
@@ -550,11 +576,15 @@ def test_publish_atomic_to_a_stream_without_allow_atomic(js: JetStream) -> None:
 
 
 def test_nats_py_reads_back_exactly_what_a_batch_stored(
-        js: JetStream, jetstream_server: NatsServer) -> None:
+    js: JetStream, jetstream_server: NatsServer
+) -> None:
     import nats
 
-    sent = [("orders.a", b"alpha", {"K": "1"}), ("orders.b", b"", None),
-            ("orders.c", bytes(range(256)), {"K": "3", "L": "x"})]
+    sent = [
+        ("orders.a", b"alpha", {"K": "1"}),
+        ("orders.b", b"", None),
+        ("orders.c", bytes(range(256)), {"K": "3", "L": "x"}),
+    ]
     ack = js.publish_atomic([(s, d, h) if h else (s, d) for s, d, h in sent])
 
     async def read() -> tuple[int, list[tuple[str, bytes, dict[str, str]]]]:

@@ -28,20 +28,33 @@ def _fill(js: JetStream, stream: str, count: int, size: int = 16) -> None:
     js.create_stream(name=stream, subjects=[f"{stream.lower()}.>"])
     for index in range(count):
         payload = (b"%08d" % index).ljust(size, b"x")
-        js.publish_async(f"{stream.lower()}.{index % 3}", payload,
-                         headers={"i": str(index)} if index % 7 == 0 else None)
+        js.publish_async(
+            f"{stream.lower()}.{index % 3}",
+            payload,
+            headers={"i": str(index)} if index % 7 == 0 else None,
+        )
     js.publish_async_completed(60)
 
 
 def _flat(runs: list[StoredColumns]) -> list[tuple[object, ...]]:
-    return [row for run in runs for row in zip(run.seqs, run.subjects, run.datas,
-                                                [dict(h) if h else None for h in run.headers],
-                                                strict=True)]
+    return [
+        row
+        for run in runs
+        for row in zip(
+            run.seqs,
+            run.subjects,
+            run.datas,
+            [dict(h) if h else None for h in run.headers],
+            strict=True,
+        )
+    ]
 
 
 def _slow(js: JetStream, stream: str, **kwargs: object) -> list[tuple[object, ...]]:
-    return [(m.seq, m.subject, m.data, m.headers)
-            for m in js.stream(stream).get_msgs(1, direct=False, **kwargs)]  # type: ignore[arg-type]
+    return [
+        (m.seq, m.subject, m.data, m.headers)
+        for m in js.stream(stream).get_msgs(1, direct=False, **kwargs)
+    ]  # type: ignore[arg-type]
 
 
 def test_columns_equal_the_per_message_read_over_many_pulls(js: JetStream) -> None:
@@ -71,8 +84,7 @@ def test_a_range_with_a_filter_gaps_and_an_end(js: JetStream) -> None:
     for subject, start, end in ((None, 1, None), ("gaps.2", 10, 2_500), (None, 990, 1_101)):
         runs = list(stream.get_msg_columns(start, subject=subject, end_seq=end, batch=256))
         expected = _slow(js, "GAPS", subject=subject)
-        expected = [row for row in expected
-                    if row[0] >= start and (end is None or row[0] <= end)]  # type: ignore[operator]
+        expected = [row for row in expected if row[0] >= start and (end is None or row[0] <= end)]  # type: ignore[operator]
         assert _flat(runs) == expected, (subject, start, end)
     assert list(stream.get_msg_columns(3_001)) == []
     assert list(stream.get_msg_columns(5, end_seq=4)) == []

@@ -19,11 +19,24 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def test_stream_add_ls_info_rm(jetstream_server: NatsServer,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_stream_add_ls_info_rm(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
-    status, out, err = cli(capsys, "stream", "add", "ORDERS", "--subjects", "orders.>,refunds",
-                           "--max-age", "3600", "--storage", "memory", "-s", url)
+    status, out, err = cli(
+        capsys,
+        "stream",
+        "add",
+        "ORDERS",
+        "--subjects",
+        "orders.>,refunds",
+        "--max-age",
+        "3600",
+        "--storage",
+        "memory",
+        "-s",
+        url,
+    )
     assert status == 0, err
     assert "stream ORDERS stores orders.>, refunds" in out
     with nats_sync.connect(url) as nc:
@@ -40,21 +53,22 @@ def test_stream_add_ls_info_rm(jetstream_server: NatsServer,
     assert status == 1 and "stream not found" in err and err.count("\n") == 1
 
 
-def test_consumer_add_ls_info_next_rm(jetstream_server: NatsServer,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_consumer_add_ls_info_next_rm(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
     assert cli(capsys, "stream", "add", "JOBS", "--subjects", "jobs.>", "-s", url)[0] == 0
     with nats_sync.connect(url) as nc:
         for n in range(3):
             nc.request(f"jobs.{n}", b"job %d" % n, timeout=5)
-    status, out, err = cli(capsys, "consumer", "add", "JOBS", "workers", "--filter", "jobs.>",
-                           "-s", url)
+    status, out, err = cli(
+        capsys, "consumer", "add", "JOBS", "workers", "--filter", "jobs.>", "-s", url
+    )
     assert status == 0, err
     assert "consumer workers on JOBS" in out
     status, out, _ = cli(capsys, "consumer", "ls", "JOBS", "-s", url)
     assert out.startswith("workers\t3 pending\t0 unacknowledged")
-    status, out, err = cli(capsys, "consumer", "next", "JOBS", "workers", "--count", "2",
-                           "-s", url)
+    status, out, err = cli(capsys, "consumer", "next", "JOBS", "workers", "--count", "2", "-s", url)
     assert status == 0, err
     assert "[jobs.0] stream seq 1, delivered 1x\njob 0\n" in out and "job 1" in out
     status, out, _ = cli(capsys, "consumer", "info", "JOBS", "workers", "-s", url)
@@ -66,18 +80,19 @@ def test_consumer_add_ls_info_next_rm(jetstream_server: NatsServer,
     assert status == 0 and "deleted" in out
 
 
-def test_next_on_an_empty_consumer_says_so(jetstream_server: NatsServer,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_next_on_an_empty_consumer_says_so(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
     cli(capsys, "stream", "add", "EMPTY", "--subjects", "empty", "-s", url)
     cli(capsys, "consumer", "add", "EMPTY", "c", "-s", url)
-    status, out, _ = cli(capsys, "consumer", "next", "EMPTY", "c", "--timeout", "0.5",
-                         "-s", url)
+    status, out, _ = cli(capsys, "consumer", "next", "EMPTY", "c", "--timeout", "0.5", "-s", url)
     assert status == 0 and "no message within 0.5s" in out
 
 
-def test_bad_arguments_are_clear(jetstream_server: NatsServer,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_arguments_are_clear(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
     status, _, err = cli(capsys, "stream", "add", "S", "--subjects", " , ", "-s", url)
     assert status == 1 and "--subjects needs at least one subject" in err

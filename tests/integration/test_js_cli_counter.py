@@ -22,10 +22,16 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def url(jetstream_server: NatsServer) -> str:
     with nats_sync.connect(jetstream_server.url) as nc:
         js = nc.jetstream()
-        js.create_stream(name="HITS", subjects=["hits.>"], allow_msg_counter=True,
-                         allow_direct=True)
-        js.create_stream(name="TTL", subjects=["ttl.>"], allow_msg_ttl=True,
-                         allow_atomic=True, allow_batched=True)
+        js.create_stream(
+            name="HITS", subjects=["hits.>"], allow_msg_counter=True, allow_direct=True
+        )
+        js.create_stream(
+            name="TTL",
+            subjects=["ttl.>"],
+            allow_msg_ttl=True,
+            allow_atomic=True,
+            allow_batched=True,
+        )
         js.create_stream(name="PLAIN", subjects=["plain.>"])
     return jetstream_server.url
 
@@ -40,17 +46,19 @@ def stored_ttls(url: str, stream: str) -> list[str | None]:
 
 
 def test_counter_add_and_get(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli(capsys, "counter", "add", "HITS", "hits.a", "5", "-s", url) == (
-        0, "hits.a\t5\n", "")
+    assert cli(capsys, "counter", "add", "HITS", "hits.a", "5", "-s", url) == (0, "hits.a\t5\n", "")
     assert cli(capsys, "-s", url, "counter", "add", "HITS", "hits.a", "-7")[1] == "hits.a\t-2\n"
     big = str(2**70)
     assert cli(capsys, "-s", url, "counter", "add", "HITS", "hits.b.c", big)[1] == (
-        f"hits.b.c\t{big}\n")
+        f"hits.b.c\t{big}\n"
+    )
     status, out, err = cli(capsys, "-s", url, "counter", "get", "HITS", "hits.a", "hits.b.c")
     assert status == 0, err
     assert out.splitlines() == ["hits.a\t-2", f"hits.b.c\t{big}"]
     assert cli(capsys, "-s", url, "counter", "get", "HITS", "hits.>")[1].splitlines() == [
-        "hits.a\t-2", f"hits.b.c\t{big}"]
+        "hits.a\t-2",
+        f"hits.b.c\t{big}",
+    ]
     assert cli(capsys, "-s", url, "counter", "get", "HITS", "hits.zzz.*") == (0, "", "")
 
 
@@ -68,10 +76,29 @@ def test_counter_errors_are_one_line(url: str, capsys: pytest.CaptureFixture[str
 
 def test_pub_js_ttl_on_each_mode(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(capsys, "-s", url, "pub", "ttl.a", "x", "--js", "--ttl", "60")[0] == 0
-    assert cli(capsys, "-s", url, "pub", "ttl.b", "x", "--js", "--ttl", "never",
-               "--count", "2", "--atomic")[0] == 0
-    assert cli(capsys, "-s", url, "pub", "ttl.c", "x", "--js", "--ttl", "2.5",
-               "--count", "2", "--fast")[0] == 0
+    assert (
+        cli(
+            capsys,
+            "-s",
+            url,
+            "pub",
+            "ttl.b",
+            "x",
+            "--js",
+            "--ttl",
+            "never",
+            "--count",
+            "2",
+            "--atomic",
+        )[0]
+        == 0
+    )
+    assert (
+        cli(
+            capsys, "-s", url, "pub", "ttl.c", "x", "--js", "--ttl", "2.5", "--count", "2", "--fast"
+        )[0]
+        == 0
+    )
     assert cli(capsys, "-s", url, "pub", "ttl.d", "x", "--js")[0] == 0
     assert stored_ttls(url, "TTL") == ["60", "never", "never", "2", "2", None]
 

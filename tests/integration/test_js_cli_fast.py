@@ -22,8 +22,9 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 def make_stream(url: str, *, allow_batched: bool = True) -> None:
     with nats_sync.connect(url) as nc:
-        nc.jetstream().create_stream(name="ORDERS", subjects=["orders.>"],
-                                     allow_batched=allow_batched)
+        nc.jetstream().create_stream(
+            name="ORDERS", subjects=["orders.>"], allow_batched=allow_batched
+        )
 
 
 def stored(url: str) -> int:
@@ -32,12 +33,25 @@ def stored(url: str) -> int:
 
 
 def test_pub_js_fast_prints_the_batchs_final_ack(
-    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str],
+    jetstream_server: NatsServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = jetstream_server.url
     make_stream(url)
-    status, out, err = cli(capsys, "pub", "orders.new", "order {n}", "--count", "500",
-                           "--js", "--fast", "--header", "k:v", "-s", url)
+    status, out, err = cli(
+        capsys,
+        "pub",
+        "orders.new",
+        "order {n}",
+        "--count",
+        "500",
+        "--js",
+        "--fast",
+        "--header",
+        "k:v",
+        "-s",
+        url,
+    )
     assert status == 0, err
     ack, summary = out.splitlines()
     stream, seq, batch, count = ack.split("\t")
@@ -50,12 +64,24 @@ def test_pub_js_fast_prints_the_batchs_final_ack(
 
 
 def test_pub_js_fast_msg_id_makes_a_repeat_store_nothing(
-    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str],
+    jetstream_server: NatsServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = jetstream_server.url
     make_stream(url)
-    arguments = ("-s", url, "pub", "orders.a", "x", "--js", "--fast", "--count", "20",
-                 "--msg-id", "id-{n}")
+    arguments = (
+        "-s",
+        url,
+        "pub",
+        "orders.a",
+        "x",
+        "--js",
+        "--fast",
+        "--count",
+        "20",
+        "--msg-id",
+        "id-{n}",
+    )
     assert cli(capsys, *arguments)[0] == 0
     status, out, err = cli(capsys, *arguments)
     assert status == 0, err
@@ -64,7 +90,8 @@ def test_pub_js_fast_msg_id_makes_a_repeat_store_nothing(
 
 
 def test_pub_js_fast_to_a_stream_without_allow_batched_fails_with_one_line(
-    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str],
+    jetstream_server: NatsServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = jetstream_server.url
     make_stream(url, allow_batched=False)
@@ -74,8 +101,9 @@ def test_pub_js_fast_to_a_stream_without_allow_batched_fails_with_one_line(
     assert stored(url) == 0
 
 
-def test_pub_fast_needs_js(jetstream_server: NatsServer,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_pub_fast_needs_js(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     status, _, err = cli(capsys, "pub", "orders.a", "--fast", "-s", jetstream_server.url)
     assert status == 1 and "--fast needs --js" in err
 
@@ -83,9 +111,24 @@ def test_pub_fast_needs_js(jetstream_server: NatsServer,
 def test_pub_js_fast_as_a_process(jetstream_server: NatsServer) -> None:
     make_stream(jetstream_server.url)
     done = subprocess.run(
-        [sys.executable, "-m", "nats_sync", "--server", jetstream_server.url, "pub",
-         "orders.p", "{n}", "--count", "5000", "--js", "--fast"],
-        capture_output=True, text=True, timeout=50, check=False,
+        [
+            sys.executable,
+            "-m",
+            "nats_sync",
+            "--server",
+            jetstream_server.url,
+            "pub",
+            "orders.p",
+            "{n}",
+            "--count",
+            "5000",
+            "--js",
+            "--fast",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].endswith("\tcount 5000")

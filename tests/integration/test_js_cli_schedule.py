@@ -23,15 +23,34 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def test_pub_schedule_stores_a_schedule_that_fires(
-    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str],
+    jetstream_server: NatsServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = jetstream_server.url
     with nats_sync.connect(url) as nc:
-        nc.jetstream().create_stream(name="SCHED", subjects=["sched.>", "orders.>"],
-                                     allow_msg_schedules=True, allow_msg_ttl=True)
-    status, out, err = cli(capsys, "-s", url, "pub", "sched.tick", "hello", "--js",
-                           "--schedule", "@every 1s", "--target", "orders.tick",
-                           "--ttl", "30", "--header", "k:v")
+        nc.jetstream().create_stream(
+            name="SCHED",
+            subjects=["sched.>", "orders.>"],
+            allow_msg_schedules=True,
+            allow_msg_ttl=True,
+        )
+    status, out, err = cli(
+        capsys,
+        "-s",
+        url,
+        "pub",
+        "sched.tick",
+        "hello",
+        "--js",
+        "--schedule",
+        "@every 1s",
+        "--target",
+        "orders.tick",
+        "--ttl",
+        "30",
+        "--header",
+        "k:v",
+    )
     assert status == 0, err
     assert out.splitlines()[0] == "SCHED\tseq 1\tschedule '@every 1s' -> orders.tick"
     with nats_sync.connect(url) as nc:
@@ -54,27 +73,44 @@ def test_pub_schedule_stores_a_schedule_that_fires(
 
 
 def test_pub_schedule_without_the_stream_flag_fails_with_one_line(
-    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str],
+    jetstream_server: NatsServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = jetstream_server.url
     with nats_sync.connect(url) as nc:
         nc.jetstream().create_stream(name="PLAIN", subjects=["plain.>"])
-    status, out, err = cli(capsys, "-s", url, "pub", "plain.s", "x", "--js",
-                           "--schedule", "@hourly", "--target", "plain.t")
+    status, out, err = cli(
+        capsys,
+        "-s",
+        url,
+        "pub",
+        "plain.s",
+        "x",
+        "--js",
+        "--schedule",
+        "@hourly",
+        "--target",
+        "plain.t",
+    )
     assert status == 1 and out == ""
     assert "schedules" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--schedule", "@hourly", "--target", "t"], "--schedule needs --js and --target"),
-    (["--js", "--schedule", "@hourly"], "--schedule needs --js and --target"),
-    (["--js", "--target", "t"], "--target and --time-zone need --schedule"),
-    (["--js", "--schedule", "@hourly", "--target", "t", "--count", "2"], "one schedule"),
-    (["--js", "--schedule", "@hourly", "--target", "t", "--atomic"], "one schedule"),
-    (["--js", "--schedule", "* * * * *", "--target", "t"], "6 fields"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--schedule", "@hourly", "--target", "t"], "--schedule needs --js and --target"),
+        (["--js", "--schedule", "@hourly"], "--schedule needs --js and --target"),
+        (["--js", "--target", "t"], "--target and --time-zone need --schedule"),
+        (["--js", "--schedule", "@hourly", "--target", "t", "--count", "2"], "one schedule"),
+        (["--js", "--schedule", "@hourly", "--target", "t", "--atomic"], "one schedule"),
+        (["--js", "--schedule", "* * * * *", "--target", "t"], "6 fields"),
+    ],
+)
 def test_pub_schedule_options_are_refused_where_they_do_not_go(
-    nats_server: NatsServer, capsys: pytest.CaptureFixture[str], args: list[str],
+    nats_server: NatsServer,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
     message: str,
 ) -> None:
     status, out, err = cli(capsys, "-s", nats_server.url, "pub", "s", "x", *args)

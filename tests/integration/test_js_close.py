@@ -15,8 +15,11 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def js_threads() -> list[str]:
-    return [t.name for t in threading.enumerate()
-            if t.name.startswith(("nats_sync-js-consume", "nats_sync-js-acks")) and t.is_alive()]
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith(("nats_sync-js-consume", "nats_sync-js-acks")) and t.is_alive()
+    ]
 
 
 def test_close_ends_consume_and_ack_threads_before_it_returns(

@@ -24,12 +24,16 @@ def test_publish_and_consume_through_a_follower_restart(
     nc = connect(servers=jetstream_cluster.urls, reconnect_time_wait=0.1)
     js = nc.jetstream(timeout=10)
     stream = js.create_stream(name="R3", subjects=["r3.>"], num_replicas=3)
-    consumer = js.create_consumer("R3", durable_name="reader", ack_policy="explicit",
-                                  num_replicas=3)
+    consumer = js.create_consumer(
+        "R3", durable_name="reader", ack_policy="explicit", num_replicas=3
+    )
     stream_leader = stream.info().cluster["leader"]  # type: ignore[index]
     consumer_leader = (consumer.info().cluster or {}).get("leader")
-    follower = next(server for server in jetstream_cluster.servers
-                    if server.name not in (stream_leader, consumer_leader))
+    follower = next(
+        server
+        for server in jetstream_cluster.servers
+        if server.name not in (stream_leader, consumer_leader)
+    )
 
     acked: list[int] = []
     publish_errors: list[BaseException] = []
@@ -81,9 +85,15 @@ def test_bulk_reads_of_an_r3_stream_from_every_node(
     writer.publish_async_completed(60)
     for server in jetstream_cluster.servers:
         js = connect(servers=[server.url], dont_randomize=True).jetstream(timeout=10)
-        seqs = [seq for run in js.stream("R3BULK").get_msg_columns(1, batch=500)
-                for seq in run.seqs]
+        seqs = [
+            seq for run in js.stream("R3BULK").get_msg_columns(1, batch=500) for seq in run.seqs
+        ]
         assert seqs == list(range(1, 3_001)), server.name
-        filtered = [seq for run in js.stream("R3BULK").get_msg_columns(
-            1_000, subject="bulk.2", end_seq=2_000, batch=100) for seq in run.seqs]
+        filtered = [
+            seq
+            for run in js.stream("R3BULK").get_msg_columns(
+                1_000, subject="bulk.2", end_seq=2_000, batch=100
+            )
+            for seq in run.seqs
+        ]
         assert filtered == [seq for seq in range(1_000, 2_001) if (seq - 1) % 3 == 2]

@@ -49,8 +49,7 @@ def test_pull_subscribe_fetches_lists_and_times_out_only_when_empty(js: JetStrea
     assert time.monotonic() - started < 0.5 + 2.0
     # Binding again by the durable name continues where it stood.
     store(js, 1)
-    assert [m.data for m in js.pull_subscribe("q.a", durable="d1").fetch(5, timeout=2)] == [
-        b"0"]
+    assert [m.data for m in js.pull_subscribe("q.a", durable="d1").fetch(5, timeout=2)] == [b"0"]
     assert psub.consumer_info().name == "d1"
 
 

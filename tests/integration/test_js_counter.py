@@ -38,8 +38,9 @@ ClientFactory = Callable[..., nats_sync.Client]
 @pytest.fixture
 def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
     context = connect(servers=jetstream_server.url).jetstream()
-    context.create_stream(name="HITS", subjects=["hits.>"], allow_msg_counter=True,
-                          allow_direct=True)
+    context.create_stream(
+        name="HITS", subjects=["hits.>"], allow_msg_counter=True, allow_direct=True
+    )
     return context
 
 
@@ -109,10 +110,12 @@ def test_get_many_takes_wildcards(hits: Counter) -> None:
         hits.add(subject, value)
     hits.add("hits.a", 10)
     assert hits.get_many(["hits.*"]) == {"hits.a": 11, "hits.b": 2}
-    assert hits.get_many(["hits.>"]) == {"hits.a": 11, "hits.b": 2, "hits.c.x": 3,
-                                         "hits.c.y": 4}
+    assert hits.get_many(["hits.>"]) == {"hits.a": 11, "hits.b": 2, "hits.c.x": 3, "hits.c.y": 4}
     assert hits.get_many(["hits.c.*", "hits.b", "hits.b"]) == {
-        "hits.b": 2, "hits.c.x": 3, "hits.c.y": 4}
+        "hits.b": 2,
+        "hits.c.x": 3,
+        "hits.c.y": 4,
+    }
     assert hits.get_many(["hits.none", "hits.zzz.*"]) == {}
     assert hits.get_many([]) == {}
     with pytest.raises(InvalidArgumentError):
@@ -121,8 +124,9 @@ def test_get_many_takes_wildcards(hits: Counter) -> None:
 
 def test_get_many_matching_more_than_one_request_holds(js: JetStream, hits: Counter) -> None:
     count = 1100  # one multi_last request answers at most 1,024 subjects (413 beyond)
-    futures = [js.publish_async(f"hits.many.{n}", headers={"Nats-Incr": str(n)})
-               for n in range(count)]
+    futures = [
+        js.publish_async(f"hits.many.{n}", headers={"Nats-Incr": str(n)}) for n in range(count)
+    ]
     for future in futures:
         future.result(timeout=10)
     values = hits.get_many(["hits.many.*"])
@@ -171,7 +175,8 @@ def test_errors(js: JetStream, hits: Counter) -> None:
 
 
 def test_nats_py_reads_and_adds_to_the_same_counter(
-        hits: Counter, jetstream_server: NatsServer) -> None:
+    hits: Counter, jetstream_server: NatsServer
+) -> None:
     import nats
 
     hits.add("hits.shared", 2**64 + 5)

@@ -91,8 +91,7 @@ def test_100000_messages_are_committed_stored_in_order_and_counted(js: JetStream
     assert final == BatchAck(stream="FAST", seq=count, batch_id=fp.batch_id, count=count)
     assert fp.is_closed and fp.batch_sequence == count
     assert stored(js) == count
-    datas = [data for run in js.stream("FAST").get_msg_columns(batch=20_000)
-             for data in run.datas]
+    datas = [data for run in js.stream("FAST").get_msg_columns(batch=20_000) for data in run.datas]
     assert [int(data[:8]) for data in datas] == list(range(1, count + 1))
 
 
@@ -175,9 +174,15 @@ def test_ttl_is_sent_as_nats_ttl(js: JetStream) -> None:
 
 
 def test_arguments_are_checked(js: JetStream) -> None:
-    for kwargs in ({"flow": 0}, {"flow": 65_536}, {"max_outstanding_acks": 0},
-                   {"max_outstanding_acks": 11}, {"ack_timeout": 0},
-                   {"continue_on_gap": 1}, {"error_cb": "print"}):
+    for kwargs in (
+        {"flow": 0},
+        {"flow": 65_536},
+        {"max_outstanding_acks": 0},
+        {"max_outstanding_acks": 11},
+        {"ack_timeout": 0},
+        {"continue_on_gap": 1},
+        {"error_cb": "print"},
+    ):
         with pytest.raises(InvalidArgumentError):
             js.fast_publisher(**kwargs)
 
@@ -216,8 +221,7 @@ def test_gap_fail_on_the_first_message_stores_nothing(js: JetStream) -> None:
 
 
 def test_gap_fail_a_refused_message_leaves_a_gap_that_ends_the_batch(js: JetStream) -> None:
-    js.create_stream(name="SMALL", subjects=["small.>"], allow_batched=True,
-                     max_msg_size=1024)
+    js.create_stream(name="SMALL", subjects=["small.>"], allow_batched=True, max_msg_size=1024)
     fp = js.fast_publisher()
     for _ in range(3):
         fp.add("small.x", b"ok")
@@ -230,13 +234,13 @@ def test_gap_fail_a_refused_message_leaves_a_gap_that_ends_the_batch(js: JetStre
 
 
 def test_gap_ok_reports_to_error_cb_and_goes_on(js: JetStream) -> None:
-    js.create_stream(name="SMALL", subjects=["small.>"], allow_batched=True,
-                     max_msg_size=1024)
+    js.create_stream(name="SMALL", subjects=["small.>"], allow_batched=True, max_msg_size=1024)
     heard: list[JetStreamError] = []
     # One ack per message, one awaited: each refused message would stall add (no ack
     # covers it) did the publisher not count the server's refusal as its answer.
-    fp = js.fast_publisher(continue_on_gap=True, error_cb=heard.append, flow=1,
-                           max_outstanding_acks=1, ack_timeout=3)
+    fp = js.fast_publisher(
+        continue_on_gap=True, error_cb=heard.append, flow=1, max_outstanding_acks=1, ack_timeout=3
+    )
     fp.add("small.a", b"1")
     fp.add("small.a", b"2", expected_last_subject_seq=99)  # refused by its check
     fp.add("small.a", b"3")
@@ -307,8 +311,11 @@ class AckLosingPublisher(FastPublisher):
     lost = 0
 
     def _take(self, msgs: list[Msg]) -> None:
-        kept = [msg for msg in msgs
-                if not (msg.subject.endswith(".1.$FI") and b'"type":"ack"' in msg.data)]
+        kept = [
+            msg
+            for msg in msgs
+            if not (msg.subject.endswith(".1.$FI") and b'"type":"ack"' in msg.data)
+        ]
         self.lost += len(msgs) - len(kept)
         super()._take(kept)
 
@@ -326,7 +333,8 @@ def test_lost_acks_are_recovered_by_ping(js: JetStream) -> None:
 
 
 def test_an_inbox_dropping_answers_still_ends_in_the_right_count(
-        js: JetStream, connect_js: ClientFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    js: JetStream, connect_js: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # An inbox that holds one answer: acks arriving back to back are really dropped.
     monkeypatch.setattr(fast_module, "_INBOX_PENDING_MSGS", 1)
     slow: list[BaseException] = []
@@ -348,7 +356,8 @@ def test_an_inbox_dropping_answers_still_ends_in_the_right_count(
 
 
 def test_a_server_paused_shorter_than_ack_timeout_changes_nothing(
-        js: JetStream, jetstream_server: NatsServer) -> None:
+    js: JetStream, jetstream_server: NatsServer
+) -> None:
     fp = js.fast_publisher(flow=10, max_outstanding_acks=1, ack_timeout=10)
     for index in range(50):
         fp.add("fast.pause", b"%d" % index)
@@ -365,7 +374,8 @@ def test_a_server_paused_shorter_than_ack_timeout_changes_nothing(
 
 
 def test_no_ack_within_ack_timeout_raises_and_closes_the_batch(
-        js: JetStream, jetstream_server: NatsServer) -> None:
+    js: JetStream, jetstream_server: NatsServer
+) -> None:
     fp = js.fast_publisher(flow=10, max_outstanding_acks=1, ack_timeout=0.5)
     fp.add("fast.stuck", b"first")
     began = time.monotonic()
@@ -415,12 +425,15 @@ def test_add_returns_a_fast_pub_ack(js: JetStream) -> None:
 # --- interop ---------------------------------------------------------------------------------
 
 
-def test_nats_py_reads_what_the_fast_publisher_stored(js: JetStream,
-                                                      jetstream_server: NatsServer) -> None:
+def test_nats_py_reads_what_the_fast_publisher_stored(
+    js: JetStream, jetstream_server: NatsServer
+) -> None:
     import nats
 
-    sent = [(f"fast.py.{index % 3}", b"payload %d" % index,
-             {"K": str(index)} if index % 2 else None) for index in range(200)]
+    sent = [
+        (f"fast.py.{index % 3}", b"payload %d" % index, {"K": str(index)} if index % 2 else None)
+        for index in range(200)
+    ]
     with js.fast_publisher() as fp:
         for subject, data, headers in sent[:-1]:
             fp.add(subject, data, headers=headers)

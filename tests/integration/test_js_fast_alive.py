@@ -80,8 +80,7 @@ def stored_datas(js: JetStream, stream: str = "FAST") -> list[bytes]:
 class PingCounter:
     """A raw subscriber on the batch's subject: counts the pings (op 4) it sees."""
 
-    def __init__(self, server: NatsServer, subject: str,
-                 made: list[nats_sync.Client]) -> None:
+    def __init__(self, server: NatsServer, subject: str, made: list[nats_sync.Client]) -> None:
         self._lock = threading.Lock()
         self._count = 0
         nc = nats_sync.connect(server.url)
@@ -100,8 +99,9 @@ class PingCounter:
             return self._count
 
 
-def raw_append_answer(server: NatsServer, batch_id: str, seq: int,
-                      made: list[nats_sync.Client]) -> dict[str, object]:
+def raw_append_answer(
+    server: NatsServer, batch_id: str, seq: int, made: list[nats_sync.Client]
+) -> dict[str, object]:
     """Appends message ``seq`` to batch ``batch_id`` by hand and returns the server's
     answer: an unknown batch is refused with err_code 10208."""
     nc = nats_sync.connect(server.url)
@@ -119,7 +119,8 @@ def raw_append_answer(server: NatsServer, batch_id: str, seq: int,
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_a_batch_idle_past_the_servers_10s_timeout_is_kept_alive(
-        jetstream_server: NatsServer, clients: list[nats_sync.Client]) -> None:
+    jetstream_server: NatsServer, clients: list[nats_sync.Client]
+) -> None:
     js = _jetstream(jetstream_server, clients)
     with js.fast_publisher() as fp:
         for n in range(100):
@@ -135,8 +136,8 @@ def test_a_batch_idle_past_the_servers_10s_timeout_is_kept_alive(
 
 
 def test_an_idle_batch_is_pinged_and_outlives_the_servers_timeout(
-        short_timeout_server: NatsServer, clients: list[nats_sync.Client],
-        quick_keepalive: None) -> None:
+    short_timeout_server: NatsServer, clients: list[nats_sync.Client], quick_keepalive: None
+) -> None:
     js = _jetstream(short_timeout_server, clients)
     pings = PingCounter(short_timeout_server, "fast.>", clients)
     fp = js.fast_publisher()
@@ -153,8 +154,10 @@ def test_an_idle_batch_is_pinged_and_outlives_the_servers_timeout(
 
 
 def test_without_the_keepalive_the_server_drops_the_idle_batch(
-        short_timeout_server: NatsServer, clients: list[nats_sync.Client],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    short_timeout_server: NatsServer,
+    clients: list[nats_sync.Client],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The control of the test above: the short timeout does drop a batch left idle.
     monkeypatch.setattr(d, "JS_FAST_KEEPALIVE_INTERVAL", 3600.0)
     js = _jetstream(short_timeout_server, clients)
@@ -168,8 +171,8 @@ def test_without_the_keepalive_the_server_drops_the_idle_batch(
 
 
 def test_a_dropped_publisher_is_collected_and_its_keepalive_stops(
-        short_timeout_server: NatsServer, clients: list[nats_sync.Client],
-        quick_keepalive: None) -> None:
+    short_timeout_server: NatsServer, clients: list[nats_sync.Client], quick_keepalive: None
+) -> None:
     js = _jetstream(short_timeout_server, clients)
     pings = PingCounter(short_timeout_server, "fast.>", clients)
     fp: FastPublisher | None = js.fast_publisher()
@@ -194,7 +197,8 @@ def test_a_dropped_publisher_is_collected_and_its_keepalive_stops(
 
 
 def test_a_collected_publishers_inbox_is_unsubscribed(
-        clients: list[nats_sync.Client], quick_keepalive: None) -> None:
+    clients: list[nats_sync.Client], quick_keepalive: None
+) -> None:
     with NatsServer(jetstream=True, monitoring=True) as server:
         nc = nats_sync.connect(server.url, name="fast-gc")
         clients.append(nc)
@@ -223,8 +227,8 @@ def test_a_collected_publishers_inbox_is_unsubscribed(
 
 
 def test_a_closed_publisher_is_not_pinged(
-        short_timeout_server: NatsServer, clients: list[nats_sync.Client],
-        quick_keepalive: None) -> None:
+    short_timeout_server: NatsServer, clients: list[nats_sync.Client], quick_keepalive: None
+) -> None:
     js = _jetstream(short_timeout_server, clients)
     pings = PingCounter(short_timeout_server, "fast.>", clients)
     fp = js.fast_publisher()
@@ -239,7 +243,8 @@ def test_a_closed_publisher_is_not_pinged(
 
 
 def test_the_add_after_the_servers_end_arrived_raises(
-        jetstream_server: NatsServer, clients: list[nats_sync.Client]) -> None:
+    jetstream_server: NatsServer, clients: list[nats_sync.Client]
+) -> None:
     js = _jetstream(jetstream_server, clients)
     nc = js.client
     # flow 100 and 2 acks outstanding: no add below waits for room, so only the look

@@ -21,8 +21,13 @@ COUNT = 20_000
 CUT_AT = 5_000
 
 
-def store_all(js: JetStream, subject: str, payloads: list[bytes], key: str,
-              before_add: Callable[[int, int], None] = lambda attempt, n: None) -> int:
+def store_all(
+    js: JetStream,
+    subject: str,
+    payloads: list[bytes],
+    key: str,
+    before_add: Callable[[int, int], None] = lambda attempt, n: None,
+) -> int:
     """The guide's recipe (plus ``before_add(attempt, n)``, where a test breaks things).
     Returns the batches it took."""
     done = 0  # payloads[:done] are stored
@@ -52,13 +57,14 @@ def stored_in_order(js: JetStream, stream: str) -> list[bytes]:
 
 
 def test_a_batch_cut_by_a_server_restart_resumes_with_nothing_lost_or_doubled(
-        jetstream_server: NatsServer) -> None:
+    jetstream_server: NatsServer,
+) -> None:
     payloads = [b"%d" % n for n in range(COUNT)]
-    with nats_sync.connect(jetstream_server.url, reconnect_time_wait=0.1,
-                           max_reconnect_attempts=-1) as nc:
+    with nats_sync.connect(
+        jetstream_server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1
+    ) as nc:
         js = nc.jetstream(timeout=5)
-        js.create_stream(name="RESUME", subjects=["resume.>"], allow_batched=True,
-                         storage="file")
+        js.create_stream(name="RESUME", subjects=["resume.>"], allow_batched=True, storage="file")
 
         def restart_once(attempt: int, n: int) -> None:
             if attempt == 1 and n == CUT_AT:
@@ -73,12 +79,12 @@ def test_a_batch_cut_by_a_server_restart_resumes_with_nothing_lost_or_doubled(
 
 
 def test_a_batch_cut_by_a_leader_change_resumes_with_nothing_lost_or_doubled(
-        jetstream_cluster: NatsCluster) -> None:
+    jetstream_cluster: NatsCluster,
+) -> None:
     payloads = [b"%d" % n for n in range(COUNT)]
     with nats_sync.connect(servers=jetstream_cluster.urls, reconnect_time_wait=0.1) as nc:
         js = nc.jetstream(timeout=10)
-        js.create_stream(name="RESUME3", subjects=["resume3.>"], allow_batched=True,
-                         num_replicas=3)
+        js.create_stream(name="RESUME3", subjects=["resume3.>"], allow_batched=True, num_replicas=3)
         leaders: list[str] = [js.stream_info("RESUME3").cluster["leader"]]  # type: ignore[index]
 
         def step_down_once(attempt: int, n: int) -> None:

@@ -41,8 +41,9 @@ def _fill(js: JetStream, subjects: list[str], rounds: int = 1) -> None:
     js.publish_async_completed(30)
 
 
-def _requests(nc: nats_sync.Client, stream: str, monkeypatch: pytest.MonkeyPatch
-              ) -> list[dict[str, Any]]:
+def _requests(
+    nc: nats_sync.Client, stream: str, monkeypatch: pytest.MonkeyPatch
+) -> list[dict[str, Any]]:
     """The direct get request bodies ``nc`` publishes from now on."""
     sent: list[dict[str, Any]] = []
     publish = nc.publish
@@ -62,7 +63,8 @@ def _check_order(found: list[StoredMsg]) -> None:
 
 
 def test_more_subjects_than_one_request_all_latest_in_stream_order(
-        nc: nats_sync.Client, js: JetStream, monkeypatch: pytest.MonkeyPatch) -> None:
+    nc: nats_sync.Client, js: JetStream, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stream = js.create_stream(name="LAST", subjects=["last.>"], allow_direct=True)
     subjects = [f"last.{i}" for i in range(2500)]
     _fill(js, subjects, rounds=2)
@@ -96,8 +98,9 @@ def test_wildcards_also_past_the_per_request_limit(js: JetStream) -> None:
     assert {msg.subject for msg in many} == {f"w.a.{i}" for i in range(1500)} | {"w.c"}
 
 
-def test_up_to_seq_and_batch_pages(nc: nats_sync.Client, js: JetStream,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_to_seq_and_batch_pages(
+    nc: nats_sync.Client, js: JetStream, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stream = js.create_stream(name="UPTO", subjects=["u.>"], allow_direct=True)
     subjects = [f"u.{i}" for i in range(10)]
     _fill(js, subjects, rounds=3)  # sequences 1-10, 11-20, 21-30
@@ -148,8 +151,12 @@ def test_bad_arguments_are_named(js: JetStream) -> None:
         (lambda: stream.get_last_msgs_for(["args.1"], up_to_time=naive), "aware"),
         (lambda: stream.get_last_msgs_for(["args.1"], up_to_time="now"), "up_to_time"),
         (lambda: stream.get_last_msgs_for(["args.1"], batch=0), "batch"),
-        (lambda: stream.get_last_msgs_for(["args.1"], up_to_seq=1,
-                                          up_to_time=datetime.now(timezone.utc)), "not both"),
+        (
+            lambda: stream.get_last_msgs_for(
+                ["args.1"], up_to_seq=1, up_to_time=datetime.now(timezone.utc)
+            ),
+            "not both",
+        ),
         (lambda: stream.get_last_msgs_for([""]), "subject"),
     ):
         with pytest.raises(InvalidArgumentError, match=name):

@@ -64,7 +64,8 @@ def read_in_thread(stream: MessageStream) -> tuple[threading.Thread, list[object
 
 
 def test_2000_messages_while_another_thread_publishes(
-        jetstream_server: NatsServer, js: JetStream, connect: ClientFactory) -> None:
+    jetstream_server: NatsServer, js: JetStream, connect: ClientFactory
+) -> None:
     consumer = durable(js)
     publisher = connect(servers=jetstream_server.url)
 
@@ -142,9 +143,9 @@ def test_requests_expire_and_are_renewed(js: JetStream) -> None:
 
 @pytest.mark.slow
 def test_a_server_restart_loses_and_repeats_nothing_acked(
-        jetstream_server: NatsServer, connect: ClientFactory) -> None:
-    nc = connect(servers=jetstream_server.url, reconnect_time_wait=0.1,
-                 max_reconnect_attempts=-1)
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
+    nc = connect(servers=jetstream_server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
     js = nc.jetstream()
     js.create_stream(name="S", subjects=["s.>"])
     consumer = durable(js, ack_wait=30.0)
@@ -303,8 +304,9 @@ def test_consume_ends_with_the_deleted_consumer(js: JetStream) -> None:
     assert [type(e) for e in errors] == [ConsumerDeletedError]
 
 
-def test_the_clients_close_ends_messages_and_consume(jetstream_server: NatsServer,
-                                                    connect: ClientFactory) -> None:
+def test_the_clients_close_ends_messages_and_consume(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
     nc = connect(servers=jetstream_server.url)
     js = nc.jetstream()
     js.create_stream(name="S", subjects=["s.>"])
@@ -335,6 +337,7 @@ def test_stop_wakes_a_reader_blocked_in_next(js: JetStream) -> None:
 
 # --- nats-py on the other side ---------------------------------------------------------------
 
+
 def test_nats_py_publishes_and_we_read(jetstream_server: NatsServer, js: JetStream) -> None:
     import nats
 
@@ -342,8 +345,10 @@ def test_nats_py_publishes_and_we_read(jetstream_server: NatsServer, js: JetStre
         nc = await nats.connect(jetstream_server.url)
         try:
             pyjs = nc.jetstream()
-            return [(await pyjs.publish("s.py", b"py%d" % i, headers={"N": str(i)})).seq
-                    for i in range(5)]
+            return [
+                (await pyjs.publish("s.py", b"py%d" % i, headers={"N": str(i)})).seq
+                for i in range(5)
+            ]
         finally:
             await nc.close()
 
@@ -352,13 +357,13 @@ def test_nats_py_publishes_and_we_read(jetstream_server: NatsServer, js: JetStre
     with consumer.messages(max_wait=5) as stream:
         got = [stream.next(timeout=5) for _ in range(5)]
     assert [(m.subject, m.data, m.headers) for m in got] == [
-        ("s.py", b"py%d" % i, {"N": str(i)}) for i in range(5)]
+        ("s.py", b"py%d" % i, {"N": str(i)}) for i in range(5)
+    ]
     for msg in got:
         msg.ack()
 
 
-def test_nats_py_reads_what_we_nak_or_leave(jetstream_server: NatsServer,
-                                           js: JetStream) -> None:
+def test_nats_py_reads_what_we_nak_or_leave(jetstream_server: NatsServer, js: JetStream) -> None:
     import nats
 
     store(js, 4)
@@ -392,10 +397,10 @@ def test_nats_py_reads_what_we_nak_or_leave(jetstream_server: NatsServer,
 
 
 @pytest.mark.slow
-def test_consume_goes_on_after_a_server_restart(jetstream_server: NatsServer,
-                                                connect: ClientFactory) -> None:
-    nc = connect(servers=jetstream_server.url, reconnect_time_wait=0.1,
-                 max_reconnect_attempts=-1)
+def test_consume_goes_on_after_a_server_restart(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
+    nc = connect(servers=jetstream_server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
     js = nc.jetstream()
     js.create_stream(name="S", subjects=["s.>"])
     consumer = durable(js, ack_wait=30.0)
@@ -429,13 +434,15 @@ def test_consume_goes_on_after_a_server_restart(jetstream_server: NatsServer,
 
 
 @pytest.mark.slow
-def test_missed_heartbeats_are_a_warning_not_an_end(jetstream_server: NatsServer,
-                                                    js: JetStream) -> None:
+def test_missed_heartbeats_are_a_warning_not_an_end(
+    jetstream_server: NatsServer, js: JetStream
+) -> None:
     consumer = durable(js)
     warnings: list[BaseException] = []
     got: list[bytes] = []
-    context = consumer.consume(lambda msg: got.append(msg.data), max_wait=2.0,
-                               heartbeat=0.5, error_cb=warnings.append)
+    context = consumer.consume(
+        lambda msg: got.append(msg.data), max_wait=2.0, heartbeat=0.5, error_cb=warnings.append
+    )
     time.sleep(0.3)
     jetstream_server.pause()  # nothing answered: no heartbeats for a while
     try:

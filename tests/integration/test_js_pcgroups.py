@@ -31,8 +31,14 @@ def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
 
 def partitioned_stream(js: JetStream, partitions: int) -> None:
     """Stream S on ``foo.*``, its subjects stored as ``<partition>.foo.<key>``."""
-    js.create_stream(name="S", subjects=["foo.*"], subject_transform={
-        "src": "foo.*", "dest": f"{{{{partition({partitions},1)}}}}.foo.{{{{wildcard(1)}}}}"})
+    js.create_stream(
+        name="S",
+        subjects=["foo.*"],
+        subject_transform={
+            "src": "foo.*",
+            "dest": f"{{{{partition({partitions},1)}}}}.foo.{{{{wildcard(1)}}}}",
+        },
+    )
 
 
 class Recorder:
@@ -53,6 +59,7 @@ class Recorder:
                 return
             with self.lock:
                 self.got.append((name, msg.subject, int(msg.data)))
+
         return handle
 
     def count(self, name: str | None = None) -> int:
@@ -100,13 +107,18 @@ def settled(js: JetStream, stream: str, group: str) -> None:
     each with its partitions' filters (the running members followed the change)."""
     config = pcg.get_elastic(js, stream, group)
     filters = [pf.filter for pf in config.partitioning_filters or ()]
-    wanted = {member: partition_filters(config.members, config.max_members,
-                                        config.member_mappings, member, filters)
-              for member in config.member_names()}
+    wanted = {
+        member: partition_filters(
+            config.members, config.max_members, config.member_mappings, member, filters
+        )
+        for member in config.member_names()
+    }
 
     def check() -> bool:
-        found = {info.name: info.config.filter_subjects
-                 for info in js.list_consumers(f"{stream}-{group}")}
+        found = {
+            info.name: info.config.filter_subjects
+            for info in js.list_consumers(f"{stream}-{group}")
+        }
         return found == {member: f for member, f in wanted.items() if f}
 
     wait_for(check, 20.0)
@@ -114,12 +126,15 @@ def settled(js: JetStream, stream: str, group: str) -> None:
 
 # --- static --------------------------------------------------------------------------------
 
+
 def test_static_two_members_share_the_keys(js: JetStream) -> None:
     partitioned_stream(js, 4)
     pcg.create_static(js, "S", "cg", 4, "foo.*", ["m1", "m2"])
     rec = Recorder()
-    contexts = [pcg.static_consume(js, "S", "cg", m, rec.cb(m),
-                                   ConsumerConfig(max_ack_pending=1)) for m in ("m1", "m2")]
+    contexts = [
+        pcg.static_consume(js, "S", "cg", m, rec.cb(m), ConsumerConfig(max_ack_pending=1))
+        for m in ("m1", "m2")
+    ]
     publish(js, 0, 200)
     rec.wait(200)
     time.sleep(0.5)  # nothing more comes
@@ -165,8 +180,7 @@ def test_static_config_change_and_delete_end_the_members(js: JetStream) -> None:
     partitioned_stream(js, 2)
     pcg.create_static(js, "S", "cg", 2, None, ["m1"])
     errors: list[BaseException] = []
-    ctx = pcg.static_consume(js, "S", "cg", "m1", lambda msg: msg.ack(),
-                             error_cb=errors.append)
+    ctx = pcg.static_consume(js, "S", "cg", "m1", lambda msg: msg.ack(), error_cb=errors.append)
     js.key_value("static-consumer-groups").put("S.cg", b'{"max_members":2,"members":["x"]}')
     assert ctx.join(10)
     assert isinstance(ctx.error, pcg.GroupConfigChangedError) and errors == [ctx.error]
@@ -181,13 +195,16 @@ def test_static_config_change_and_delete_end_the_members(js: JetStream) -> None:
 
 # --- elastic -------------------------------------------------------------------------------
 
+
 def test_elastic_members_in_and_out_lose_and_repeat_nothing(js: JetStream) -> None:
     js.create_stream(name="E", subjects=["foo.*"])
     pcg.create_elastic(js, "E", "cg", 6, "foo.*", [1])
     rec = Recorder()
     config = ConsumerConfig(ack_wait=2.0, max_ack_pending=1)
-    contexts = {m: pcg.elastic_consume(js, "E", "cg", m, rec.cb(m, pause=0.002), config)
-                for m in ("a", "b", "c")}
+    contexts = {
+        m: pcg.elastic_consume(js, "E", "cg", m, rec.cb(m, pause=0.002), config)
+        for m in ("a", "b", "c")
+    }
     assert pcg.add_members(js, "E", "cg", ["a", "b"]) == ["a", "b"]
     settled(js, "E", "cg")
     sent = publish(js, 0, 150)
@@ -245,6 +262,7 @@ def test_elastic_mappings_and_step_down(js: JetStream) -> None:
 
 # --- listing, the stored JSON, bad input -----------------------------------------------------
 
+
 def test_listing_and_the_stored_json_is_orbit_gos(js: JetStream) -> None:
     partitioned_stream(js, 4)
     js.create_stream(name="E", subjects=["bar.*.*"])
@@ -265,20 +283,26 @@ def test_listing_and_the_stored_json_is_orbit_gos(js: JetStream) -> None:
     # tags: omitempty on filters, members, member_mappings, max_buffered_msg (sic) and
     # max_buffered_bytes; partitioning_filters always, null when nil).
     assert static.get("S.one").value == (
-        b'{"max_members":4,"filters":["foo.*"],"members":["m2","m1"]}')
+        b'{"max_members":4,"filters":["foo.*"],"members":["m2","m1"]}'
+    )
     assert static.get("S.two").value == (
         b'{"max_members":4,"member_mappings":[{"member":"a","partitions":[0,1]},'
-        b'{"member":"b","partitions":[2,3]}]}')
+        b'{"member":"b","partitions":[2,3]}]}'
+    )
     assert elastic.get("E.el").value == (
         b'{"max_members":8,"partitioning_filters":[{"filter":"bar.*.*",'
-        b'"partitioning_wildcards":[2]}],"max_buffered_msg":1000,"members":["x","y"]}')
-    assert json.loads(elastic.get("E.all").value) == {"max_members": 3,
-                                                        "partitioning_filters": None}
+        b'"partitioning_wildcards":[2]}],"max_buffered_msg":1000,"members":["x","y"]}'
+    )
+    assert json.loads(elastic.get("E.all").value) == {
+        "max_members": 3,
+        "partitioning_filters": None,
+    }
     source = js.stream_info("E-el").config
     assert source.retention == "workqueue" and source.discard == "new"
     assert source.sources is not None and source.sources[0]["name"] == "E"
     assert source.sources[0]["subject_transforms"] == [
-        {"src": "bar.*.*", "dest": "{{Partition(8,2)}}.bar.{{Wildcard(1)}}.{{Wildcard(2)}}"}]
+        {"src": "bar.*.*", "dest": "{{Partition(8,2)}}.bar.{{Wildcard(1)}}.{{Wildcard(2)}}"}
+    ]
     with pytest.raises(pcg.ConsumerGroupExistsError):
         pcg.create_static(js, "S", "one", 4, ["foo.*"], ["m1"])
     with pytest.raises(pcg.ConsumerGroupExistsError):
@@ -309,8 +333,7 @@ def test_bad_input_gets_a_clear_error(js: JetStream) -> None:
     js.create_stream(name="E", subjects=["e.*"])
     pcg.create_elastic(js, "E", "cg", 2, "e.*", [1])
     with pytest.raises(pcg.ConsumerGroupConfigError, match="explicitly"):
-        pcg.elastic_consume(js, "E", "cg", "m", lambda msg: None,
-                            ConsumerConfig(ack_policy="none"))
+        pcg.elastic_consume(js, "E", "cg", "m", lambda msg: None, ConsumerConfig(ack_policy="none"))
     with pytest.raises(pcg.ConsumerGroupNotFoundError):
         pcg.add_members(js, "E", "nope", ["m"])
 
@@ -322,14 +345,22 @@ def test_elastic_churn_with_standby_instances(js: JetStream) -> None:
     pcg.create_elastic(js, "E", "cg", 6, "foo.*", [1])
     rec = Recorder()
     config = ConsumerConfig(ack_wait=2.0, max_ack_pending=1)
-    contexts = [pcg.elastic_consume(js, "E", "cg", m, rec.cb(f"{m}/{i}", pause=0.002), config)
-                for m in "abc" for i in range(2)]
+    contexts = [
+        pcg.elastic_consume(js, "E", "cg", m, rec.cb(f"{m}/{i}", pause=0.002), config)
+        for m in "abc"
+        for i in range(2)
+    ]
     pcg.add_members(js, "E", "cg", ["a"])
     sent = 0
-    for change, member in [(pcg.add_members, "b"), (pcg.add_members, "c"),
-                           (pcg.delete_members, "a"), (pcg.add_members, "a"),
-                           (pcg.delete_members, "b"), (pcg.delete_members, "c"),
-                           (pcg.add_members, "b")]:
+    for change, member in [
+        (pcg.add_members, "b"),
+        (pcg.add_members, "c"),
+        (pcg.delete_members, "a"),
+        (pcg.add_members, "a"),
+        (pcg.delete_members, "b"),
+        (pcg.delete_members, "c"),
+        (pcg.add_members, "b"),
+    ]:
         sent = publish(js, sent, 80)
         time.sleep(0.5)
         change(js, "E", "cg", [member])

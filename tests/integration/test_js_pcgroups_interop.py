@@ -37,12 +37,16 @@ def natsio_ready() -> None:
         pytest.skip(reason)
 
 
-def start_child(url: str, stream: str, kind: str, rec: Recorder
-                ) -> tuple[subprocess.Popen[str], threading.Thread]:
+def start_child(
+    url: str, stream: str, kind: str, rec: Recorder
+) -> tuple[subprocess.Popen[str], threading.Thread]:
     """The natsio member (``natsio``) of group ``cg``, its confirmed messages recorded."""
     child = subprocess.Popen(
         [str(NATSIO_PYTHON), str(CHILD), url, stream, "cg", "natsio", kind],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
 
@@ -65,16 +69,18 @@ def end_child(child: subprocess.Popen[str], reader: threading.Thread) -> None:
     reader.join(10)
 
 
-def test_a_static_group_shared_with_natsio(natsio_ready: None, jetstream_server: NatsServer,
-                                           connect: ClientFactory) -> None:
+def test_a_static_group_shared_with_natsio(
+    natsio_ready: None, jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
     js = connect(servers=jetstream_server.url).jetstream()
     partitioned_stream(js, 6)
     pcg.create_static(js, "S", "cg", 6, "foo.*", ["natsio", "ours"])
     rec = Recorder()
     child, reader = start_child(jetstream_server.url, "S", "static", rec)
     try:
-        ours = pcg.static_consume(js, "S", "cg", "ours", rec.cb("ours"),
-                                  ConsumerConfig(max_ack_pending=1))
+        ours = pcg.static_consume(
+            js, "S", "cg", "ours", rec.cb("ours"), ConsumerConfig(max_ack_pending=1)
+        )
         publish(js, 0, 300)
         rec.wait(300, timeout=40)
         ours.stop()
@@ -86,19 +92,24 @@ def test_a_static_group_shared_with_natsio(natsio_ready: None, jetstream_server:
     assert rec.count("natsio") and rec.count("ours")
     assert {name for name, _, _ in rec.got} == {"natsio", "ours"}
     # natsio made its consumer from our config: the partitions orbit.go gives it.
-    assert js.consumer_info("S", "cg-natsio").config.filter_subjects == ["0.foo.*", "1.foo.*",
-                                                                       "2.foo.*"]
+    assert js.consumer_info("S", "cg-natsio").config.filter_subjects == [
+        "0.foo.*",
+        "1.foo.*",
+        "2.foo.*",
+    ]
 
 
-def test_an_elastic_group_shared_with_natsio(natsio_ready: None, jetstream_server: NatsServer,
-                                             connect: ClientFactory) -> None:
+def test_an_elastic_group_shared_with_natsio(
+    natsio_ready: None, jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
     js = connect(servers=jetstream_server.url).jetstream()
     js.create_stream(name="E", subjects=["foo.*"])
     pcg.create_elastic(js, "E", "cg", 6, "foo.*", [1])
     pcg.add_members(js, "E", "cg", ["ours"])
     rec = Recorder()
-    ours = pcg.elastic_consume(js, "E", "cg", "ours", rec.cb("ours"),
-                               ConsumerConfig(ack_wait=2.0, max_ack_pending=1))
+    ours = pcg.elastic_consume(
+        js, "E", "cg", "ours", rec.cb("ours"), ConsumerConfig(ack_wait=2.0, max_ack_pending=1)
+    )
     child, reader = start_child(jetstream_server.url, "E", "elastic", rec)
     try:
         sent = publish(js, 0, 100)

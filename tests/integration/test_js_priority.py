@@ -42,13 +42,21 @@ def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
 
 def store(js: JetStream, count: int) -> list[int]:
     """Stores ``count`` messages by core requests (the stream answers with its ack)."""
-    return [int(json.loads(js.client.request("s.a", b"m%d" % i, timeout=5).data)["seq"])
-            for i in range(count)]
+    return [
+        int(json.loads(js.client.request("s.a", b"m%d" % i, timeout=5).data)["seq"])
+        for i in range(count)
+    ]
 
 
 def grouped(js: JetStream, policy: str, name: str = "C", **fields: object) -> PullConsumer:
-    return js.create_consumer("S", durable_name=name, ack_policy="explicit",
-                              priority_groups=["g"], priority_policy=policy, **fields)
+    return js.create_consumer(
+        "S",
+        durable_name=name,
+        ack_policy="explicit",
+        priority_groups=["g"],
+        priority_policy=policy,
+        **fields,
+    )
 
 
 def seqs(batch: object) -> list[int]:
@@ -57,11 +65,15 @@ def seqs(batch: object) -> list[int]:
 
 # --- config ----------------------------------------------------------------------------------
 
+
 def test_the_config_fields_round_trip(js: JetStream) -> None:
     consumer = grouped(js, "pinned_client", priority_timeout=PIN_TIMEOUT)
     config = consumer.info().config
     assert (config.priority_groups, config.priority_policy, config.priority_timeout) == (
-        ["g"], "pinned_client", PIN_TIMEOUT)
+        ["g"],
+        "pinned_client",
+        PIN_TIMEOUT,
+    )
     assert config.to_api()["priority_timeout"] == 2_000_000_000
     assert grouped(js, "overflow", "O").cached_info.config.priority_policy == "overflow"
     prioritized = grouped(js, "prioritized", "P").cached_info.config
@@ -73,22 +85,30 @@ def test_the_config_fields_round_trip(js: JetStream) -> None:
     assert state[0].pinned_client_id in (None, "")  # no reader pinned yet
 
 
-@pytest.mark.parametrize(("fields", "error", "err_code"), [
-    ({"priority_groups": ["g"]}, PriorityPolicyError, 10196),
-    ({"priority_policy": "overflow"}, PriorityPolicyError, 10159),
-    ({"priority_timeout": 3.0}, PriorityPolicyError, 10197),
-    ({"priority_policy": "overflow", "priority_groups": ["bad name"]},
-     InvalidGroupNameError, 10162),
-    ({"priority_policy": "overflow", "priority_groups": [""]}, InvalidGroupNameError, 10161),
-])
-def test_config_refusals_have_their_classes(js: JetStream, fields: dict[str, object],
-                                            error: type[Exception], err_code: int) -> None:
+@pytest.mark.parametrize(
+    ("fields", "error", "err_code"),
+    [
+        ({"priority_groups": ["g"]}, PriorityPolicyError, 10196),
+        ({"priority_policy": "overflow"}, PriorityPolicyError, 10159),
+        ({"priority_timeout": 3.0}, PriorityPolicyError, 10197),
+        (
+            {"priority_policy": "overflow", "priority_groups": ["bad name"]},
+            InvalidGroupNameError,
+            10162,
+        ),
+        ({"priority_policy": "overflow", "priority_groups": [""]}, InvalidGroupNameError, 10161),
+    ],
+)
+def test_config_refusals_have_their_classes(
+    js: JetStream, fields: dict[str, object], error: type[Exception], err_code: int
+) -> None:
     with pytest.raises(error) as caught:
         js.create_consumer("S", durable_name="X", ack_policy="explicit", **fields)
     assert caught.value.err_code == err_code  # type: ignore[attr-defined]
 
 
 # --- overflow ---------------------------------------------------------------------------------
+
 
 def test_overflow_serves_a_pull_only_past_its_min_pending(js: JetStream) -> None:
     consumer = grouped(js, "overflow")
@@ -121,6 +141,7 @@ def test_overflow_min_ack_pending(js: JetStream) -> None:
 
 # --- prioritized ------------------------------------------------------------------------------
 
+
 def test_prioritized_serves_the_lowest_number_first(js: JetStream) -> None:
     consumer = grouped(js, "prioritized")
     low = consumer.fetch(1, max_wait=10.0, group="g", priority=5)  # waiting first
@@ -138,6 +159,7 @@ def test_prioritized_serves_the_lowest_number_first(js: JetStream) -> None:
 
 # --- pinned_client ------------------------------------------------------------------------------
 
+
 class Reader:
     """A ``messages()`` of its own ``PullConsumer`` object read on a thread, acking and
     recording every stream sequence it gets."""
@@ -147,7 +169,8 @@ class Reader:
         self.consumer = js.consumer("S", "C")
         self.got: list[int] = []
         self.stream: MessageStream = self.consumer.messages(
-            max_messages=10, max_wait=1.0, group="g")
+            max_messages=10, max_wait=1.0, group="g"
+        )
         self.thread = threading.Thread(target=self._run, name=f"test-reader-{name}")
         self.thread.start()
 
@@ -183,7 +206,8 @@ def pin_of(js: JetStream) -> str | None:
 
 
 def test_pinned_client_goes_to_one_reader_until_unpinned_or_silent(
-        js: JetStream, readers: tuple[Reader, Reader]) -> None:
+    js: JetStream, readers: tuple[Reader, Reader]
+) -> None:
     a, b = readers
     time.sleep(0.3)
     store(js, 10)
@@ -259,6 +283,7 @@ def test_unpin(js: JetStream) -> None:
 
 # --- refusals ----------------------------------------------------------------------------
 
+
 def test_client_side_checks_raise_before_sending(js: JetStream) -> None:
     consumer = grouped(js, "prioritized")
     calls: list[Callable[[], object]] = [
@@ -292,8 +317,7 @@ def test_server_refusals_have_their_classes(js: JetStream) -> None:
     with pytest.raises(PriorityGroupRequiredError):
         prioritized.messages(max_wait=1.0).next(timeout=5)
     errors: list[BaseException] = []
-    ctx = prioritized.consume(lambda msg: None, max_wait=1.0, error_cb=errors.append,
-                              group="nope")
+    ctx = prioritized.consume(lambda msg: None, max_wait=1.0, error_cb=errors.append, group="nope")
     assert ctx.join(10) and isinstance(ctx.error, InvalidPriorityGroupError)
     assert errors == [ctx.error]
     # With the group the same reads work.
@@ -326,13 +350,29 @@ def test_a_consumer_without_groups_ignores_the_group(js: JetStream) -> None:
 
 # --- the command line ---------------------------------------------------------------------
 
-def test_cli_consumer_next_group(js: JetStream, jetstream_server: NatsServer,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+
+def test_cli_consumer_next_group(
+    js: JetStream, jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
     grouped(js, "prioritized")
     store(js, 2)
-    status = main(["consumer", "next", "S", "C", "--group", "g", "--priority", "1",
-                   "--timeout", "2", "-s", url])
+    status = main(
+        [
+            "consumer",
+            "next",
+            "S",
+            "C",
+            "--group",
+            "g",
+            "--priority",
+            "1",
+            "--timeout",
+            "2",
+            "-s",
+            url,
+        ]
+    )
     out, err = capsys.readouterr()
     assert status == 0, err
     assert "[s.a] stream seq 1, delivered 1x\nm0\n" in out

@@ -130,8 +130,9 @@ def test_a_publish_whose_ack_times_out_is_not_retried(js: JetStream) -> None:
 
 
 def test_headers_round_trip(js: JetStream) -> None:
-    ack = js.publish("orders.h", b"body", headers={"Trace": "t-1", "Multi": ["a", "b"]},
-                     msg_id="h-1")
+    ack = js.publish(
+        "orders.h", b"body", headers={"Trace": "t-1", "Multi": ["a", "b"]}, msg_id="h-1"
+    )
     stored = js.stream("ORDERS").get_msg(ack.seq)
     assert stored.data == b"body" and stored.subject == "orders.h"
     assert stored.headers is not None
@@ -188,8 +189,9 @@ def test_async_retries_until_the_stream_exists(js: JetStream) -> None:
     assert future.result(10) == PubAck(stream="LATER", seq=1)
 
 
-def test_the_window_stalls_then_raises(jetstream_server: NatsServer,
-                                       connect: ClientFactory) -> None:
+def test_the_window_stalls_then_raises(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
     js = connect(servers=jetstream_server.url).jetstream(max_pending_acks=10, stall_wait=0.4)
     js.create_stream(name="S", subjects=["s.>"])
     js.publish("s.warm", b"")
@@ -218,8 +220,9 @@ def test_a_stalled_publish_goes_on_when_an_ack_frees_room(js: JetStream) -> None
     silent.unsubscribe()
 
 
-def test_an_ack_timeout_fails_the_future(jetstream_server: NatsServer,
-                                         connect: ClientFactory) -> None:
+def test_an_ack_timeout_fails_the_future(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
     js = connect(servers=jetstream_server.url).jetstream()
     js.create_stream(name="S", subjects=["s.>"])
     with jetstream_server.paused():
@@ -237,8 +240,7 @@ def test_an_ack_timeout_fails_the_future(jetstream_server: NatsServer,
     assert js.publish("s.x", b"after").seq == 3
 
 
-def test_close_fails_the_pending_acks(jetstream_server: NatsServer,
-                                      connect: ClientFactory) -> None:
+def test_close_fails_the_pending_acks(jetstream_server: NatsServer, connect: ClientFactory) -> None:
     nc = connect(servers=jetstream_server.url)
     js = nc.jetstream()
     js.create_stream(name="S", subjects=["s.>"])
@@ -252,8 +254,9 @@ def test_close_fails_the_pending_acks(jetstream_server: NatsServer,
         js.publish_async("s.x", b"after close")
 
 
-def test_publish_async_completed_waits_and_times_out(jetstream_server: NatsServer,
-                                                     connect: ClientFactory) -> None:
+def test_publish_async_completed_waits_and_times_out(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
     js = connect(servers=jetstream_server.url).jetstream()
     js.create_stream(name="S", subjects=["s.>"])
     js.publish_async_completed(timeout=0.1)  # nothing in flight: at once
@@ -286,12 +289,12 @@ def test_done_callbacks_run_off_the_reader_and_may_publish_again(js: JetStream) 
     window.publish_async("orders.chain", b"first").add_done_callback(on_done)
     assert done.wait(10)
     assert [seq for _, seq in seen] == [1, 2, 3, 4]
-    assert all(name.startswith("nats_sync-") and name != "nats_sync-reader"
-               for name, _ in seen)
+    assert all(name.startswith("nats_sync-") and name != "nats_sync-reader" for name, _ in seen)
 
 
 def test_the_idle_session_ends_its_thread_and_comes_back(
-    js: JetStream, monkeypatch: pytest.MonkeyPatch,
+    js: JetStream,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(d, "JS_ACK_TIMER_IDLE_EXIT", 0.3)
     assert js.publish_async("orders.a", b"1").result(10).seq == 1
@@ -303,14 +306,15 @@ def test_the_idle_session_ends_its_thread_and_comes_back(
 
 
 @pytest.mark.timeout(90)
-def test_async_publishing_across_a_server_restart(jetstream_server: NatsServer,
-                                                  connect: ClientFactory) -> None:
-    nc = connect(servers=jetstream_server.url, reconnect_time_wait=0.1,
-                 max_reconnect_attempts=-1)
+def test_async_publishing_across_a_server_restart(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
+    nc = connect(servers=jetstream_server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
     js = nc.jetstream()
     js.create_stream(name="S", subjects=["s.>"])
-    assert [f.result(10).seq for f in [js.publish_async("s.x", b"") for _ in range(100)]] == \
-        list(range(1, 101))
+    assert [f.result(10).seq for f in [js.publish_async("s.x", b"") for _ in range(100)]] == list(
+        range(1, 101)
+    )
     jetstream_server.restart()
     deadline = time.monotonic() + 20
     while not nc.is_connected:
@@ -359,10 +363,10 @@ def test_nats_py_publishes_and_we_read(js: JetStream, jetstream_server: NatsServ
         nc = await nats.connect(jetstream_server.url)
         try:
             theirs = nc.jetstream()
-            first = await theirs.publish("orders.py", b"from nats-py",
-                                         headers={"Nats-Msg-Id": "py-1", "K": "v"})
-            again = await theirs.publish("orders.py", b"again",
-                                         headers={"Nats-Msg-Id": "py-1"})
+            first = await theirs.publish(
+                "orders.py", b"from nats-py", headers={"Nats-Msg-Id": "py-1", "K": "v"}
+            )
+            again = await theirs.publish("orders.py", b"again", headers={"Nats-Msg-Id": "py-1"})
             return [first.seq, again.seq, int(bool(again.duplicate))]
         finally:
             await nc.close()
@@ -373,7 +377,8 @@ def test_nats_py_publishes_and_we_read(js: JetStream, jetstream_server: NatsServ
     assert stored.headers["K"] == "v" and stored.headers["Nats-Msg-Id"] == "py-1"
     # Our msg_id de-duplicates against theirs: same header, same window.
     assert js.publish("orders.py", b"ours", msg_id="py-1") == PubAck(
-        stream="ORDERS", seq=1, duplicate=True)
+        stream="ORDERS", seq=1, duplicate=True
+    )
 
 
 def test_we_publish_and_nats_py_reads(js: JetStream, jetstream_server: NatsServer) -> None:
@@ -406,14 +411,15 @@ def test_we_publish_and_nats_py_reads(js: JetStream, jetstream_server: NatsServe
 
 
 @pytest.mark.timeout(90)
-def test_publishing_to_a_three_replica_stream(jetstream_cluster: NatsCluster,
-                                              connect: ClientFactory) -> None:
+def test_publishing_to_a_three_replica_stream(
+    jetstream_cluster: NatsCluster, connect: ClientFactory
+) -> None:
     # Each client on its own server: at most one of them talks to the stream's leader.
-    contexts = [connect(servers=server.url).jetstream(timeout=10)
-                for server in jetstream_cluster.servers]
+    contexts = [
+        connect(servers=server.url).jetstream(timeout=10) for server in jetstream_cluster.servers
+    ]
     contexts[0].create_stream(name="R3", subjects=["r3.>"], num_replicas=3)
-    seqs = [js.publish("r3.a", b"%d" % n, msg_id=f"id-{n}").seq
-            for n, js in enumerate(contexts)]
+    seqs = [js.publish("r3.a", b"%d" % n, msg_id=f"id-{n}").seq for n, js in enumerate(contexts)]
     assert seqs == [1, 2, 3]
     assert contexts[2].publish("r3.a", b"0", msg_id="id-0").duplicate
     with pytest.raises(WrongLastSequenceError):  # 10071, or 10164 on a replicated stream

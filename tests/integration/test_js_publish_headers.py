@@ -37,8 +37,7 @@ CASES: list[tuple[dict[str, str] | None, dict[str, Any]]] = [
 def js(jetstream_server: NatsServer) -> Iterator[JetStream]:
     nc = nats_sync.connect(jetstream_server.url)
     context = nc.jetstream()
-    context.create_stream(name="HDRS", subjects=["hdrs.>"], allow_batched=True,
-                          allow_msg_ttl=True)
+    context.create_stream(name="HDRS", subjects=["hdrs.>"], allow_batched=True, allow_msg_ttl=True)
     yield context
     nc.close()
 
@@ -50,8 +49,7 @@ def test_publish_publish_async_and_fast_ingest_store_the_same_headers(js: JetStr
         for index, (headers, keywords) in enumerate(CASES):
             subject = f"hdrs.{path}.{index}"
             # Ids are per path: the stream's duplicate window would drop a repeated one.
-            given = {**keywords, "msg_id": f"{path}-{index}"} if "msg_id" in keywords \
-                else keywords
+            given = {**keywords, "msg_id": f"{path}-{index}"} if "msg_id" in keywords else keywords
             if path == "publish":
                 js.publish(subject, b"x", headers=headers, **given)
             elif path == "async":
@@ -68,5 +66,8 @@ def test_publish_publish_async_and_fast_ingest_store_the_same_headers(js: JetStr
         stored = stream.get_msg(seq)
         assert stored.subject == subject
         # The server may add headers of its own; every header sent is stored as sent.
-        assert {name: value for name, value in (stored.headers or {}).items()
-                if name in (expected or {})} == (expected or {}), subject
+        assert {
+            name: value
+            for name, value in (stored.headers or {}).items()
+            if name in (expected or {})
+        } == (expected or {}), subject

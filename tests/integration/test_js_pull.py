@@ -39,8 +39,10 @@ def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
 
 def store(js: JetStream, count: int, subject: str = "s.a", start: int = 0) -> list[int]:
     """Stores ``count`` messages by core requests (the stream answers with its ack)."""
-    return [int(json.loads(js.client.request(subject, b"m%d" % i, timeout=5).data)["seq"])
-            for i in range(start, start + count)]
+    return [
+        int(json.loads(js.client.request(subject, b"m%d" % i, timeout=5).data)["seq"])
+        for i in range(start, start + count)
+    ]
 
 
 def durable(js: JetStream, name: str = "C", **fields: object) -> PullConsumer:
@@ -56,11 +58,16 @@ def test_fetch_takes_n_of_more_than_n(js: JetStream) -> None:
     for msg in batch:
         msg.ack()
     assert [msg.data for msg in consumer.fetch(6, max_wait=5)] == [
-        b"m4", b"m5", b"m6", b"m7", b"m8", b"m9"]
+        b"m4",
+        b"m5",
+        b"m6",
+        b"m7",
+        b"m8",
+        b"m9",
+    ]
 
 
-def test_a_fetch_of_more_than_there_is_returns_what_there_is_at_max_wait(js: JetStream
-                                                                         ) -> None:
+def test_a_fetch_of_more_than_there_is_returns_what_there_is_at_max_wait(js: JetStream) -> None:
     store(js, 2)
     consumer = durable(js)
     start = time.monotonic()
@@ -173,6 +180,7 @@ def test_bad_arguments_name_what_was_wrong(js: JetStream) -> None:
 
 
 # --- acknowledgements and metadata ---------------------------------------------------------
+
 
 def test_ack_and_double_ack_take_messages_out(js: JetStream) -> None:
     store(js, 2)

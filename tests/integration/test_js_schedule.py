@@ -38,8 +38,12 @@ FIRE_WAIT = 10.0
 @pytest.fixture
 def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
     context = connect(servers=jetstream_server.url).jetstream()
-    context.create_stream(name="SCHED", subjects=["sched.>", "orders.>", "sensors.>"],
-                          allow_msg_schedules=True, allow_msg_ttl=True)
+    context.create_stream(
+        name="SCHED",
+        subjects=["sched.>", "orders.>", "sensors.>"],
+        allow_msg_schedules=True,
+        allow_msg_ttl=True,
+    )
     return context
 
 
@@ -67,17 +71,19 @@ def wait_for(js: JetStream, subject: str, after_seq: int = 0) -> StoredMsg:
 
 
 def count(js: JetStream, subject: str) -> int:
-    return (js.stream("SCHED").info(subjects_filter=subject).state.subjects or {}).get(
-        subject, 0)
+    return (js.stream("SCHED").info(subjects_filter=subject).state.subjects or {}).get(subject, 0)
 
 
 def test_an_at_two_seconds_ahead_lands_on_the_target(js: JetStream) -> None:
     when = datetime.now(timezone.utc) + timedelta(seconds=2)
-    ack = js.publish_scheduled("sched.once", b"later", schedule=when, target="orders.once",
-                               headers={"X-Order": "42"})
+    ack = js.publish_scheduled(
+        "sched.once", b"later", schedule=when, target="orders.once", headers={"X-Order": "42"}
+    )
     stored = js.stream("SCHED").get_msg(ack.seq)
-    assert header(stored, "Nats-Schedule", ) == "@at " + when.isoformat().replace(
-        "+00:00", "Z")
+    assert header(
+        stored,
+        "Nats-Schedule",
+    ) == "@at " + when.isoformat().replace("+00:00", "Z")
     assert header(stored, "Nats-Schedule-Target") == "orders.once"
     assert last(js, "orders.once") is None  # not before its time
 
@@ -92,10 +98,8 @@ def test_an_at_two_seconds_ahead_lands_on_the_target(js: JetStream) -> None:
 
 
 @pytest.mark.parametrize("stop", ["purge_subject", "delete_seq"])
-def test_every_second_produces_until_its_schedule_is_removed(js: JetStream,
-                                                             stop: str) -> None:
-    ack = js.publish_scheduled("sched.tick", b"tick", schedule="@every 1s",
-                               target="orders.tick")
+def test_every_second_produces_until_its_schedule_is_removed(js: JetStream, stop: str) -> None:
+    ack = js.publish_scheduled("sched.tick", b"tick", schedule="@every 1s", target="orders.tick")
     first = wait_for(js, "orders.tick")
     second = wait_for(js, "orders.tick", first.seq)
     assert second.data == b"tick" and header(second, "Nats-Scheduler") == "sched.tick"
@@ -113,8 +117,7 @@ def test_every_second_produces_until_its_schedule_is_removed(js: JetStream,
 
 def test_publishing_again_replaces_the_schedule(js: JetStream) -> None:
     js.publish_scheduled("sched.daily", b"v1", schedule="@daily", target="orders.daily")
-    js.publish_scheduled("sched.daily", b"v2", schedule="0 30 6 * * mon-fri",
-                         target="orders.daily")
+    js.publish_scheduled("sched.daily", b"v2", schedule="0 30 6 * * mon-fri", target="orders.daily")
     assert count(js, "sched.daily") == 1
     stored = last(js, "sched.daily")
     assert stored is not None and stored.data == b"v2"
@@ -124,9 +127,15 @@ def test_publishing_again_replaces_the_schedule(js: JetStream) -> None:
 
 def test_ttl_source_time_zone_and_headers_are_stored_on_the_schedule(js: JetStream) -> None:
     js.publish("sensors.temp", b"21.5")
-    js.publish_scheduled("sched.sample", b"fallback", schedule="@every 1s",
-                         target="sensors.sampled", ttl=60, source="sensors.temp",
-                         headers={"X-Kind": "sample"})
+    js.publish_scheduled(
+        "sched.sample",
+        b"fallback",
+        schedule="@every 1s",
+        target="sensors.sampled",
+        ttl=60,
+        source="sensors.temp",
+        headers={"X-Kind": "sample"},
+    )
     stored = last(js, "sched.sample")
     assert stored is not None
     assert header(stored, "Nats-Schedule-TTL") == "60"
@@ -138,8 +147,9 @@ def test_ttl_source_time_zone_and_headers_are_stored_on_the_schedule(js: JetStre
     assert header(produced, "Nats-TTL") == "60"
     js.stream("SCHED").purge(subject="sched.sample")
 
-    js.publish_scheduled("sched.tz", schedule="0 0 9 * * *", target="orders.tz",
-                         time_zone="Europe/Amsterdam")
+    js.publish_scheduled(
+        "sched.tz", schedule="0 0 9 * * *", target="orders.tz", time_zone="Europe/Amsterdam"
+    )
     stored = last(js, "sched.tz")
     assert stored is not None
     assert header(stored, "Nats-Schedule-Time-Zone") == "Europe/Amsterdam"
@@ -147,11 +157,26 @@ def test_ttl_source_time_zone_and_headers_are_stored_on_the_schedule(js: JetStre
 
 #: Schedules the client takes: the server must take them too (and keep them verbatim).
 GOOD_SCHEDULES = [
-    "@at 2030-01-02T15:04:05Z", "@at 2030-01-02T15:04:05.250+02:00", "@every 1s",
-    "@every 1h30m", "@every 1.5s", "@every 90m", "@yearly", "@annually", "@monthly",
-    "@weekly", "@daily", "@midnight", "@hourly", "* * * * * *", "0 */15 * * * *",
-    "0 0 8-18/2 * * MON-FRI", "30 0 4 1,15 * 5", "0 0 0 1 jan-mar,Dec ?",
-    "5/10 0 0 * * sun", "0 0 0 29 2 *",
+    "@at 2030-01-02T15:04:05Z",
+    "@at 2030-01-02T15:04:05.250+02:00",
+    "@every 1s",
+    "@every 1h30m",
+    "@every 1.5s",
+    "@every 90m",
+    "@yearly",
+    "@annually",
+    "@monthly",
+    "@weekly",
+    "@daily",
+    "@midnight",
+    "@hourly",
+    "* * * * * *",
+    "0 */15 * * * *",
+    "0 0 8-18/2 * * MON-FRI",
+    "30 0 4 1,15 * 5",
+    "0 0 0 1 jan-mar,Dec ?",
+    "5/10 0 0 * * sun",
+    "0 0 0 29 2 *",
 ]
 
 
@@ -161,38 +186,44 @@ def test_what_the_client_takes_the_server_takes(js: JetStream, schedule: str) ->
     assert header(js.stream("SCHED").get_msg(ack.seq), "Nats-Schedule") == schedule
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"schedule": datetime(2030, 1, 1)}, "naive"),  # a naive datetime
-    ({"schedule": "* * * * *"}, "6 fields"),
-    ({"schedule": "60 * * * * *"}, "outside 0-59"),
-    ({"schedule": "0 0 0 32 * *"}, "outside 1-31"),
-    ({"schedule": "0 0 0 * 13 *"}, "outside 1-12"),
-    ({"schedule": "0 0 0 * * 7"}, "outside 0-6"),
-    ({"schedule": "0 0 9-5 * * *"}, "starts after it ends"),
-    ({"schedule": "*/0 * * * * *"}, "step of 0"),
-    ({"schedule": "0 0 0 * foo *"}, "not a number"),
-    ({"schedule": "@every 500ms"}, "at least 1s"),
-    ({"schedule": "@every 5"}, "Go duration"),
-    ({"schedule": "@every five minutes"}, "Go duration"),
-    ({"schedule": "@at tomorrow"}, "RFC 3339"),
-    ({"schedule": "@at 2030-01-01T00:00:00"}, "RFC 3339"),  # no offset
-    ({"schedule": "@fortnightly"}, "none of"),
-    ({"schedule": 5}, "datetime or a str"),
-    ({"target": "sched.bad"}, "differ"),
-    ({"target": "orders.*"}, "wildcards"),
-    ({"target": "orders.>"}, "wildcards"),
-    ({"target": ""}, "target"),
-    ({"source": "orders.x"}, "differ"),
-    ({"source": "sensors.*"}, "wildcards"),
-    ({"ttl": 0.5}, "ttl"),
-    ({"schedule": "@every 5m", "time_zone": "Europe/Amsterdam"}, "only with a cron"),
-    ({"schedule": datetime(2030, 1, 1, tzinfo=timezone.utc), "time_zone": "UTC"},
-     "only with a cron"),
-    ({"time_zone": "+02:00"}, "zone name"),
-    ({"time_zone": ""}, "time_zone"),
-])
-def test_a_bad_schedule_is_refused_before_sending(js: JetStream, kwargs: dict[str, object],
-                                                  match: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"schedule": datetime(2030, 1, 1)}, "naive"),  # a naive datetime
+        ({"schedule": "* * * * *"}, "6 fields"),
+        ({"schedule": "60 * * * * *"}, "outside 0-59"),
+        ({"schedule": "0 0 0 32 * *"}, "outside 1-31"),
+        ({"schedule": "0 0 0 * 13 *"}, "outside 1-12"),
+        ({"schedule": "0 0 0 * * 7"}, "outside 0-6"),
+        ({"schedule": "0 0 9-5 * * *"}, "starts after it ends"),
+        ({"schedule": "*/0 * * * * *"}, "step of 0"),
+        ({"schedule": "0 0 0 * foo *"}, "not a number"),
+        ({"schedule": "@every 500ms"}, "at least 1s"),
+        ({"schedule": "@every 5"}, "Go duration"),
+        ({"schedule": "@every five minutes"}, "Go duration"),
+        ({"schedule": "@at tomorrow"}, "RFC 3339"),
+        ({"schedule": "@at 2030-01-01T00:00:00"}, "RFC 3339"),  # no offset
+        ({"schedule": "@fortnightly"}, "none of"),
+        ({"schedule": 5}, "datetime or a str"),
+        ({"target": "sched.bad"}, "differ"),
+        ({"target": "orders.*"}, "wildcards"),
+        ({"target": "orders.>"}, "wildcards"),
+        ({"target": ""}, "target"),
+        ({"source": "orders.x"}, "differ"),
+        ({"source": "sensors.*"}, "wildcards"),
+        ({"ttl": 0.5}, "ttl"),
+        ({"schedule": "@every 5m", "time_zone": "Europe/Amsterdam"}, "only with a cron"),
+        (
+            {"schedule": datetime(2030, 1, 1, tzinfo=timezone.utc), "time_zone": "UTC"},
+            "only with a cron",
+        ),
+        ({"time_zone": "+02:00"}, "zone name"),
+        ({"time_zone": ""}, "time_zone"),
+    ],
+)
+def test_a_bad_schedule_is_refused_before_sending(
+    js: JetStream, kwargs: dict[str, object], match: str
+) -> None:
     call: dict[str, object] = {"schedule": "0 0 9 * * *", "target": "orders.x", **kwargs}
     with pytest.raises(InvalidArgumentError, match=match):
         js.publish_scheduled("sched.bad", b"x", **call)  # type: ignore[arg-type]
@@ -210,22 +241,28 @@ def test_a_stream_without_schedules_refuses(js: JetStream) -> None:
 
 def test_the_server_refusal_of_hand_made_headers_is_schedule_invalid(js: JetStream) -> None:
     with pytest.raises(ScheduleInvalidError) as raised:
-        js.publish("sched.hand", b"x", headers={"Nats-Schedule": "@every 1s",
-                                               "Nats-Schedule-Target": "elsewhere"})
+        js.publish(
+            "sched.hand",
+            b"x",
+            headers={"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "elsewhere"},
+        )
     assert raised.value.err_code == 10190  # a target outside the stream
     with pytest.raises(ScheduleInvalidError) as raised:
-        js.publish("sched.hand", b"x", headers={"Nats-Schedule": "61 * * * * *",
-                                               "Nats-Schedule-Target": "orders.x"})
+        js.publish(
+            "sched.hand",
+            b"x",
+            headers={"Nats-Schedule": "61 * * * * *", "Nats-Schedule-Target": "orders.x"},
+        )
     assert raised.value.err_code == 10189
 
 
-def test_nats_py_reads_the_produced_message(js: JetStream,
-                                            jetstream_server: NatsServer) -> None:
+def test_nats_py_reads_the_produced_message(js: JetStream, jetstream_server: NatsServer) -> None:
     import nats
 
     when = datetime.now(timezone.utc) + timedelta(seconds=1)
-    js.publish_scheduled("sched.interop", b"from nats_sync", schedule=when,
-                         target="orders.interop", ttl=30)
+    js.publish_scheduled(
+        "sched.interop", b"from nats_sync", schedule=when, target="orders.interop", ttl=30
+    )
     wait_for(js, "orders.interop")
 
     async def their_side() -> tuple[bytes, dict[str, str]]:

@@ -40,8 +40,7 @@ def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
     return connect(servers=jetstream_server.url).jetstream()
 
 
-def store(js: JetStream, subject: str, data: bytes, headers: dict[str, str] | None = None
-          ) -> int:
+def store(js: JetStream, subject: str, data: bytes, headers: dict[str, str] | None = None) -> int:
     """A core request to a stream subject: the stream acknowledges with its sequence."""
     reply = js.client.request(subject, data, timeout=5, headers=headers)
     return int(json.loads(reply.data)["seq"])
@@ -54,14 +53,21 @@ def test_account_info_has_the_api_level(js: JetStream) -> None:
 
 
 def test_create_is_idempotent_and_a_different_config_is_refused(js: JetStream) -> None:
-    stream = js.create_stream(name="ORDERS", subjects=["orders.>"], max_age=3600.0,
-                              duplicate_window=30.0)
+    stream = js.create_stream(
+        name="ORDERS", subjects=["orders.>"], max_age=3600.0, duplicate_window=30.0
+    )
     config = stream.cached_info.config
     assert (config.max_age, config.duplicate_window, config.storage) == (3600.0, 30.0, "file")
     assert isinstance(stream.cached_info.created, datetime)
     assert stream.cached_info.created.tzinfo is timezone.utc
-    assert js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"], max_age=3600.0,
-                                         duplicate_window=30.0)).name == "ORDERS"
+    assert (
+        js.create_stream(
+            StreamConfig(
+                name="ORDERS", subjects=["orders.>"], max_age=3600.0, duplicate_window=30.0
+            )
+        ).name
+        == "ORDERS"
+    )
     with pytest.raises(StreamNameAlreadyInUseError) as raised:
         js.create_stream(name="ORDERS", subjects=["other.>"])
     assert raised.value.err_code == 10058 and raised.value.code == 400
@@ -140,8 +146,12 @@ def test_legacy_stored_message_calls_take_the_stream_by_name(js: JetStream) -> N
     assert js.purge_stream("L") == 2
     with pytest.raises(nats_sync.InvalidArgumentError, match="seq or subject"):
         js.get_msg("L")
-    for call in (lambda: js.get_msg("NOPE", 1), lambda: js.get_last_msg("NOPE", "l.0"),
-                 lambda: js.delete_msg("NOPE", 1), lambda: js.purge_stream("NOPE")):
+    for call in (
+        lambda: js.get_msg("NOPE", 1),
+        lambda: js.get_last_msg("NOPE", "l.0"),
+        lambda: js.delete_msg("NOPE", 1),
+        lambda: js.purge_stream("NOPE"),
+    ):
         with pytest.raises(StreamNotFoundError):
             call()
     with pytest.raises(InvalidStreamNameError):
@@ -166,21 +176,37 @@ def test_get_msgs_reads_a_range_by_direct_get_skipping_gaps(js: JetStream) -> No
 
 def test_consumer_management_with_actions(js: JetStream) -> None:
     js.create_stream(name="C", subjects=["c.>"])
-    made = js.create_consumer("C", durable_name="d1", ack_policy="explicit",
-                              filter_subject="c.x", ack_wait=12.5, max_deliver=3)
+    made = js.create_consumer(
+        "C",
+        durable_name="d1",
+        ack_policy="explicit",
+        filter_subject="c.x",
+        ack_wait=12.5,
+        max_deliver=3,
+    )
     assert made.name == "d1" and made.stream_name == "C"
     config = made.cached_info.config
     assert (config.ack_wait, config.filter_subject, config.max_deliver) == (12.5, "c.x", 3)
-    assert js.create_consumer("C", durable_name="d1", ack_policy="explicit",
-                              filter_subject="c.x", ack_wait=12.5, max_deliver=3).name == "d1"
+    assert (
+        js.create_consumer(
+            "C",
+            durable_name="d1",
+            ack_policy="explicit",
+            filter_subject="c.x",
+            ack_wait=12.5,
+            max_deliver=3,
+        ).name
+        == "d1"
+    )
     with pytest.raises(ConsumerExistsError):
         js.create_consumer("C", durable_name="d1", ack_policy="explicit", filter_subject="c.y")
     with pytest.raises(ConsumerDoesNotExistError):
         js.update_consumer("C", durable_name="nope", ack_policy="explicit")
     updated = js.update_consumer("C", config.replace(description="second"))
     assert updated.info().config.description == "second"
-    upserted = js.create_or_update_consumer("C", ConsumerConfig(name="d2", ack_policy="none",
-                                                                filter_subjects=["c.a", "c.b"]))
+    upserted = js.create_or_update_consumer(
+        "C", ConsumerConfig(name="d2", ack_policy="none", filter_subjects=["c.a", "c.b"])
+    )
     assert upserted.cached_info.config.filter_subjects == ["c.a", "c.b"]
     ephemeral = js.create_consumer("C", ack_policy="none")
     assert ephemeral.name and ephemeral.cached_info.config.durable_name is None

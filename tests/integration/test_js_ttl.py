@@ -27,15 +27,27 @@ pytestmark = pytest.mark.timeout(60)
 ClientFactory = Callable[..., nats_sync.Client]
 #: Longest wait for the server to remove an expired message (its TTL timer is coarse).
 EXPIRY_WAIT = 10.0
-BAD_TTLS = [0, 0.5, 0.999, -1, float("inf"), float("nan"), True, "forever", "5s", "1h",
-            MAX_TTL_SECONDS + 1]
+BAD_TTLS = [
+    0,
+    0.5,
+    0.999,
+    -1,
+    float("inf"),
+    float("nan"),
+    True,
+    "forever",
+    "5s",
+    "1h",
+    MAX_TTL_SECONDS + 1,
+]
 
 
 @pytest.fixture
 def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
     context = connect(servers=jetstream_server.url).jetstream()
-    context.create_stream(name="TTL", subjects=["ttl.>"], allow_msg_ttl=True,
-                          allow_batched=True, allow_atomic=True)
+    context.create_stream(
+        name="TTL", subjects=["ttl.>"], allow_msg_ttl=True, allow_batched=True, allow_atomic=True
+    )
     return context
 
 
@@ -84,7 +96,14 @@ def test_every_publish_path_sends_nats_ttl(js: JetStream) -> None:
         batch.commit("ttl.atomic", b"6", ttl="never")
     js.publish("ttl.plain", b"7")
     assert [ttl_of(js, seq) for seq in range(1, 8)] == [
-        "60", "2", "never", "90", "30", "never", None]
+        "60",
+        "2",
+        "never",
+        "90",
+        "30",
+        "never",
+        None,
+    ]
     assert js.stream("TTL").get_msg(3).headers["Nats-Msg-Id"] == "m-3"  # type: ignore[index]
 
 
@@ -109,8 +128,8 @@ def test_never_outlives_the_streams_max_age(js: JetStream) -> None:
 
 @pytest.mark.parametrize("ttl", [0, 0.5, -1, float("nan"), True, "forever", "5s"])
 def test_a_bad_ttl_is_refused_before_sending_on_every_path(
-        js: JetStream, connect: ClientFactory, jetstream_server: NatsServer,
-        ttl: object) -> None:
+    js: JetStream, connect: ClientFactory, jetstream_server: NatsServer, ttl: object
+) -> None:
     watcher = connect(servers=jetstream_server.url)
     sub = watcher.subscribe("ttl.>")
     watcher.flush()

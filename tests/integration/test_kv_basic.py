@@ -38,14 +38,20 @@ def js(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
 
 
 def test_bucket_management(js: JetStream) -> None:
-    kv = js.create_key_value(bucket="conf", history=5, ttl=3600.0, max_value_size=1024,
-                             max_bytes=1 << 20, storage="memory", compression=True,
-                             description="settings")
+    kv = js.create_key_value(
+        bucket="conf",
+        history=5,
+        ttl=3600.0,
+        max_value_size=1024,
+        max_bytes=1 << 20,
+        storage="memory",
+        compression=True,
+        description="settings",
+    )
     config = js.stream("KV_conf").cached_info.config
     assert config.subjects == ["$KV.conf.>"]
     assert (config.max_msgs_per_subject, config.max_age, config.max_msg_size) == (5, 3600.0, 1024)
-    assert (config.storage, config.compression, config.description) == ("memory", "s2",
-                                                                        "settings")
+    assert (config.storage, config.compression, config.description) == ("memory", "s2", "settings")
     assert config.allow_direct and config.allow_rollup_hdrs and config.deny_delete
     assert config.discard == "new"
     # The same config again is fine; a KeyValueConfig works as well as fields.
@@ -102,7 +108,12 @@ def test_revisions_get_create_update_delete_purge(js: JetStream) -> None:
     assert kv.put("k", b"2") == 3
     entry = kv.get("k")
     assert (entry.bucket, entry.key, entry.value, entry.revision, entry.operation) == (
-        "b", "k", b"2", 3, "PUT")
+        "b",
+        "k",
+        b"2",
+        3,
+        "PUT",
+    )
     assert entry.created is not None and entry.delta == 0
     assert kv.get("k", revision=1).value == b"1"
     with pytest.raises(KeyNotFoundError, match="revision 2"):
@@ -130,7 +141,9 @@ def test_revisions_get_create_update_delete_purge(js: JetStream) -> None:
     history = kv.history("k")
     # The purge rolled up everything before it.
     assert [(e.revision, e.operation, e.value) for e in history] == [
-        (7, "PURGE", b""), (8, "PUT", b"after purge")]
+        (7, "PURGE", b""),
+        (8, "PUT", b"after purge"),
+    ]
     assert [e.delta for e in history] == [1, 0]
 
 
@@ -143,8 +156,12 @@ def test_history_keeps_delete_markers(js: JetStream) -> None:
     kv.put("x", b"other key")
     history = kv.history("k")
     assert [(e.revision, e.operation, e.value) for e in history] == [
-        (1, "PUT", b"0"), (2, "PUT", b"1"), (3, "PUT", b"2"), (4, "DEL", b""),
-        (5, "PUT", b"last")]
+        (1, "PUT", b"0"),
+        (2, "PUT", b"1"),
+        (3, "PUT", b"2"),
+        (4, "DEL", b""),
+        (5, "PUT", b"last"),
+    ]
     assert [e.delta for e in history] == [4, 3, 2, 1, 0]
     for _ in range(5):
         kv.put("k", b"more")
@@ -192,11 +209,13 @@ def test_purge_deletes(js: JetStream) -> None:
     assert kv.keys() == ["a"]
 
 
-def test_update_race_has_one_winner_per_round(js: JetStream, connect: ClientFactory,
-                                              jetstream_server: NatsServer) -> None:
+def test_update_race_has_one_winner_per_round(
+    js: JetStream, connect: ClientFactory, jetstream_server: NatsServer
+) -> None:
     js.create_key_value(bucket="race", history=1)
-    buckets = [connect(servers=jetstream_server.url).jetstream().key_value("race")
-               for _ in range(10)]
+    buckets = [
+        connect(servers=jetstream_server.url).jetstream().key_value("race") for _ in range(10)
+    ]
     last = buckets[0].put("counter", b"0")
     for round_number in range(10):
         wins, losses = contend_round(buckets, last)

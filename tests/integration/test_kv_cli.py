@@ -17,11 +17,13 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def test_kv_add_ls_put_get_history_del(jetstream_server: NatsServer,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_kv_add_ls_put_get_history_del(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
-    status, out, err = cli(capsys, "kv", "add", "flags", "--history", "3", "--ttl", "3600",
-                           "-s", url)
+    status, out, err = cli(
+        capsys, "kv", "add", "flags", "--history", "3", "--ttl", "3600", "-s", url
+    )
     assert status == 0, err
     assert "bucket flags keeps 3 value(s) per key" in out
     assert cli(capsys, "kv", "ls", "-s", url)[1] == "flags\n"
@@ -30,17 +32,14 @@ def test_kv_add_ls_put_get_history_del(jetstream_server: NatsServer,
     cli(capsys, "kv", "put", "flags", "dark_mode", "off", "-s", url)
     cli(capsys, "kv", "put", "flags", "beta", "yes", "-s", url)
     assert cli(capsys, "kv", "get", "flags", "dark_mode", "-s", url)[1] == "off\n"
-    assert cli(capsys, "kv", "get", "flags", "dark_mode", "--revision", "1",
-               "-s", url)[1] == "on\n"
-    assert sorted(cli(capsys, "kv", "ls", "flags", "-s", url)[1].split()) == [
-        "beta", "dark_mode"]
+    assert cli(capsys, "kv", "get", "flags", "dark_mode", "--revision", "1", "-s", url)[1] == "on\n"
+    assert sorted(cli(capsys, "kv", "ls", "flags", "-s", url)[1].split()) == ["beta", "dark_mode"]
     status, out, _ = cli(capsys, "kv", "del", "flags", "dark_mode", "-s", url)
     assert status == 0 and out == "dark_mode deleted\n"
     status, _, err = cli(capsys, "kv", "get", "flags", "dark_mode", "-s", url)
     assert status == 1 and "deleted" in err
     lines = cli(capsys, "kv", "history", "flags", "dark_mode", "-s", url)[1].splitlines()
-    assert [line.split("\t")[:2] for line in lines] == [["1", "PUT"], ["2", "PUT"],
-                                                        ["4", "DEL"]]
+    assert [line.split("\t")[:2] for line in lines] == [["1", "PUT"], ["2", "PUT"], ["4", "DEL"]]
     assert lines[0].endswith("\tdark_mode\ton")
     status, out, _ = cli(capsys, "kv", "del", "flags", "beta", "--purge", "-s", url)
     assert status == 0 and out == "beta purged\n"
@@ -51,7 +50,8 @@ def test_kv_add_ls_put_get_history_del(jetstream_server: NatsServer,
 
 
 def test_kv_watch_prints_current_values_and_stops_after_count(
-        jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
     with nats_sync.connect(url) as nc:
         kv = nc.jetstream().create_key_value(bucket="cfg")
@@ -63,8 +63,7 @@ def test_kv_watch_prints_current_values_and_stops_after_count(
     assert [line.split("\t")[3:] for line in out.splitlines()] == [["a.x", "1"], ["a.y", "3"]]
 
 
-def test_kv_bad_input(jetstream_server: NatsServer,
-                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_kv_bad_input(jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
     url = jetstream_server.url
     status, _, err = cli(capsys, "kv", "add", "bad.name", "-s", url)
     assert status != 0 and "bad.name" in err

@@ -27,8 +27,18 @@ pytestmark = pytest.mark.timeout(60)
 
 ClientFactory = Callable[..., nats_sync.Client]
 #: Keys NATS subjects cannot carry, and plain ones.
-ODD_KEYS = ["Acme Inc.contact", "with space", "star*inside", "a.*.b", "gt.>", "*", ">",
-            "ünïcødé.日本.🙂", "tab\tand\nnewline", "plain-key_1=/"]
+ODD_KEYS = [
+    "Acme Inc.contact",
+    "with space",
+    "star*inside",
+    "a.*.b",
+    "gt.>",
+    "*",
+    ">",
+    "ünïcødé.日本.🙂",
+    "tab\tand\nnewline",
+    "plain-key_1=/",
+]
 
 
 @pytest.fixture
@@ -52,14 +62,16 @@ def test_base64_keys_subjects_cannot_carry_are_stored_and_read_back(js: JetStrea
     # A '*' or '>' inside a token is a character; whole '*' and '>' tokens are wildcards.
     assert kv.keys(["star*inside"]) == ["star*inside"]
     assert sorted(kv.keys(["a.*.*"])) == ["a.*.b"]
-    assert sorted(kv.keys(["gt.*", "*"])) == sorted(["gt.>", "*", ">", "with space",
-                                                     "star*inside", "plain-key_1=/",
-                                                     "tab\tand\nnewline"])
+    assert sorted(kv.keys(["gt.*", "*"])) == sorted(
+        ["gt.>", "*", ">", "with space", "star*inside", "plain-key_1=/", "tab\tand\nnewline"]
+    )
     # Stored as orbit.go stores it: token by token, values whole.
     stored = raw.get("QWNtZSBJbmM.Y29udGFjdA")
     assert stored.value == b"dmFsdWUgMA"
     assert kv.get_many(["Acme Inc.contact", "*", "nothing here"]) == {
-        "Acme Inc.contact": b"value 0", "*": b"value 5"}
+        "Acme Inc.contact": b"value 0",
+        "*": b"value 5",
+    }
 
 
 def test_path_keys_and_zlib_values(js: JetStream) -> None:
@@ -79,8 +91,11 @@ def test_path_keys_and_zlib_values(js: JetStream) -> None:
 
 def test_chained_codecs_round_trip(js: JetStream) -> None:
     raw = bucket(js, "chained")
-    kv = kc.wrap(raw, key_codec=kc.KeyChainCodec(kc.PathCodec(), kc.Base64Codec()),
-                 value_codec=kc.ValueChainCodec(kc.ZlibCodec(), kc.Base64Codec()))
+    kv = kc.wrap(
+        raw,
+        key_codec=kc.KeyChainCodec(kc.PathCodec(), kc.Base64Codec()),
+        value_codec=kc.ValueChainCodec(kc.ZlibCodec(), kc.Base64Codec()),
+    )
     kv.put("/my docs/read me", b"hello " * 20)
     kv.put("/my docs/other", b"x")
     assert kv.get("/my docs/read me").value == b"hello " * 20
@@ -107,8 +122,11 @@ def test_create_update_delete_purge_and_history_are_decoded(js: JetStream) -> No
     kv.create("user 1", b"back")  # a create after a delete
     history = kv.history("user 1")
     assert [(e.key, e.value, e.operation) for e in history] == [
-        ("user 1", b"v1", "PUT"), ("user 1", b"v2", "PUT"), ("user 1", b"", "DEL"),
-        ("user 1", b"back", "PUT")]
+        ("user 1", b"v1", "PUT"),
+        ("user 1", b"v2", "PUT"),
+        ("user 1", b"", "DEL"),
+        ("user 1", b"back", "PUT"),
+    ]
     kv.purge("user 1")
     assert [(e.key, e.operation) for e in kv.history("user 1")] == [("user 1", "PURGE")]
     with pytest.raises(NoKeysError):
@@ -119,7 +137,8 @@ def test_create_update_delete_purge_and_history_are_decoded(js: JetStream) -> No
 
 
 def test_watch_gives_decoded_entries_and_wildcards_go_through_filterable_codecs(
-        js: JetStream) -> None:
+    js: JetStream,
+) -> None:
     raw = bucket(js, "watched")
     kv = kc.wrap(raw, key_codec=kc.Base64Codec(), value_codec=kc.ZlibCodec())
     kv.put("orders.1 a", b"first")
@@ -133,7 +152,9 @@ def test_watch_gives_decoded_entries_and_wildcards_go_through_filterable_codecs(
         kv.put("users.y", b"not seen")
         changes = [watcher.updates(timeout=5) for _ in range(2)]
         assert [(e.key, e.value, e.operation) for e in changes if e] == [
-            ("orders.2 b", b"second", "PUT"), ("orders.1 a", b"", "DEL")]
+            ("orders.2 b", b"second", "PUT"),
+            ("orders.1 a", b"", "DEL"),
+        ]
     with kv.watch(["*.x", "orders.2 b"], meta_only=True) as watcher:
         seen = {e.key: e.value for e in [watcher.updates(timeout=5) for _ in range(2)] if e}
         assert seen == {"users.x": b"", "orders.2 b": b""}  # meta_only: nothing to decode

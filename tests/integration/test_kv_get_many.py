@@ -46,14 +46,12 @@ def js(nc: nats_sync.Client) -> JetStream:
 class Spy:
     """Counts ``kv.get`` calls and the batched requests ``nc`` publishes."""
 
-    def __init__(self, nc: nats_sync.Client, kv: KeyValue,
-                 monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, nc: nats_sync.Client, kv: KeyValue, monkeypatch: pytest.MonkeyPatch) -> None:
         self.gets = 0
         self.requests: list[dict[str, Any]] = []
         publish, get = nc.publish, kv.get
 
-        def counting_publish(subject: str, payload: bytes = b"", *args: Any,
-                             **kwargs: Any) -> None:
+        def counting_publish(subject: str, payload: bytes = b"", *args: Any, **kwargs: Any) -> None:
             if subject.startswith(DIRECT_GET) and payload:
                 self.requests.append(json.loads(payload))
             publish(subject, payload, *args, **kwargs)
@@ -103,8 +101,14 @@ def test_present_missing_deleted_purged_and_empty_values(
     assert found == {"a": b"1", "empty": b"", "dir/sub.key=1": b"z", "b": b"2"}
     assert spy.gets == 0 and len(spy.requests) == 1  # one batched request, no get
     assert spy.requests[0]["multi_last"] == [  # a repeated key is asked for once
-        "$KV.many.a", "$KV.many.missing", "$KV.many.gone", "$KV.many.purged",
-        "$KV.many.empty", "$KV.many.dir/sub.key=1", "$KV.many.b"]
+        "$KV.many.a",
+        "$KV.many.missing",
+        "$KV.many.gone",
+        "$KV.many.purged",
+        "$KV.many.empty",
+        "$KV.many.dir/sub.key=1",
+        "$KV.many.b",
+    ]
     # Nothing has a value (the server answers 404), and no keys at all asks nothing.
     assert kv.get_many(["missing", "gone", "purged"]) == {}
     assert kv.get_many([]) == {}
@@ -153,8 +157,7 @@ def test_long_keys_make_smaller_requests_under_a_quarter_of_max_payload(
     _fill(js, "long", {key: key[:4].encode() for key in keys[::3]})
     spy = Spy(nc, kv, monkeypatch)
     assert kv.get_many(keys) == {key: key[:4].encode() for key in keys[::3]}
-    sizes = [len(json.dumps(body["multi_last"], separators=(",", ":")))
-             for body in spy.requests]
+    sizes = [len(json.dumps(body["multi_last"], separators=(",", ":"))) for body in spy.requests]
     assert len(sizes) == 3 and max(sizes) <= nc.max_payload // 4
     assert sum(len(body["multi_last"]) for body in spy.requests) == 1_500
 
@@ -202,8 +205,14 @@ def test_a_bucket_without_direct_gets_is_read_key_by_key(
     nc: nats_sync.Client, js: JetStream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A bucket as nats-py's legacy create_key_value makes it: no allow_direct.
-    js.create_stream(name="KV_legacy", subjects=["$KV.legacy.>"], max_msgs_per_subject=3,
-                     allow_rollup_hdrs=True, deny_delete=True, allow_direct=False)
+    js.create_stream(
+        name="KV_legacy",
+        subjects=["$KV.legacy.>"],
+        max_msgs_per_subject=3,
+        allow_rollup_hdrs=True,
+        deny_delete=True,
+        allow_direct=False,
+    )
     kv = js.key_value("legacy")
     kv.put("a", b"1")
     kv.put("a", b"2")
@@ -286,8 +295,11 @@ def test_threads_look_up_at_once_on_one_bucket_handle(js: JetStream) -> None:
         keys = random.Random(seed).sample(sorted(values), 2_000)
         try:
             found = kv.get_many(keys)
-            results.append(found if found == {k: values[k] for k in keys} else
-                           AssertionError(f"thread {seed} got other values"))
+            results.append(
+                found
+                if found == {k: values[k] for k in keys}
+                else AssertionError(f"thread {seed} got other values")
+            )
         except BaseException as err:  # handed to the test thread
             results.append(err)
 

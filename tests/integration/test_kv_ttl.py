@@ -68,8 +68,7 @@ def test_limit_marker_ttl_sets_the_streams_ttl_fields(js: JetStream, kv: KeyValu
             js.create_key_value(bucket="bad", limit_marker_ttl=bad)
 
 
-def test_create_with_ttl_expires_into_a_marker_watchers_see(js: JetStream, kv: KeyValue
-                                                           ) -> None:
+def test_create_with_ttl_expires_into_a_marker_watchers_see(js: JetStream, kv: KeyValue) -> None:
     with kv.watch("k") as watcher:
         assert watcher.updates(timeout=5) is None  # nothing yet
         revision = kv.create("k", b"short", ttl=1)

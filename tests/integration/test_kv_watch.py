@@ -53,13 +53,18 @@ def test_latest_values_then_one_marker_then_live(kv: KeyValue) -> None:
     with kv.watch_all() as watcher:
         got = initial(watcher)
         assert [(e.key, e.value, e.operation) for e in got] == [
-            ("a", b"2", "PUT"), ("b", b"", "DEL"), ("c.x", b"1", "PUT")]
+            ("a", b"2", "PUT"),
+            ("b", b"", "DEL"),
+            ("c.x", b"1", "PUT"),
+        ]
         assert [e.delta for e in got] == [2, 1, 0]
         kv.put("a", b"3")
         kv.purge("c.x")
         live = [watcher.updates(timeout=5), watcher.updates(timeout=5)]
         assert [(e.key, e.operation, e.revision) for e in live if e] == [
-            ("a", "PUT", 6), ("c.x", "PURGE", 7)]
+            ("a", "PUT", 6),
+            ("c.x", "PURGE", 7),
+        ]
         with pytest.raises(nats_sync.TimeoutError):
             watcher.updates(timeout=0.3)  # the marker came once only
 
@@ -72,10 +77,17 @@ def test_include_history_ignore_deletes_meta_only_and_filters(kv: KeyValue) -> N
     kv.put("b.2", b"y")
     with kv.watch("a", include_history=True) as watcher:
         assert [(e.value, e.operation) for e in initial(watcher)] == [
-            (b"1", "PUT"), (b"2", "PUT"), (b"", "DEL")]
+            (b"1", "PUT"),
+            (b"2", "PUT"),
+            (b"", "DEL"),
+        ]
     with kv.watch_all(include_history=True, ignore_deletes=True) as watcher:
         assert [(e.key, e.value) for e in initial(watcher)] == [
-            ("a", b"1"), ("a", b"2"), ("b.1", b"x"), ("b.2", b"y")]
+            ("a", b"1"),
+            ("a", b"2"),
+            ("b.1", b"x"),
+            ("b.2", b"y"),
+        ]
     with kv.watch("b.*", meta_only=True) as watcher:
         got = initial(watcher)
         assert [(e.key, e.value) for e in got] == [("b.1", b""), ("b.2", b"")]
@@ -137,8 +149,7 @@ def test_iteration_never_yields_none_and_stop_ends_it(kv: KeyValue) -> None:
         watcher.updates(timeout=1)
 
 
-def test_client_close_ends_the_watch(jetstream_server: NatsServer,
-                                     connect: ClientFactory) -> None:
+def test_client_close_ends_the_watch(jetstream_server: NatsServer, connect: ClientFactory) -> None:
     nc = connect(servers=jetstream_server.url)
     kv = nc.jetstream().create_key_value(bucket="closing")
     watcher = kv.watch_all()
@@ -158,10 +169,10 @@ def test_client_close_ends_the_watch(jetstream_server: NatsServer,
     reader.join(5)
 
 
-def test_a_watcher_survives_a_server_restart(jetstream_server: NatsServer,
-                                             connect: ClientFactory) -> None:
-    nc = connect(servers=jetstream_server.url, max_reconnect_attempts=-1,
-                 reconnect_time_wait=0.1)
+def test_a_watcher_survives_a_server_restart(
+    jetstream_server: NatsServer, connect: ClientFactory
+) -> None:
+    nc = connect(servers=jetstream_server.url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
     kv = nc.jetstream().create_key_value(bucket="durable", history=5)
     kv.put("k", b"0")
     watcher = kv.watch_all()

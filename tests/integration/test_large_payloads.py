@@ -25,11 +25,27 @@ KIB = 1024
 MIB = 1024 * KIB
 #: Each side of the threshold, sizes the threshold was measured at, and up to past the
 #: server's default max_payload (the server here allows 8 MiB).
-SIZES = sorted({
-    0, 1, 2, 1023, 4 * KIB - 1, 4 * KIB, 4 * KIB + 1,
-    THRESHOLD - 1, THRESHOLD, THRESHOLD + 1, 2 * THRESHOLD,
-    16 * KIB, 64 * KIB + 7, 256 * KIB, MIB - 1, MIB, MIB + 1,
-})
+SIZES = sorted(
+    {
+        0,
+        1,
+        2,
+        1023,
+        4 * KIB - 1,
+        4 * KIB,
+        4 * KIB + 1,
+        THRESHOLD - 1,
+        THRESHOLD,
+        THRESHOLD + 1,
+        2 * THRESHOLD,
+        16 * KIB,
+        64 * KIB + 7,
+        256 * KIB,
+        MIB - 1,
+        MIB,
+        MIB + 1,
+    }
+)
 
 
 def payload_of(index: int, size: int) -> bytes:

@@ -47,8 +47,6 @@ def in_thread(fn: Callable[[], Any]) -> Outcome:
     return outcome
 
 
-
-
 def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -80,9 +78,7 @@ def test_flush_returns_after_messages_reached_another_connection(
 
     # No waiting: the server delivered every message ahead of the receiver's PONG.
     assert sub.pending_msgs == 1000
-    assert [sub.next_msg(0.01).data for _ in range(1000)] == [
-        str(i).encode() for i in range(1000)
-    ]
+    assert [sub.next_msg(0.01).data for _ in range(1000)] == [str(i).encode() for i in range(1000)]
 
 
 @pytest.mark.timeout(20)
@@ -298,9 +294,7 @@ def test_close_unblocks_next_msg_waiting_forever(client: nats_sync.Client) -> No
 
 
 @pytest.mark.timeout(20)
-def test_close_unblocks_a_waiting_request(
-    client: nats_sync.Client, connect: ClientFactory
-) -> None:
+def test_close_unblocks_a_waiting_request(client: nats_sync.Client, connect: ClientFactory) -> None:
     responder = connect()
     silent = responder.subscribe("close.request")
     responder.flush(5)

@@ -23,8 +23,9 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def test_service_ls_info_stats(nats_server: NatsServer, connect: ClientFactory,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_service_ls_info_stats(
+    nats_server: NatsServer, connect: ClientFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = nats_server.url
     nc = connect()
     first = micro.add_service(nc, "lookup", "1.0.0", description="finds things")
@@ -42,7 +43,8 @@ def test_service_ls_info_stats(nats_server: NatsServer, connect: ClientFactory,
     assert len(lines) == 3
     assert sorted(line.split("\t")[2] for line in lines[:2]) == sorted([first.id, second.id])
     assert lines[0].startswith("lookup\t1.0.0\t") and lines[0].endswith(
-        "\t1 endpoints\tfinds things")
+        "\t1 endpoints\tfinds things"
+    )
     assert lines[2] == f"prices\t2.1.0\t{other.id}\t1 endpoints\t"
 
     status, out, _ = cli(capsys, "service", "info", "prices", "-s", url)
@@ -59,9 +61,11 @@ def test_service_ls_info_stats(nats_server: NatsServer, connect: ClientFactory,
     assert total == 1 and fields[4] in ("0 requests", "1 requests")
 
     status, out, _ = cli(capsys, "service", "stats", "prices", "-s", url)
-    assert out.splitlines()[0].endswith("1 requests\t1 errors\taverage " +
-                                        out.split("average ")[1].split("\t")[0] +
-                                        "\tlast error 404:no such product")
+    assert out.splitlines()[0].endswith(
+        "1 requests\t1 errors\taverage "
+        + out.split("average ")[1].split("\t")[0]
+        + "\tlast error 404:no such product"
+    )
 
     status, out, _ = cli(capsys, "service", "ls", "nothing", "-s", url, "--timeout", "0.5")
     assert status == 0 and out == "no services found\n"

@@ -34,8 +34,9 @@ class AsyncioThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="test-asyncio",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="test-asyncio", daemon=True
+        )
         self.thread.start()
 
     def run(self, coro: Any, timeout: float = 10) -> Any:
@@ -57,10 +58,11 @@ def aio() -> Iterator[AsyncioThread]:
 # A str code as nats-py's respond_error takes it (issue 24) reaches nats-py as the int does.
 @pytest.mark.parametrize("code", [422, "422"])
 def test_nats_py_reads_our_discovery_and_calls_our_endpoints(
-        nats_server: NatsServer, connect: ClientFactory, aio: AsyncioThread,
-        code: int | str) -> None:
-    svc = micro.add_service(connect(), "ours", "1.4.2", description="sync side",
-                            metadata={"lang": "python-sync"})
+    nats_server: NatsServer, connect: ClientFactory, aio: AsyncioThread, code: int | str
+) -> None:
+    svc = micro.add_service(
+        connect(), "ours", "1.4.2", description="sync side", metadata={"lang": "python-sync"}
+    )
 
     def handler(req: Request) -> None:
         if req.data == b"bad":
@@ -78,10 +80,13 @@ def test_nats_py_reads_our_discovery_and_calls_our_endpoints(
             ping = await nc.request("$SRV.PING.ours", b"", timeout=5)
             info = await nc.request(f"$SRV.INFO.ours.{svc.id}", b"", timeout=5)
             stats = await nc.request("$SRV.STATS", b"", timeout=5)
-            return {"ok": ok.data, "bad": (bad.headers, bad.data),
-                    "ping": PyPing.from_dict(json.loads(ping.data)),
-                    "info": PyInfo.from_dict(json.loads(info.data)),
-                    "stats": PyStats.from_dict(json.loads(stats.data))}
+            return {
+                "ok": ok.data,
+                "bad": (bad.headers, bad.data),
+                "ping": PyPing.from_dict(json.loads(ping.data)),
+                "info": PyInfo.from_dict(json.loads(info.data)),
+                "stats": PyStats.from_dict(json.loads(stats.data)),
+            }
         finally:
             await nc.close()
 
@@ -92,10 +97,15 @@ def test_nats_py_reads_our_discovery_and_calls_our_endpoints(
     assert headers["Nats-Service-Error-Code"] == "422"
     ping, info, stats = got["ping"], got["info"], got["stats"]
     assert (ping.name, ping.id, ping.version, ping.type) == (
-        "ours", svc.id, "1.4.2", "io.nats.micro.v1.ping_response")
+        "ours",
+        svc.id,
+        "1.4.2",
+        "io.nats.micro.v1.ping_response",
+    )
     assert info.description == "sync side" and info.metadata == {"lang": "python-sync"}
     assert [(e.name, e.subject, e.queue_group, e.metadata) for e in info.endpoints] == [
-        ("rev", "g.rev", "q", {"e": "1"})]
+        ("rev", "g.rev", "q", {"e": "1"})
+    ]
     assert stats.endpoints[0].num_requests == 2 and stats.endpoints[0].num_errors == 1
     assert stats.endpoints[0].last_error == "422:unprocessable"
     assert stats.started.year >= 2024
@@ -103,7 +113,8 @@ def test_nats_py_reads_our_discovery_and_calls_our_endpoints(
 
 
 def test_our_discovery_sees_a_nats_py_service(
-        nats_server: NatsServer, connect: ClientFactory, aio: AsyncioThread) -> None:
+    nats_server: NatsServer, connect: ClientFactory, aio: AsyncioThread
+) -> None:
     async def handler(req: PyRequest) -> None:
         if req.data == b"bad":
             await req.respond_error("409", "conflict", data=b"d")
@@ -112,9 +123,13 @@ def test_our_discovery_sees_a_nats_py_service(
 
     async def start() -> tuple[Any, Any]:
         nc = await nats.connect(nats_server.url)
-        service = await nats.micro.add_service(nc, name="theirs", version="3.1.4",
-                                               description="asyncio side",
-                                               metadata={"lang": "asyncio"})
+        service = await nats.micro.add_service(
+            nc,
+            name="theirs",
+            version="3.1.4",
+            description="asyncio side",
+            metadata={"lang": "asyncio"},
+        )
         await service.add_group(name="py").add_endpoint(name="echo", handler=handler)
         await nc.flush()
         return nc, service
@@ -131,11 +146,13 @@ def test_our_discovery_sees_a_nats_py_service(
         [info] = micro.info(nc, "theirs", ping.id)
         assert info.description == "asyncio side"
         assert [(e.name, e.subject, e.queue_group) for e in info.endpoints] == [
-            ("echo", "py.echo", "q")]
+            ("echo", "py.echo", "q")
+        ]
         [stats] = micro.stats(nc)
         # nats-py counts only raising handlers as errors, not respond_error.
         assert stats.name == "theirs" and stats.endpoints[0].num_requests == 2
     finally:
+
         async def stop() -> None:
             await py_service.stop()
             await py_nc.close()

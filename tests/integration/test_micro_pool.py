@@ -39,9 +39,9 @@ def _settled(svc: micro.Service, requests: int) -> micro.EndpointStats:
     return stats
 
 
-def _blocked_pool(connect: ClientFactory, name: str, handle: Callable[[Request], None]
-                  ) -> tuple[micro.Service, nats_sync.Client, threading.Event,
-                             list[tuple[str, int]]]:
+def _blocked_pool(
+    connect: ClientFactory, name: str, handle: Callable[[Request], None]
+) -> tuple[micro.Service, nats_sync.Client, threading.Event, list[tuple[str, int]]]:
     """A service whose WORKERS workers each block on their first request until the
     event is set, so that the requests sent meanwhile wait in the subscription."""
     nc, caller = connect(), connect()
@@ -80,12 +80,15 @@ def _queued(svc: micro.Service, count: int) -> None:
         time.sleep(0.01)
 
 
-def _sent_while_blocked(svc: micro.Service, caller: nats_sync.Client, count: int,
-                        release: threading.Event) -> list[nats_sync.Msg | BaseException]:
+def _sent_while_blocked(
+    svc: micro.Service, caller: nats_sync.Client, count: int, release: threading.Event
+) -> list[nats_sync.Msg | BaseException]:
     """Sends ``count`` requests (numbered from WORKERS), releases the workers once all
     of them wait at the service, and returns the replies (or errors) in order."""
-    futures = [caller.request_future("work", b"%d" % n, timeout=15)
-               for n in range(WORKERS, WORKERS + count)]
+    futures = [
+        caller.request_future("work", b"%d" % n, timeout=15)
+        for n in range(WORKERS, WORKERS + count)
+    ]
     _queued(svc, count)
     release.set()
     results: list[nats_sync.Msg | BaseException] = []
@@ -96,14 +99,15 @@ def _sent_while_blocked(svc: micro.Service, caller: nats_sync.Client, count: int
 
 
 @pytest.mark.usefixtures("batching_whatever_the_handlers")
-def test_a_backlog_is_answered_once_in_queue_order_per_worker(
-        connect: ClientFactory) -> None:
+def test_a_backlog_is_answered_once_in_queue_order_per_worker(connect: ClientFactory) -> None:
     count = 10 * MICRO_WORKER_BATCH
     svc, caller, release, seen = _blocked_pool(
-        connect, "backlog", lambda req: req.respond(b"ok:" + req.data))
+        connect, "backlog", lambda req: req.respond(b"ok:" + req.data)
+    )
     replies = _sent_while_blocked(svc, caller, count, release)
     assert [micro.check(reply).data for reply in replies] == [
-        b"ok:%d" % n for n in range(WORKERS, WORKERS + count)]
+        b"ok:%d" % n for n in range(WORKERS, WORKERS + count)
+    ]
     numbers = sorted(number for _, number in seen)
     assert numbers == list(range(WORKERS + count))  # each request handled once
     for worker in {name for name, _ in seen}:
@@ -115,8 +119,7 @@ def test_a_backlog_is_answered_once_in_queue_order_per_worker(
 
 
 @pytest.mark.usefixtures("batching_whatever_the_handlers")
-def test_a_failing_handler_in_a_batch_answers_only_its_own_request(
-        connect: ClientFactory) -> None:
+def test_a_failing_handler_in_a_batch_answers_only_its_own_request(connect: ClientFactory) -> None:
     def sometimes_fails(req: Request) -> None:
         number = int(req.data)
         if number % 3 == 0:
@@ -147,7 +150,8 @@ def test_a_failing_handler_in_a_batch_answers_only_its_own_request(
 def test_stop_answers_the_backlog_the_workers_took_and_left(connect: ClientFactory) -> None:
     count = 3 * MICRO_WORKER_BATCH
     svc, caller, release, seen = _blocked_pool(
-        connect, "stopping", lambda req: req.respond(req.data))
+        connect, "stopping", lambda req: req.respond(req.data)
+    )
     payloads = [b"%d" % n for n in range(WORKERS, WORKERS + count)]
     futures = [caller.request_future("work", payload, timeout=15) for payload in payloads]
     _queued(svc, count)
@@ -161,7 +165,8 @@ def test_stop_answers_the_backlog_the_workers_took_and_left(connect: ClientFacto
 
 
 def test_with_slow_handlers_a_request_never_waits_behind_one_while_a_worker_is_idle(
-        connect: ClientFactory) -> None:
+    connect: ClientFactory,
+) -> None:
     long = b"%d" % WORKERS  # payloads are numbers (see _blocked_pool)
 
     def handler(req: Request) -> None:
@@ -187,7 +192,8 @@ def test_with_slow_handlers_a_request_never_waits_behind_one_while_a_worker_is_i
 
 
 def test_an_idle_pool_keeps_one_worker_asleep_on_the_subscription_and_all_serve(
-        connect: ClientFactory) -> None:
+    connect: ClientFactory,
+) -> None:
     nc, caller = connect(), connect()
     workers = 8
     all_in = threading.Barrier(workers, timeout=10)

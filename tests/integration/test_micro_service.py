@@ -22,13 +22,13 @@ ClientFactory = Callable[..., nats_sync.Client]
 def echo(prefix: bytes) -> Callable[[Request], None]:
     def handler(req: Request) -> None:
         req.respond(prefix + req.data)
+
     return handler
 
 
 def test_two_endpoints_and_a_group_answer(connect: ClientFactory) -> None:
     nc, caller = connect(), connect()
-    svc = micro.add_service(nc, "calc", "1.2.3", description="adds things",
-                            metadata={"team": "a"})
+    svc = micro.add_service(nc, "calc", "1.2.3", description="adds things", metadata={"team": "a"})
     svc.add_endpoint("upper", lambda req: req.respond(req.data.upper()))
     svc.add_endpoint("echo", echo(b"echo:"), subject="calc.echo", metadata={"k": "v"})
     group = svc.add_group("products")
@@ -47,8 +47,11 @@ def test_two_endpoints_and_a_group_answer(connect: ClientFactory) -> None:
     assert (info.name, info.version, info.description) == ("calc", "1.2.3", "adds things")
     assert info.metadata == {"team": "a"}
     assert [(e.name, e.subject, e.queue_group) for e in info.endpoints] == [
-        ("upper", "upper", "q"), ("echo", "calc.echo", "q"), ("price", "products.price", "q"),
-        ("stock", "products.level", "q"), ("wipe", "products.admin.wipe", "q"),
+        ("upper", "upper", "q"),
+        ("echo", "calc.echo", "q"),
+        ("price", "products.price", "q"),
+        ("stock", "products.level", "q"),
+        ("wipe", "products.admin.wipe", "q"),
     ]
     assert info.endpoints[1].metadata == {"k": "v"}
     svc.stop()
@@ -93,13 +96,17 @@ def test_error_replies_carry_the_headers_and_are_counted(connect: ClientFactory)
     svc.stop()
 
 
-@pytest.mark.parametrize(("code", "sent", "parsed"), [
-    ("404", "404", 404),            # nats-py's respond_error(code: str) and nats.go's Error
-    ("E_NO_PRODUCT", "E_NO_PRODUCT", 0),  # a non-numeric code goes out as given
-    (404, "404", 404),
-])
-def test_a_str_code_is_sent_as_given(connect: ClientFactory, code: int | str, sent: str,
-                                     parsed: int) -> None:
+@pytest.mark.parametrize(
+    ("code", "sent", "parsed"),
+    [
+        ("404", "404", 404),  # nats-py's respond_error(code: str) and nats.go's Error
+        ("E_NO_PRODUCT", "E_NO_PRODUCT", 0),  # a non-numeric code goes out as given
+        (404, "404", 404),
+    ],
+)
+def test_a_str_code_is_sent_as_given(
+    connect: ClientFactory, code: int | str, sent: str, parsed: int
+) -> None:
     nc, caller = connect(), connect()
     svc = micro.add_service(nc, "codes", "1.0.0")
     svc.add_endpoint("quote", lambda req: req.respond_error(code, "no such product"))
@@ -117,8 +124,7 @@ def test_a_str_code_is_sent_as_given(connect: ClientFactory, code: int | str, se
 
 
 @pytest.mark.parametrize("code", ["", "40\r\n4", True, 4.04, None, b"404"])
-def test_a_bad_code_is_refused_and_nothing_is_sent(connect: ClientFactory,
-                                                   code: object) -> None:
+def test_a_bad_code_is_refused_and_nothing_is_sent(connect: ClientFactory, code: object) -> None:
     nc, caller = connect(), connect()
     refused: list[BaseException] = []
 
@@ -139,7 +145,8 @@ def test_a_bad_code_is_refused_and_nothing_is_sent(connect: ClientFactory,
 
 
 def test_a_raising_handler_is_answered_500_and_the_service_keeps_serving(
-        connect: ClientFactory) -> None:
+    connect: ClientFactory,
+) -> None:
     nc, caller = connect(), connect()
 
     def handler(req: Request) -> None:
@@ -203,8 +210,9 @@ def test_discovery_subjects_with_and_without_name_and_id(connect: ClientFactory)
         assert exact[0]["id"] == other.id
         assert _discover(caller, f"$SRV.{verb}.alpha.nosuchid", 0) == []
     info = _discover(caller, "$SRV.INFO.alpha", 1)[0]
-    assert info["endpoints"] == [{"name": "a1", "subject": "a1", "queue_group": "q",
-                                  "metadata": {}}]
+    assert info["endpoints"] == [
+        {"name": "a1", "subject": "a1", "queue_group": "q", "metadata": {}}
+    ]
     assert info["description"] == ""
     stats = _discover(caller, f"$SRV.STATS.alpha.{one.id}", 1)[0]
     endpoint = stats["endpoints"][0]  # type: ignore[index]
@@ -289,8 +297,10 @@ def test_stats_counts_exactly_and_reset_clears(connect: ClientFactory) -> None:
     svc.reset()
     after = svc.stats()
     assert after.started >= before
-    assert all((e.num_requests, e.num_errors, e.processing_time, e.last_error)
-               == (0, 0, 0, "") for e in after.endpoints)
+    assert all(
+        (e.num_requests, e.num_errors, e.processing_time, e.last_error) == (0, 0, 0, "")
+        for e in after.endpoints
+    )
     svc.stop()
 
 
@@ -369,10 +379,18 @@ def test_closing_the_client_ends_the_pool_threads(connect: ClientFactory) -> Non
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("bad", [
-    {"name": "has space"}, {"name": ""}, {"name": "dots.no"}, {"version": "1.0"},
-    {"version": "v1.0.0"}, {"metadata": {"k": 1}}, {"queue_group": "a b"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "has space"},
+        {"name": ""},
+        {"name": "dots.no"},
+        {"version": "1.0"},
+        {"version": "v1.0.0"},
+        {"metadata": {"k": 1}},
+        {"queue_group": "a b"},
+    ],
+)
 def test_bad_service_arguments(connect: ClientFactory, bad: dict[str, object]) -> None:
     nc = connect()
     arguments: dict[str, object] = {"name": "ok", "version": "1.0.0", **bad}

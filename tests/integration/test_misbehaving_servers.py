@@ -159,8 +159,7 @@ class MisbehavingServer:
         self._threads: list[threading.Thread] = []
         #: Exceptions the scripts raised other than the expected OSError.
         self.failures: list[BaseException] = []
-        self._accept_thread = threading.Thread(target=self._accept, name="fake-accept",
-                                               daemon=True)
+        self._accept_thread = threading.Thread(target=self._accept, name="fake-accept", daemon=True)
         self._accept_thread.start()
 
     @property
@@ -183,9 +182,12 @@ class MisbehavingServer:
             with self._lock:
                 index = len(self._conns)
                 self._conns.append(conn)
-                thread = threading.Thread(target=self._run, args=(Peer(conn, index,
-                                          self.stopping),), name=f"fake-conn-{index}",
-                                          daemon=True)
+                thread = threading.Thread(
+                    target=self._run,
+                    args=(Peer(conn, index, self.stopping),),
+                    name=f"fake-conn-{index}",
+                    daemon=True,
+                )
                 self._threads.append(thread)
             thread.start()
 
@@ -248,11 +250,16 @@ class Recorder:
             self._changed.notify_all()
 
     def options(self) -> dict[str, Any]:
-        return {"error_cb": self._error, "closed_cb": self.closed.set,
-                "disconnected_cb": self._disconnected, "reconnected_cb": self._reconnected}
+        return {
+            "error_cb": self._error,
+            "closed_cb": self.closed.set,
+            "disconnected_cb": self._disconnected,
+            "reconnected_cb": self._reconnected,
+        }
 
-    def wait_for(self, condition: Callable[[Recorder], bool],
-                 timeout: float = EVENT_WITHIN) -> bool:
+    def wait_for(
+        self, condition: Callable[[Recorder], bool], timeout: float = EVENT_WITHIN
+    ) -> bool:
         with self._lock:
             return self._changed.wait_for(lambda: condition(self), timeout)
 
@@ -313,8 +320,9 @@ def closes_quickly(nc: nats_sync.Client) -> None:
     assert nc.is_closed
 
 
-def run_bounded(body: Callable[[], None], within: float,
-                name: str = "test-call") -> tuple[bool, list[BaseException]]:
+def run_bounded(
+    body: Callable[[], None], within: float, name: str = "test-call"
+) -> tuple[bool, list[BaseException]]:
     """Runs ``body`` on a thread; returns (finished within ``within``, what it raised)."""
     raised: list[BaseException] = []
 
@@ -375,8 +383,12 @@ def test_ops_before_an_unknown_op_are_delivered_then_the_client_closes(
     def script(peer: Peer) -> None:
         peer.handshake()
         sid = peer.read_sub("orders")
-        peer.send(msg(b"orders", sid, b"first") + msg(b"orders", sid, b"second")
-                  + b"PING\r\nXYZZY 1 2 3\r\n" + msg(b"orders", sid, b"never"))
+        peer.send(
+            msg(b"orders", sid, b"first")
+            + msg(b"orders", sid, b"second")
+            + b"PING\r\nXYZZY 1 2 3\r\n"
+            + msg(b"orders", sid, b"never")
+        )
         peer.read_until(b"PONG\r\n")  # the PING before the bad op was answered
         peer.drain_until_closed()
 
@@ -468,10 +480,12 @@ def test_a_short_payload_then_silence_leaves_no_call_hanging(harness: Harness) -
     waiting: dict[str, list[BaseException]] = {"flush": [], "next_msg": [], "request": []}
     threads = [
         threading.Thread(target=_collect, args=(waiting["flush"], lambda: nc.flush(30))),
-        threading.Thread(target=_collect, args=(waiting["next_msg"],
-                                                lambda: sub.next_msg(timeout=None))),
-        threading.Thread(target=_collect, args=(waiting["request"],
-                                                lambda: nc.request("x", b"", timeout=30))),
+        threading.Thread(
+            target=_collect, args=(waiting["next_msg"], lambda: sub.next_msg(timeout=None))
+        ),
+        threading.Thread(
+            target=_collect, args=(waiting["request"], lambda: nc.request("x", b"", timeout=30))
+        ),
     ]
     for thread in threads:
         thread.start()
@@ -482,7 +496,9 @@ def test_a_short_payload_then_silence_leaves_no_call_hanging(harness: Harness) -
     assert not any(thread.is_alive() for thread in threads), "a call outlived close()"
     for call, raised in waiting.items():
         assert len(raised) == 1 and isinstance(raised[0], nats_sync.ConnectionClosedError), (
-            call, raised)
+            call,
+            raised,
+        )
     assert sub.pending_msgs == 0  # the partial message was never delivered
 
 
@@ -501,8 +517,13 @@ def test_a_connection_stuck_mid_payload_is_still_found_stale(harness: Harness) -
 
     server = harness.serve(script)
     seen = Recorder()
-    nc = harness.connect(server.url, allow_reconnect=False, ping_interval=0.2,
-                         max_outstanding_pings=2, **seen.options())
+    nc = harness.connect(
+        server.url,
+        allow_reconnect=False,
+        ping_interval=0.2,
+        max_outstanding_pings=2,
+        **seen.options(),
+    )
     assert seen.closed.wait(EVENT_WITHIN), "the stuck connection was never given up"
     assert seen.errors_of(nats_sync.StaleConnectionError)
     assert isinstance(nc.last_error, nats_sync.StaleConnectionError)
@@ -679,8 +700,9 @@ def test_close_interrupts_a_background_connect_to_a_silent_server(harness: Harne
 
     server = harness.serve(script)
     seen = Recorder()
-    nc = harness.connect(server.url, retry_on_failed_connect=True, connect_timeout=3.0,
-                         **FAST, **seen.options())
+    nc = harness.connect(
+        server.url, retry_on_failed_connect=True, connect_timeout=3.0, **FAST, **seen.options()
+    )
     assert nc.is_reconnecting
     deadline = time.monotonic() + EVENT_WITHIN
     while server.connections < 2 and time.monotonic() < deadline:
@@ -798,12 +820,19 @@ def test_a_server_that_never_answers_ping_is_stale_on_every_connection(
 
     server = harness.serve(script)
     seen = Recorder()
-    nc = harness.connect(server.url, ping_interval=0.2, max_outstanding_pings=2,
-                         max_reconnect_attempts=2, **FAST, **seen.options())
+    nc = harness.connect(
+        server.url,
+        ping_interval=0.2,
+        max_outstanding_pings=2,
+        max_reconnect_attempts=2,
+        **FAST,
+        **seen.options(),
+    )
     with pytest.raises(nats_sync.FlushTimeoutError):
         nc.flush(timeout=1)
-    assert seen.wait_for(lambda r: len(r.errors_of(nats_sync.StaleConnectionError)) >= 2
-                         and r.reconnects >= 1)
+    assert seen.wait_for(
+        lambda r: len(r.errors_of(nats_sync.StaleConnectionError)) >= 2 and r.reconnects >= 1
+    )
     assert "PINGs" in str(seen.errors_of(nats_sync.StaleConnectionError)[0])
     assert seen.disconnects >= 2
     assert server.connections >= 2
@@ -829,8 +858,8 @@ def test_a_slowloris_server_is_understood_byte_by_byte(harness: Harness) -> None
             b"PING\r\n"
             + msg(b"slow", sid, b"first")
             + msg(b"slow", sid, b"", reply=b"back.here")
-            + b"HMSG slow %d %d %d\r\n%s%s\r\n" % (sid, len(headers), len(headers) + 4,
-                                                   headers, b"body")
+            + b"HMSG slow %d %d %d\r\n%s%s\r\n"
+            % (sid, len(headers), len(headers) + 4, headers, b"body")
             + msg(b"slow", sid, b"x" * 300)
         )
         peer.read_until(b"PONG\r\n")
@@ -839,8 +868,7 @@ def test_a_slowloris_server_is_understood_byte_by_byte(harness: Harness) -> None
 
     server = harness.serve(script)
     seen = Recorder()
-    nc = harness.connect(server.url, allow_reconnect=False, connect_timeout=5.0,
-                         **seen.options())
+    nc = harness.connect(server.url, allow_reconnect=False, connect_timeout=5.0, **seen.options())
     sub = nc.subscribe("slow")
     got = [sub.next_msg(timeout=10) for _ in range(4)]
     assert [m.data for m in got] == [b"first", b"", b"body", b"x" * 300]
@@ -898,5 +926,5 @@ def test_the_connect_line_is_valid_json(harness: Harness) -> None:
     assert len(sent) == 1
     line, _, rest = sent[0].partition(b"\r\n")
     assert line.startswith(b"CONNECT ") and rest == b"PING\r\n"
-    fields = json.loads(line[len(b"CONNECT "):])
+    fields = json.loads(line[len(b"CONNECT ") :])
     assert fields["name"] == "probe" and fields["headers"] is True

@@ -21,8 +21,9 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def test_object_put_ls_info_get_rm(jetstream_server: NatsServer, tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_object_put_ls_info_get_rm(
+    jetstream_server: NatsServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
     data = bytes(range(256)) * 2000  # 512,000 bytes: four chunks
     source = tmp_path / "report.bin"
@@ -38,8 +39,9 @@ def test_object_put_ls_info_get_rm(jetstream_server: NatsServer, tmp_path: Path,
     status, out, _ = cli(capsys, "object", "info", "files", "-s", url)
     assert json.loads(out)["size"] > 512000
     target = tmp_path / "copy.bin"
-    status, out, err = cli(capsys, "object", "get", "files", "report.bin", "-o", str(target),
-                           "-s", url)
+    status, out, err = cli(
+        capsys, "object", "get", "files", "report.bin", "-o", str(target), "-s", url
+    )
     assert status == 0, err
     assert target.read_bytes() == data and "wrote 512000 bytes" in out
     with nats_sync.connect(url) as nc:  # the same object through the API
@@ -49,8 +51,9 @@ def test_object_put_ls_info_get_rm(jetstream_server: NatsServer, tmp_path: Path,
     assert status == 0 and "deleted" in out
     status, out, _ = cli(capsys, "object", "ls", "files", "-s", url)
     assert status == 0 and out == ""
-    status, _, err = cli(capsys, "object", "get", "files", "report.bin", "-o",
-                         str(tmp_path / "x"), "-s", url)
+    status, _, err = cli(
+        capsys, "object", "get", "files", "report.bin", "-o", str(tmp_path / "x"), "-s", url
+    )
     assert status == 1 and "deleted" in err and err.count("\n") == 1
     status, out, _ = cli(capsys, "object", "rm", "files", "-s", url)
     assert status == 0 and "bucket files deleted" in out
@@ -58,8 +61,9 @@ def test_object_put_ls_info_get_rm(jetstream_server: NatsServer, tmp_path: Path,
     assert status == 1 and "no object store bucket 'files'" in err
 
 
-def test_object_put_missing_file_and_bad_bucket(jetstream_server: NatsServer, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_object_put_missing_file_and_bad_bucket(
+    jetstream_server: NatsServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = jetstream_server.url
     status, _, err = cli(capsys, "object", "put", "files", str(tmp_path / "nope"), "-s", url)
     assert status == 1 and "nope" in err

@@ -67,7 +67,8 @@ def messages(js: JetStream, bucket: str) -> int:
 
 @pytest.mark.parametrize("size", [0, 1, CHUNK, CHUNK + 1, 5 * CHUNK + 3])
 def test_a_batched_put_stores_the_chunks_and_the_info_in_one_batch(
-        js: JetStream, commits: list[BatchAck], size: int) -> None:
+    js: JetStream, commits: list[BatchAck], size: int
+) -> None:
     obs = batched_store(js)
     data = pattern(size)
     info = obs.put("doc", data)
@@ -79,8 +80,9 @@ def test_a_batched_put_stores_the_chunks_and_the_info_in_one_batch(
     assert got.data == data and got.info.digest == info.digest
 
 
-def test_a_bucket_without_allow_batched_puts_as_before(js: JetStream,
-                                                       commits: list[BatchAck]) -> None:
+def test_a_bucket_without_allow_batched_puts_as_before(
+    js: JetStream, commits: list[BatchAck]
+) -> None:
     obs = js.create_object_store("plain")
     data = pattern(3 * CHUNK)
     obs.put("doc", data)
@@ -88,8 +90,7 @@ def test_a_bucket_without_allow_batched_puts_as_before(js: JetStream,
     assert obs.get("doc").data == data and messages(js, "plain") == 4
 
 
-def test_a_batched_overwrite_purges_the_old_chunks(js: JetStream,
-                                                   commits: list[BatchAck]) -> None:
+def test_a_batched_overwrite_purges_the_old_chunks(js: JetStream, commits: list[BatchAck]) -> None:
     obs = batched_store(js)
     obs.put("doc", pattern(3 * CHUNK))
     obs.put("doc", pattern(2 * CHUNK)[::-1])
@@ -152,10 +153,9 @@ def test_nats_py_reads_a_batched_put(js: JetStream, jetstream_server: NatsServer
     assert asyncio.run(read()) == (data, ours.digest, "fast ingest")
 
 
-
-
-def test_allow_batched_at_creation_makes_puts_batched(js: JetStream,
-                                                      commits: list[BatchAck]) -> None:
+def test_allow_batched_at_creation_makes_puts_batched(
+    js: JetStream, commits: list[BatchAck]
+) -> None:
     obs = js.create_object_store("made-batched", allow_batched=True)
     assert js.stream_info("OBJ_made-batched").config.allow_batched is True
     data = pattern(2 * CHUNK + 5)

@@ -42,8 +42,9 @@ def sha256_digest(data: bytes) -> str:
     return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
 
 
-def store(connect: Connect, server: NatsServer, bucket: str = "files", **fields: Any
-          ) -> ObjectStore:
+def store(
+    connect: Connect, server: NatsServer, bucket: str = "files", **fields: Any
+) -> ObjectStore:
     nc = connect(servers=server.url)
     return nc.jetstream().create_object_store(bucket, **fields)
 
@@ -56,8 +57,7 @@ def pattern(size: int) -> bytes:
     return bytes((n * 7 + n // 251) % 256 for n in range(size))
 
 
-def test_bucket_create_bind_status_delete(jetstream_server: NatsServer,
-                                          connect: Connect) -> None:
+def test_bucket_create_bind_status_delete(jetstream_server: NatsServer, connect: Connect) -> None:
     js = connect(servers=jetstream_server.url).jetstream()
     obs = js.create_object_store("docs", description="papers", storage="memory")
     info = js.stream("OBJ_docs").info().config
@@ -68,7 +68,11 @@ def test_bucket_create_bind_status_delete(jetstream_server: NatsServer,
     bound.put("a", b"hello")
     status = obs.status()
     assert (status.bucket, status.description, status.storage, status.sealed) == (
-        "docs", "papers", "memory", False)
+        "docs",
+        "papers",
+        "memory",
+        False,
+    )
     assert status.size > 5
     js.delete_object_store("docs")
     with pytest.raises(BucketNotFoundError):
@@ -78,12 +82,18 @@ def test_bucket_create_bind_status_delete(jetstream_server: NatsServer,
 
 
 @pytest.mark.parametrize("size", [0, 1, CHUNK, CHUNK + 1])
-def test_put_get_sizes_match_digest(jetstream_server: NatsServer, connect: Connect,
-                                    size: int) -> None:
+def test_put_get_sizes_match_digest(
+    jetstream_server: NatsServer, connect: Connect, size: int
+) -> None:
     obs = store(connect, jetstream_server)
     data = pattern(size)
-    put = obs.put("blob.bin", data, description="d", metadata={"k": "v"},
-                  headers={"Content-Type": "application/octet-stream"})
+    put = obs.put(
+        "blob.bin",
+        data,
+        description="d",
+        metadata={"k": "v"},
+        headers={"Content-Type": "application/octet-stream"},
+    )
     assert put.size == size and put.chunks == -(-size // CHUNK)
     assert put.digest == sha256_digest(data)
     got = obs.get("blob.bin")
@@ -100,8 +110,9 @@ def test_put_get_sizes_match_digest(jetstream_server: NatsServer, connect: Conne
     assert b"".join(c.data for c in chunks) == data and len(chunks) == put.chunks
 
 
-def test_five_mib_from_a_file_into_a_file(jetstream_server: NatsServer, connect: Connect,
-                                          tmp_path: Path) -> None:
+def test_five_mib_from_a_file_into_a_file(
+    jetstream_server: NatsServer, connect: Connect, tmp_path: Path
+) -> None:
     obs = store(connect, jetstream_server)
     data = pattern(5 * 1024 * 1024 + 3)
     source = tmp_path / "in.bin"
@@ -135,8 +146,7 @@ def test_short_reads_make_full_chunks(jetstream_server: NatsServer, connect: Con
     assert put.chunks == 3 and obs.get("t").data == data
 
 
-def test_overwrite_purges_the_old_chunks(jetstream_server: NatsServer,
-                                         connect: Connect) -> None:
+def test_overwrite_purges_the_old_chunks(jetstream_server: NatsServer, connect: Connect) -> None:
     obs = store(connect, jetstream_server)
     stream = bucket_stream(connect, jetstream_server)
     first = obs.put("x", pattern(1024 * 1024))
@@ -155,8 +165,11 @@ def test_wrong_digest_raises(jetstream_server: NatsServer, connect: Connect) -> 
     info = obs.put("doc", b"the real bytes")
     nc = connect(servers=jetstream_server.url)
     forged = {**info.to_api(), "digest": sha256_digest(b"other bytes")}
-    nc.jetstream().publish("$O.files.M." + base64.urlsafe_b64encode(b"doc").decode(),
-                           json.dumps(forged).encode(), headers={"Nats-Rollup": "sub"})
+    nc.jetstream().publish(
+        "$O.files.M." + base64.urlsafe_b64encode(b"doc").decode(),
+        json.dumps(forged).encode(),
+        headers={"Nats-Rollup": "sub"},
+    )
     with pytest.raises(DigestMismatchError, match="digest"):
         obs.get("doc")
     with pytest.raises(DigestMismatchError):
@@ -278,8 +291,7 @@ def test_watch_sees_puts_and_deletes(jetstream_server: NatsServer, connect: Conn
         assert watcher.updates(timeout=5) is None
 
 
-def test_watch_empty_bucket_and_iteration(jetstream_server: NatsServer,
-                                          connect: Connect) -> None:
+def test_watch_empty_bucket_and_iteration(jetstream_server: NatsServer, connect: Connect) -> None:
     obs = store(connect, jetstream_server)
     watcher = obs.watch()
     assert watcher.updates(timeout=5) is None

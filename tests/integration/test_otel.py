@@ -44,13 +44,15 @@ class Telemetry:
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
     def instrument(self, nc: nats_sync.Client) -> nats_sync.Client:
-        otel.instrument(nc, tracer_provider=self.tracer_provider,
-                        meter_provider=self.meter_provider)
+        otel.instrument(
+            nc, tracer_provider=self.tracer_provider, meter_provider=self.meter_provider
+        )
         return nc
 
     def spans(self, name: str | None = None) -> list[ReadableSpan]:
-        return [span for span in self.exporter.get_finished_spans()
-                if name is None or span.name == name]
+        return [
+            span for span in self.exporter.get_finished_spans() if name is None or span.name == name
+        ]
 
     def wait_span(self, name: str, count: int = 1, timeout: float = 5.0) -> list[ReadableSpan]:
         deadline = threading.Event()
@@ -59,8 +61,9 @@ class Telemetry:
             if len(spans) >= count:
                 return spans
             deadline.wait(0.02)
-        raise AssertionError(f"no {count} span(s) {name!r} in {timeout}s: "
-                             f"{[span.name for span in self.spans()]}")
+        raise AssertionError(
+            f"no {count} span(s) {name!r} in {timeout}s: {[span.name for span in self.spans()]}"
+        )
 
     def metric(self, name: str) -> list[Any]:
         data = self.reader.get_metrics_data()
@@ -178,8 +181,7 @@ def test_request_and_reply_are_one_trace_across_a_micro_service(
     inner = telemetry.wait_span("db.get request")[0]
     backend_span = telemetry.wait_span("db.get process")[0]
     assert request.kind is SpanKind.CLIENT and handled.kind is SpanKind.SERVER
-    assert {span.context.trace_id for span in (request, handled, inner, backend_span)} == {
-        trace_id}
+    assert {span.context.trace_id for span in (request, handled, inner, backend_span)} == {trace_id}
     assert request.parent is not None and request.parent.span_id == root.get_span_context().span_id
     assert handled.parent is not None and handled.parent.span_id == request.context.span_id
     assert inner.parent is not None and inner.parent.span_id == handled.context.span_id
@@ -230,7 +232,8 @@ def test_a_request_that_times_out_records_an_error_span(
     # the duration histogram counts it, with its error type
     points = telemetry.metric("messaging.client.operation.duration")
     assert [(point.count, point.attributes["error.type"]) for point in points] == [
-        (1, "TimeoutError")]
+        (1, "TimeoutError")
+    ]
     assert points[0].sum >= 0.2
 
 
@@ -250,7 +253,10 @@ def test_request_future_and_request_batch_are_traced(
     assert caller.request_future("echo", b"f", timeout=5).result(5).data == b"f"
     replies = caller.request_batch("echo", [b"1", b"2", b"3"], timeout=5)
     assert [reply.data for reply in replies if isinstance(reply, nats_sync.Msg)] == [
-        b"1", b"2", b"3"]
+        b"1",
+        b"2",
+        b"3",
+    ]
     spans = telemetry.wait_span("echo request", 2)
     future_span, batch_span = sorted(spans, key=lambda span: span.start_time or 0)
     assert (batch_span.attributes or {})["messaging.batch.message_count"] == 3
@@ -290,8 +296,11 @@ def test_metrics_count_what_was_sent_and_received(
         sub.next_msg(timeout=5)
 
     def value(name: str, nc: nats_sync.Client) -> int:
-        points = [point for point in telemetry.metric(name)
-                  if point.attributes.get("messaging.client.id") == str(nc.client_id)]
+        points = [
+            point
+            for point in telemetry.metric(name)
+            if point.attributes.get("messaging.client.id") == str(nc.client_id)
+        ]
         assert len(points) == 1, (name, points)
         return int(points[0].value)
 
@@ -304,9 +313,7 @@ def test_metrics_count_what_was_sent_and_received(
     assert value("nats.client.slow_consumer.dropped", receiver) == 0
 
 
-def test_slow_consumer_drops_are_counted(
-    connect: ClientFactory, telemetry: Telemetry
-) -> None:
+def test_slow_consumer_drops_are_counted(connect: ClientFactory, telemetry: Telemetry) -> None:
     sender = connect()
     receiver = telemetry.instrument(connect(error_cb=lambda err: None))
     sub = receiver.subscribe("flood", pending_msgs_limit=2)
@@ -329,10 +336,13 @@ def test_connect_tracing_uses_the_global_providers(connect: ClientFactory) -> No
 
 
 def test_import_nats_sync_does_not_import_opentelemetry() -> None:
-    code = ("import sys, nats_sync, nats_sync.micro, nats_sync.jetstream; "
-            "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=20, check=True).stdout
+    code = (
+        "import sys, nats_sync, nats_sync.micro, nats_sync.jetstream; "
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=20, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -359,8 +369,11 @@ def test_jetstream_publish_and_fetch_carry_the_trace_and_count_acks(
     for msg in batch:  # each stored message carries the trace of its publish
         assert (msg.headers or {})["traceparent"].split("-")[1] == format(trace_id, "032x")
         msg.ack()
-    senders = {span.context.span_id for span in telemetry.spans()
-               if span.name.endswith((" publish", " request"))}
+    senders = {
+        span.context.span_id
+        for span in telemetry.spans()
+        if span.name.endswith((" publish", " request"))
+    }
     receives = [span for span in telemetry.spans() if span.name.endswith(" receive")]
     assert len(receives) == 6
     assert all(span.links and span.links[0].context.span_id in senders for span in receives)
@@ -372,8 +385,8 @@ def test_jetstream_publish_and_fetch_carry_the_trace_and_count_acks(
     assert total("nats.jetstream.publish.acks") == 6
     failures = telemetry.metric("nats.jetstream.publish.failures")
     assert [(point.value, point.attributes["error.type"]) for point in failures] == [
-        (1, "NoStreamResponseError")]
-
+        (1, "NoStreamResponseError")
+    ]
 
 
 def test_a_micro_endpoint_with_workers_is_traced_too(
@@ -384,13 +397,13 @@ def test_a_micro_endpoint_with_workers_is_traced_too(
     svc = micro.add_service(server, "pool", "1.0.0")
     svc.add_endpoint("work", lambda req: req.respond(req.data), max_workers=2)
     server.flush()
-    assert [reply.data for reply in caller.request_batch("work", [b"1", b"2", b"3"],
-                                                          timeout=5)] == [b"1", b"2", b"3"]
+    assert [
+        reply.data for reply in caller.request_batch("work", [b"1", b"2", b"3"], timeout=5)
+    ] == [b"1", b"2", b"3"]
     request = telemetry.wait_span("work request")[0]
     handled = telemetry.wait_span("work process", 3)
     assert all(span.kind is SpanKind.SERVER for span in handled)
-    assert {span.parent.span_id for span in handled if span.parent} == {
-        request.context.span_id}
+    assert {span.parent.span_id for span in handled if span.parent} == {request.context.span_id}
     assert not telemetry.spans("work receive")  # the workers' reads make no span
 
 

@@ -29,8 +29,7 @@ def jsm(jetstream_server: NatsServer, connect: ClientFactory) -> JetStream:
 def test_streams_and_consumers_info(jsm: JetStream) -> None:
     assert sorted(info.config.name or "" for info in jsm.streams_info()) == ["A", "B", "C"]
     assert len(jsm.streams_info(offset=1)) == 2
-    assert sorted(info.config.name or "" for info in jsm.streams_info_iterator()) == [
-        "A", "B", "C"]
+    assert sorted(info.config.name or "" for info in jsm.streams_info_iterator()) == ["A", "B", "C"]
     for name in ("c1", "c2"):
         jsm.add_consumer("A", durable_name=name, ack_policy="explicit")
     assert sorted(info.name for info in jsm.consumers_info("A")) == ["c1", "c2"]

@@ -121,7 +121,9 @@ def test_ws_headers_reach_the_server_on_every_upgrade(
             lines = header_lines(head)
             assert "Authorization: Bearer t0ken" in lines
             assert [line for line in lines if line.startswith("X-Tags:")] == [
-                "X-Tags: a", "X-Tags: b"]
+                "X-Tags: a",
+                "X-Tags: b",
+            ]
             assert sum(line.lower().startswith("host:") for line in lines) == 1
         assert "t0ken" not in repr(nc.options)
     finally:
@@ -166,8 +168,11 @@ def test_the_handler_picks_the_server_to_reconnect_to(
         # The default would try the other server first: the one just lost comes last.
         return servers[-1], 0.0
 
-    nc = connect(servers=[first.url, second.url], dont_randomize=True,
-                 reconnect_to_server_handler=back_to_the_same)
+    nc = connect(
+        servers=[first.url, second.url],
+        dont_randomize=True,
+        reconnect_to_server_handler=back_to_the_same,
+    )
     assert port_of(nc) == first.port
     for reconnects in (1, 2):
         nc.force_reconnect()
@@ -184,8 +189,11 @@ def test_the_handler_may_name_a_url_and_a_delay(
     nats_server_factory: ServerFactory, connect: ClientFactory
 ) -> None:
     first, second = two_servers(nats_server_factory)
-    nc = connect(servers=[first.url, second.url], dont_randomize=True,
-                 reconnect_to_server_handler=lambda servers, info: (second.url, 0.4))
+    nc = connect(
+        servers=[first.url, second.url],
+        dont_randomize=True,
+        reconnect_to_server_handler=lambda servers, info: (second.url, 0.4),
+    )
     started = time.monotonic()
     nc.force_reconnect()
     wait_until(lambda: nc.stats["reconnects"] == 1, "the reconnect")
@@ -198,8 +206,12 @@ def test_the_handler_returning_none_gets_the_pools_next_server(
 ) -> None:
     first, second = two_servers(nats_server_factory)
     errors: list[BaseException] = []
-    nc = connect(servers=[first.url, second.url], dont_randomize=True, error_cb=errors.append,
-                 reconnect_to_server_handler=lambda servers, info: (None, 0))
+    nc = connect(
+        servers=[first.url, second.url],
+        dont_randomize=True,
+        error_cb=errors.append,
+        reconnect_to_server_handler=lambda servers, info: (None, 0),
+    )
     nc.force_reconnect()
     wait_until(lambda: nc.stats["reconnects"] == 1, "the reconnect")
     assert port_of(nc) == second.port and errors == []
@@ -217,13 +229,20 @@ def test_the_handler_returning_none_gets_the_pools_next_server(
     ids=["raises", "no-tuple", "not-in-pool", "negative-delay", "nan-delay"],
 )
 def test_a_broken_handler_is_reported_and_the_pool_order_used(
-    nats_server_factory: ServerFactory, connect: ClientFactory,
-    handler: Callable[[list[Server], dict[str, Any]], Any], message: str,
+    nats_server_factory: ServerFactory,
+    connect: ClientFactory,
+    handler: Callable[[list[Server], dict[str, Any]], Any],
+    message: str,
 ) -> None:
     first, second = two_servers(nats_server_factory)
     errors: list[BaseException] = []
-    nc = connect(servers=[first.url, second.url], dont_randomize=True, error_cb=errors.append,
-                 reconnect_time_wait=0.05, reconnect_to_server_handler=handler)
+    nc = connect(
+        servers=[first.url, second.url],
+        dont_randomize=True,
+        error_cb=errors.append,
+        reconnect_time_wait=0.05,
+        reconnect_to_server_handler=handler,
+    )
     nc.force_reconnect()
     wait_until(lambda: nc.stats["reconnects"] == 1, "the reconnect")
     assert port_of(nc) == second.port  # the pool's next server: the lost one comes last
@@ -243,8 +262,12 @@ def test_the_handler_gives_up_when_the_pool_is_exhausted(
         chosen.append(servers[0].reconnects)
         return servers[0], 0.01
 
-    nc = connect(servers=server.url, max_reconnect_attempts=3, closed_cb=closed.set,
-                 reconnect_to_server_handler=choose)
+    nc = connect(
+        servers=server.url,
+        max_reconnect_attempts=3,
+        closed_cb=closed.set,
+        reconnect_to_server_handler=choose,
+    )
     server.stop()
     assert closed.wait(20), "the client never gave up"
     assert nc.is_closed and isinstance(nc.last_error, nats_sync.NoServersError)
@@ -268,8 +291,10 @@ def test_skipping_validation_lets_the_server_decide(connect: ClientFactory) -> N
     lenient.request_batch("odd.*.batch", [b"x"], timeout=0.2)
     lenient.flush()
     got = [everything.next_msg(5) for _ in range(2)]
-    assert [(msg.subject, msg.data) for msg in got] == [("odd.*", b"wildcard"),
-                                                        ("odd.*.batch", b"x")]
+    assert [(msg.subject, msg.data) for msg in got] == [
+        ("odd.*", b"wildcard"),
+        ("odd.*.batch", b"x"),
+    ]
     lenient.subscribe("odd.>.tail")  # the server refuses it, and says so
     wait_until(lambda: errors, "the server's -ERR")
     assert "Invalid Subject" in str(errors[0]) and lenient.is_connected
@@ -294,7 +319,8 @@ def test_set_server_pool_is_used_on_the_next_reconnect(
     nc.set_server_pool([f"nats://user:s3cret@127.0.0.1:{second.port}"])
     assert port_of(nc) == first.port  # the connection stays until the next reconnect
     assert [str(s.uri.geturl()) for s in nc.server_pool] == [
-        f"nats://user:***@127.0.0.1:{second.port}"]
+        f"nats://user:***@127.0.0.1:{second.port}"
+    ]
     nc.force_reconnect()
     wait_until(lambda: nc.stats["reconnects"] == 1, "the reconnect")
     assert port_of(nc) == second.port
@@ -352,8 +378,12 @@ def free_port() -> int:
 
 def test_is_connecting_until_the_first_connection(connect: ClientFactory) -> None:
     port = free_port()
-    nc = connect(servers=f"nats://127.0.0.1:{port}", retry_on_failed_connect=True,
-                 reconnect_delay_cb=lambda attempt: 0.05, max_reconnect_attempts=-1)
+    nc = connect(
+        servers=f"nats://127.0.0.1:{port}",
+        retry_on_failed_connect=True,
+        reconnect_delay_cb=lambda attempt: 0.05,
+        max_reconnect_attempts=-1,
+    )
     assert nc.is_connecting and nc.is_reconnecting and nc.status is nats_sync.Client.RECONNECTING
     with NatsServer(port=port):
         wait_until(lambda: nc.is_connected, "the first connection")

@@ -28,7 +28,10 @@ def test_plain_pub_sub(client: nats_sync.Client) -> None:
     client.flush(timeout=5)
     first, second = collect(sub, 2)
     assert (first.subject, first.data, first.reply, first.headers) == (
-        "greet.joe", b"hello", "", None
+        "greet.joe",
+        b"hello",
+        "",
+        None,
     )
     assert first.sid == sub.sid
     assert second.data == b"again"
@@ -284,8 +287,12 @@ def test_no_echo(connect: ClientFactory) -> None:
 def test_stats_count_a_known_exchange(client: nats_sync.Client) -> None:
     before = client.stats
     assert before == {
-        "in_msgs": 0, "out_msgs": 0, "in_bytes": 0, "out_bytes": 0,
-        "reconnects": 0, "errors_received": 0,
+        "in_msgs": 0,
+        "out_msgs": 0,
+        "in_bytes": 0,
+        "out_bytes": 0,
+        "reconnects": 0,
+        "errors_received": 0,
     }
     sub = client.subscribe("stats.>")
     client.publish("stats.a", b"1")
@@ -368,8 +375,7 @@ def test_publish_from_many_threads(client: nats_sync.Client) -> None:
             errors.append(err)
 
     workers = [
-        threading.Thread(target=publisher, args=(f"t{n}",), name=f"test-pub-{n}")
-        for n in range(4)
+        threading.Thread(target=publisher, args=(f"t{n}",), name=f"test-pub-{n}") for n in range(4)
     ]
     for worker in workers:
         worker.start()

@@ -47,7 +47,10 @@ def test_handshake_pub_sub_round_trip_with_encoder_and_parser(nats_server: NatsS
         assert _read_op(sock, parser) is proto.PONG_OP
         assert isinstance(first, proto.MsgOp) and isinstance(second, proto.MsgOp)
         assert (first.subject, first.sid, first.reply, first.payload) == (
-            "raw.a", 7, "back", b"one\r\ntwo"
+            "raw.a",
+            7,
+            "back",
+            b"one\r\ntwo",
         )
         assert (second.subject, second.payload, second.headers) == ("raw.b", b"", {"k": ["1", "2"]})
 

@@ -72,8 +72,6 @@ def receive(sub: nats_sync.Subscription, count: int) -> list[bytes]:
     return payloads
 
 
-
-
 # --- restart on the same port ----------------------------------------------------------
 
 
@@ -85,8 +83,9 @@ def test_restart_keeps_subscriptions_and_delivers_every_buffered_publish(
     sub = receiver.subscribe("r.data", pending_msgs_limit=100_000)
     receiver.flush()
     gate, first_pass_failed = threading.Event(), threading.Event()
-    sender = connect(reconnect_delay_cb=gated_delay(gate, first_pass_failed),
-                     **sender_events.options())
+    sender = connect(
+        reconnect_delay_cb=gated_delay(gate, first_pass_failed), **sender_events.options()
+    )
 
     nats_server.kill()
     assert sender_events.disconnected.wait(10) and receiver_events.disconnected.wait(10)
@@ -119,8 +118,9 @@ def test_a_full_disconnect_buffer_raises_and_keeps_what_it_holds(
     receiver.flush()
     gate, first_pass_failed = threading.Event(), threading.Event()
     sender = connect(
-        pending_size=1_000, reconnect_delay_cb=gated_delay(gate, first_pass_failed),
-        **sender_events.options()
+        pending_size=1_000,
+        reconnect_delay_cb=gated_delay(gate, first_pass_failed),
+        **sender_events.options(),
     )
     nats_server.kill()
     assert sender_events.disconnected.wait(10)
@@ -331,8 +331,14 @@ def test_a_new_cluster_member_is_announced(
     events = Events()
     nc = connect(servers=nats_cluster.servers[0].url, **events.options())
     seed = f"nats://127.0.0.1:{nats_cluster.servers[0].cluster_port}"
-    args = ["--cluster_name", nats_cluster.name, "--cluster", "nats://127.0.0.1:-1",
-            "--routes", seed]
+    args = [
+        "--cluster_name",
+        nats_cluster.name,
+        "--cluster",
+        "nats://127.0.0.1:-1",
+        "--routes",
+        seed,
+    ]
     with NatsServer(args=args) as extra:
         assert events.discovered.wait(15), "discovered_server_cb never ran"
         # The first announcement may be of the cluster's other members (gossip can reach
@@ -358,12 +364,22 @@ def test_lame_duck_mode_moves_the_client_to_another_node(
         args=["--cluster_name", "ldm", "--cluster", "nats://127.0.0.1:-1"],
     )
     peer = nats_server_factory(
-        args=["--cluster_name", "ldm", "--cluster", "nats://127.0.0.1:-1",
-              "--routes", f"nats://127.0.0.1:{seed.cluster_port}"],
+        args=[
+            "--cluster_name",
+            "ldm",
+            "--cluster",
+            "nats://127.0.0.1:-1",
+            "--routes",
+            f"nats://127.0.0.1:{seed.cluster_port}",
+        ],
     )
     events = Events()
-    nc = connect(servers=[seed.url, peer.url], dont_randomize=True,
-                 reconnect_delay_cb=fast_delay, **events.options())
+    nc = connect(
+        servers=[seed.url, peer.url],
+        dont_randomize=True,
+        reconnect_delay_cb=fast_delay,
+        **events.options(),
+    )
     assert nc.connected_url == seed.url
     seed.signal_lame_duck()
     assert events.lame_duck.wait(10), "lame_duck_mode_cb never ran"
@@ -377,8 +393,13 @@ def test_a_paused_server_is_detected_stale_and_left_for_another_node(
 ) -> None:
     first = nats_cluster.servers[0]
     events = Events()
-    nc = connect(servers=first.url, ping_interval=0.2, max_outstanding_pings=2,
-                 reconnect_delay_cb=fast_delay, **events.options())
+    nc = connect(
+        servers=first.url,
+        ping_interval=0.2,
+        max_outstanding_pings=2,
+        reconnect_delay_cb=fast_delay,
+        **events.options(),
+    )
     with first.paused():
         assert events.reconnected.wait(10), "a stale connection was not replaced"
         assert nc.connected_url != first.url
@@ -414,8 +435,12 @@ def test_retry_on_failed_connect_returns_at_once_and_connects_later(
     server.kill()
     events = Events()
     gate = threading.Event()
-    nc = connect(servers=f"nats://127.0.0.1:{port}", retry_on_failed_connect=True,
-                 reconnect_delay_cb=gated_delay(gate), **events.options())
+    nc = connect(
+        servers=f"nats://127.0.0.1:{port}",
+        retry_on_failed_connect=True,
+        reconnect_delay_cb=gated_delay(gate),
+        **events.options(),
+    )
     assert nc.is_reconnecting and not nc.is_connected
     sub = nc.subscribe("late.data")
     nc.publish("late.data", b"buffered before any connection")
@@ -501,8 +526,13 @@ def test_credentials_refused_twice_on_every_server_close_the_client(
     auth = "authorization {{ user: app, password: {} }}"
     server = nats_server_factory(config=auth.format("first"))
     events = Events()
-    nc = connect(servers=server.url, user="app", password="first",
-                 reconnect_delay_cb=fast_delay, **events.options())
+    nc = connect(
+        servers=server.url,
+        user="app",
+        password="first",
+        reconnect_delay_cb=fast_delay,
+        **events.options(),
+    )
     server.reload(config=auth.format("second"))  # the server drops the old credentials
     assert events.closed.wait(20), "the client kept retrying credentials that cannot work"
     assert isinstance(nc.last_error, nats_sync.AuthorizationError)
@@ -517,8 +547,14 @@ def test_ignore_auth_error_abort_keeps_trying_until_the_credentials_work_again(
     auth = "authorization {{ user: app, password: {} }}"
     server = nats_server_factory(config=auth.format("first"))
     events = Events()
-    nc = connect(servers=server.url, user="app", password="first", ignore_auth_error_abort=True,
-                 reconnect_delay_cb=fast_delay, **events.options())
+    nc = connect(
+        servers=server.url,
+        user="app",
+        password="first",
+        ignore_auth_error_abort=True,
+        reconnect_delay_cb=fast_delay,
+        **events.options(),
+    )
     server.reload(config=auth.format("second"))
     deadline = time.monotonic() + 20
     while sum(isinstance(e, nats_sync.AuthorizationError) for e in events.errors) < 3:

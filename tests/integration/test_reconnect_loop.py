@@ -34,13 +34,22 @@ def _expected_waits(base: float, jitter: float, seed: int, count: int) -> list[f
 
 
 def test_passes_wait_by_the_backoff_then_the_pool_runs_out() -> None:
-    options = build_options(_dead_url(), max_reconnect_attempts=3, reconnect_time_wait=0.5,
-                            connect_timeout=1.0)
+    options = build_options(
+        _dead_url(), max_reconnect_attempts=3, reconnect_time_wait=0.5, connect_timeout=1.0
+    )
     pool = ServerPool(options.servers, rng=random.Random(1))
     slept: list[float] = []
     with pytest.raises(nats_sync.NoServersError):
-        reconnect(pool, options, threading.Lock(), random.Random(42), lost=None,
-                  is_closed=lambda: False, sleep=slept.append, report_error=lambda e: None)
+        reconnect(
+            pool,
+            options,
+            threading.Lock(),
+            random.Random(42),
+            lost=None,
+            is_closed=lambda: False,
+            sleep=slept.append,
+            report_error=lambda e: None,
+        )
     # Three passes over the one server, an exponential wait (plus jitter) between them.
     assert slept == _expected_waits(0.5, 0.1, 42, 2)
     assert 0.5 <= slept[0] <= 0.6 and 1.0 <= slept[1] <= 1.1
@@ -58,7 +67,15 @@ def test_a_closed_client_stops_the_loop_at_once() -> None:
         closed.set()  # the user closes the client during the first wait
 
     with pytest.raises(nats_sync.ConnectionClosedError):
-        reconnect(pool, options, threading.Lock(), random.Random(), lost=None,
-                  is_closed=closed.is_set, sleep=sleep, report_error=lambda e: None)
+        reconnect(
+            pool,
+            options,
+            threading.Lock(),
+            random.Random(),
+            lost=None,
+            is_closed=closed.is_set,
+            sleep=sleep,
+            report_error=lambda e: None,
+        )
     assert len(slept) == 1
     assert len(pool) == 1  # -1: the server never leaves the pool

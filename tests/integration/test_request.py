@@ -357,7 +357,8 @@ def test_many_requests_share_one_inbox_subscription(
     (inbox_subject,) = conn["subscriptions_list"]
     assert inbox_subject.startswith("_INBOX.") and inbox_subject.endswith(".*")
     assert requester._handler.debug_snapshot()["subscriptions"] == 0, (
-        "the inbox is not a user subscription")
+        "the inbox is not a user subscription"
+    )
 
 
 @pytest.mark.timeout(20)

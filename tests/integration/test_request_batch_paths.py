@@ -60,8 +60,7 @@ def test_headers_go_through_publish_with_every_item(
     results = client.request_batch(
         "batch.headers", [b"a", b"b", b"c"], timeout=5, headers={"tag": "t1"}
     )
-    assert [r.data for r in results if isinstance(r, Msg)] == [b"re:a/t1", b"re:b/t1",
-                                                              b"re:c/t1"]
+    assert [r.data for r in results if isinstance(r, Msg)] == [b"re:a/t1", b"re:b/t1", b"re:c/t1"]
 
 
 @pytest.mark.timeout(30)
@@ -82,8 +81,11 @@ def test_closing_mid_batch_ends_it_with_per_item_errors(
     outcome: list[Any] = []
 
     def run() -> None:
-        outcome.append(client.request_batch(
-            "batch.slow", [b"%d" % n for n in range(2_000)], timeout=10, max_in_flight=20))
+        outcome.append(
+            client.request_batch(
+                "batch.slow", [b"%d" % n for n in range(2_000)], timeout=10, max_in_flight=20
+            )
+        )
 
     thread = threading.Thread(target=run)
     thread.start()

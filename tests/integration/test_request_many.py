@@ -37,8 +37,7 @@ def _snapshot(nc: nats_sync.Client) -> dict[str, Any]:
     return nc._handler.debug_snapshot()
 
 
-def test_gathers_every_responders_reply(client: nats_sync.Client,
-                                        connect: ClientFactory) -> None:
+def test_gathers_every_responders_reply(client: nats_sync.Client, connect: ClientFactory) -> None:
     _responders(connect, "svc.all", 5)
 
     start = time.monotonic()
@@ -50,8 +49,9 @@ def test_gathers_every_responders_reply(client: nats_sync.Client,
     assert _snapshot(client)["requests_in_flight"] == 0
 
 
-def test_max_messages_ends_at_that_count_at_once(client: nats_sync.Client,
-                                                 connect: ClientFactory) -> None:
+def test_max_messages_ends_at_that_count_at_once(
+    client: nats_sync.Client, connect: ClientFactory
+) -> None:
     _responders(connect, "svc.max", 4)
 
     start = time.monotonic()
@@ -63,7 +63,8 @@ def test_max_messages_ends_at_that_count_at_once(client: nats_sync.Client,
 
 
 def test_stall_ends_after_the_gap_but_not_before_the_first_reply(
-        client: nats_sync.Client, connect: ClientFactory) -> None:
+    client: nats_sync.Client, connect: ClientFactory
+) -> None:
     responder = connect()
 
     def slow_then_quick(msg: Msg) -> None:
@@ -83,8 +84,7 @@ def test_stall_ends_after_the_gap_but_not_before_the_first_reply(
     assert 0.55 <= elapsed < 2.5, f"ended after {elapsed:.2f}s (0.4 s + the 0.2 s stall)"
 
 
-def test_sentinel_ends_and_is_not_yielded(client: nats_sync.Client,
-                                          connect: ClientFactory) -> None:
+def test_sentinel_ends_and_is_not_yielded(client: nats_sync.Client, connect: ClientFactory) -> None:
     responder = connect()
 
     def stream_then_end(msg: Msg) -> None:
@@ -95,14 +95,14 @@ def test_sentinel_ends_and_is_not_yielded(client: nats_sync.Client,
     responder.flush(5)
 
     start = time.monotonic()
-    replies = [m.data for m in client.request_many("svc.parts", timeout=5,
-                                                   sentinel=lambda m: not m.data)]
+    replies = [
+        m.data for m in client.request_many("svc.parts", timeout=5, sentinel=lambda m: not m.data)
+    ]
 
     assert replies == [b"a", b"b"]
     assert time.monotonic() - start < 2
     # Without a sentinel the empty reply is an ordinary reply.
-    everything = [m.data for m in client.request_many("svc.parts", timeout=5,
-                                                      max_messages=4)]
+    everything = [m.data for m in client.request_many("svc.parts", timeout=5, max_messages=4)]
     assert everything == [b"a", b"b", b"", b"after"]
 
 
@@ -117,10 +117,14 @@ def test_no_responders_raises_from_the_first_next(client: nats_sync.Client) -> N
 
 
 def test_bad_arguments_are_refused_by_name(client: nats_sync.Client) -> None:
-    for kwargs, name in (({"timeout": -1}, "timeout"), ({"timeout": 0}, "timeout"),
-                         ({"max_messages": 0}, "max_messages"),
-                         ({"max_messages": True}, "max_messages"),
-                         ({"stall": -0.5}, "stall"), ({"stall": float("nan")}, "stall")):
+    for kwargs, name in (
+        ({"timeout": -1}, "timeout"),
+        ({"timeout": 0}, "timeout"),
+        ({"max_messages": 0}, "max_messages"),
+        ({"max_messages": True}, "max_messages"),
+        ({"stall": -0.5}, "stall"),
+        ({"stall": float("nan")}, "stall"),
+    ):
         with pytest.raises(nats_sync.InvalidArgumentError, match=name):
             client.request_many("svc.x", b"", **kwargs)
     with pytest.raises(TypeError, match="sentinel"):
@@ -131,7 +135,8 @@ def test_bad_arguments_are_refused_by_name(client: nats_sync.Client) -> None:
 
 
 def test_early_exits_free_the_request_and_late_replies_are_dropped(
-        client: nats_sync.Client, connect: ClientFactory) -> None:
+    client: nats_sync.Client, connect: ClientFactory
+) -> None:
     _responders(connect, "svc.many", 3)
 
     for _ in range(200):  # break out of the loop
@@ -159,7 +164,8 @@ def test_early_exits_free_the_request_and_late_replies_are_dropped(
 
 
 def test_the_client_closing_ends_the_iteration_with_an_error(
-        nats_server: NatsServer, connect: ClientFactory) -> None:
+    nats_server: NatsServer, connect: ClientFactory
+) -> None:
     nc = nats_sync.connect(nats_server.url)
     _responders(connect, "svc.close", 1)
     replies = nc.request_many("svc.close", b"q", timeout=5)
@@ -170,7 +176,8 @@ def test_the_client_closing_ends_the_iteration_with_an_error(
 
 
 def test_many_threads_at_once_each_get_only_their_own_replies(
-        client: nats_sync.Client, connect: ClientFactory) -> None:
+    client: nats_sync.Client, connect: ClientFactory
+) -> None:
     _responders(connect, "svc.threads", 3)
     errors: list[BaseException] = []
     rounds = 20
@@ -179,8 +186,10 @@ def test_many_threads_at_once_each_get_only_their_own_replies(
         try:
             for n in range(rounds):
                 body = f"{name}.{n}".encode()
-                got = sorted(m.data for m in client.request_many(
-                    "svc.threads", body, timeout=5, max_messages=3))
+                got = sorted(
+                    m.data
+                    for m in client.request_many("svc.threads", body, timeout=5, max_messages=3)
+                )
                 assert got == [f"{i}:".encode() + body for i in range(3)], got
         except BaseException as err:  # reported by the main thread
             errors.append(err)
@@ -206,8 +215,9 @@ def aio() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
-def test_nats_py_responders_answer(nats_server: NatsServer, client: nats_sync.Client,
-                                   aio: asyncio.AbstractEventLoop) -> None:
+def test_nats_py_responders_answer(
+    nats_server: NatsServer, client: nats_sync.Client, aio: asyncio.AbstractEventLoop
+) -> None:
     async def serve() -> Any:
         nc = await nats.connect(nats_server.url)
 
@@ -222,16 +232,23 @@ def test_nats_py_responders_answer(nats_server: NatsServer, client: nats_sync.Cl
 
     py_client = asyncio.run_coroutine_threadsafe(serve(), aio).result(10)
     try:
-        replies = [m.data for m in client.request_many("svc.py", b"hi", timeout=5,
-                                                       sentinel=lambda m: not m.data)]
+        replies = [
+            m.data
+            for m in client.request_many("svc.py", b"hi", timeout=5, sentinel=lambda m: not m.data)
+        ]
         assert replies == [b"py1:hi", b"py2:hi"]
     finally:
         asyncio.run_coroutine_threadsafe(py_client.close(), aio).result(10)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nats_sync", *args], capture_output=True,
-                          text=True, timeout=30, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "nats_sync", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def test_cli_req_gathers_replies(nats_server: NatsServer, connect: ClientFactory) -> None:

@@ -26,15 +26,15 @@ REQUEST_TIMEOUT = 6.0
 
 
 @pytest.fixture(params=["tcp", "websocket"])
-def servers(request: pytest.FixtureRequest, nats_server: NatsServer,
-            nats_server_factory: ServerFactory) -> str:
+def servers(
+    request: pytest.FixtureRequest, nats_server: NatsServer, nats_server_factory: ServerFactory
+) -> str:
     if request.param == "tcp":
         return nats_server.url
     return nats_server_factory(config=WS_CONFIG).websocket_url()
 
 
-def test_sixteen_threads_each_get_their_own_replies(connect: ClientFactory,
-                                                    servers: str) -> None:
+def test_sixteen_threads_each_get_their_own_replies(connect: ClientFactory, servers: str) -> None:
     responder = connect(servers=servers)
     seen: list[bytes] = []  # on the subscription's one delivery thread
 
@@ -61,8 +61,9 @@ def test_sixteen_threads_each_get_their_own_replies(connect: ClientFactory,
     assert sorted(seen) == sorted(b"%d.%d" % (i, n) for i in range(16) for n in range(150))
 
 
-def test_each_threads_publishes_and_requests_keep_their_order(connect: ClientFactory,
-                                                              servers: str) -> None:
+def test_each_threads_publishes_and_requests_keep_their_order(
+    connect: ClientFactory, servers: str
+) -> None:
     """Publishes go through the writer, requests may be written by their own or another
     requesting thread: on the wire each thread's messages stay in the order it made them."""
     recorder = connect(servers=servers)

@@ -18,9 +18,22 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_short_soak_holds_its_bounds(tmp_path: Path) -> None:
     page = tmp_path / "RELIABILITY.md"
     done = subprocess.run(
-        [sys.executable, "-m", "tools.soak", "--seconds", "25", "--restart-every", "8",
-         "--output", str(page)],
-        cwd=ROOT, capture_output=True, text=True, timeout=80, check=False,
+        [
+            sys.executable,
+            "-m",
+            "tools.soak",
+            "--seconds",
+            "25",
+            "--restart-every",
+            "8",
+            "--output",
+            str(page),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=80,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     text = page.read_text()

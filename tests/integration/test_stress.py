@@ -94,8 +94,12 @@ def _run_the_mix(server: NatsServer, made: list[nats_sync.Client]) -> None:
     responder.flush(timeout=5)
 
     reported: list[BaseException] = []
-    nc = nats_sync.connect(server.url, reconnect_delay_cb=lambda attempt: 0.01,
-                           max_reconnect_attempts=-1, error_cb=reported.append)
+    nc = nats_sync.connect(
+        server.url,
+        reconnect_delay_cb=lambda attempt: 0.01,
+        max_reconnect_attempts=-1,
+        error_cb=reported.append,
+    )
     made.append(nc)
     counts: Counter[str] = Counter()
     unexpected: list[tuple[str, BaseException]] = []
@@ -119,13 +123,23 @@ def _run_the_mix(server: NatsServer, made: list[nats_sync.Client]) -> None:
         while not stop.is_set():
             seq += 1
             payload = b"%d:%d" % (index, seq)
-            action = rng.choice(("publish", "publish", "pull-sub", "cb-sub", "request",
-                                 "request", "future", "batch", "flush"))
+            action = rng.choice(
+                (
+                    "publish",
+                    "publish",
+                    "pull-sub",
+                    "cb-sub",
+                    "request",
+                    "request",
+                    "future",
+                    "batch",
+                    "flush",
+                )
+            )
             try:
                 if action == "publish":
                     headers = {"Seq": str(seq)} if seq % 3 == 0 else None
-                    nc.publish(f"mix.pub.{index}", payload * rng.randrange(1, 64),
-                               headers=headers)
+                    nc.publish(f"mix.pub.{index}", payload * rng.randrange(1, 64), headers=headers)
                 elif action == "pull-sub":
                     nc.subscribe(f"mix.sub.{index}.{seq % 5}").unsubscribe()
                 elif action == "cb-sub":
@@ -142,8 +156,9 @@ def _run_the_mix(server: NatsServer, made: list[nats_sync.Client]) -> None:
                                 pass  # the one message arrived first and ended it
                 elif action == "request":
                     try:
-                        check_reply(payload, nc.request("mix.echo", payload,
-                                                        timeout=REQUEST_TIMEOUT))
+                        check_reply(
+                            payload, nc.request("mix.echo", payload, timeout=REQUEST_TIMEOUT)
+                        )
                     except nats_sync.TimeoutError:
                         note("timed out")
                 elif action == "future":
@@ -156,8 +171,9 @@ def _run_the_mix(server: NatsServer, made: list[nats_sync.Client]) -> None:
                         note("timed out")
                 elif action == "batch":
                     payloads = [payload + b"/%d" % i for i in range(8)]
-                    results = nc.request_batch("mix.echo", payloads, timeout=REQUEST_TIMEOUT,
-                                               max_in_flight=4)
+                    results = nc.request_batch(
+                        "mix.echo", payloads, timeout=REQUEST_TIMEOUT, max_in_flight=4
+                    )
                     assert len(results) == len(payloads)
                     for sent, result in zip(payloads, results, strict=True):
                         if isinstance(result, Msg):
@@ -184,8 +200,10 @@ def _run_the_mix(server: NatsServer, made: list[nats_sync.Client]) -> None:
                 with lock:
                     unexpected.append(("force_reconnect", err))
 
-    threads = [threading.Thread(target=worker, args=(i,), name=f"test-worker-{i}",
-                                daemon=True) for i in range(WORKERS)]
+    threads = [
+        threading.Thread(target=worker, args=(i,), name=f"test-worker-{i}", daemon=True)
+        for i in range(WORKERS)
+    ]
     threads.append(threading.Thread(target=reconnector, name="test-reconnector", daemon=True))
     for thread in threads:
         thread.start()
@@ -241,7 +259,8 @@ def test_10000_timed_out_batch_requests_then_their_late_replies_leave_nothing(
 
     assert len(results) == 10_000
     assert all(isinstance(result, nats_sync.TimeoutError) for result in results), {
-        type(result).__name__ for result in results}
+        type(result).__name__ for result in results
+    }
     assert nc._handler.debug_snapshot()["requests_in_flight"] == 0
 
     for _ in range(10_000):  # now answer every one of them: all too late
@@ -267,7 +286,8 @@ def test_10000_futures_no_responders_and_cancelled_leave_nothing(
     futures: list[Future[Msg]] = [
         # The timeout only bounds a lost 503: under a loaded machine (load average 30 seen)
         # 0.3 s let some requests time out before their no-responders status was read.
-        nc.request_future("leak.nobody", b"?", timeout=3.0) for _ in range(10_000)
+        nc.request_future("leak.nobody", b"?", timeout=3.0)
+        for _ in range(10_000)
     ]
     cancelled = sum(future.cancel() for future in futures[::2])
     outcomes: Counter[str] = Counter()
@@ -284,9 +304,11 @@ def test_10000_futures_no_responders_and_cancelled_leave_nothing(
     assert outcomes["no responders"] == 10_000 - cancelled
     handler = nc._handler
     assert _wait_until(lambda: handler.debug_snapshot()["requests_in_flight"] == 0, 5), (
-        f"{handler.debug_snapshot()['requests_in_flight']} requests still in the map")
+        f"{handler.debug_snapshot()['requests_in_flight']} requests still in the map"
+    )
     assert _wait_until(lambda: handler.debug_snapshot()["timer_entries"] == 1, 5), (
-        f"{handler.debug_snapshot()['timer_entries'] - 1} deadlines left on the timer")
+        f"{handler.debug_snapshot()['timer_entries'] - 1} deadlines left on the timer"
+    )
 
 
 @pytest.mark.timeout(30)

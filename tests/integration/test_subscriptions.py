@@ -305,9 +305,7 @@ def test_exception_in_callback_is_logged_and_not_fatal(
     assert record.got == [b"before", b"boom", b"after"]
     logged = [r for r in caplog.records if r.name == "nats_sync" and r.exc_info]
     assert logged, "the callback's exception was not logged"
-    assert any(
-        isinstance(r.exc_info[1], RuntimeError) for r in logged if r.exc_info is not None
-    )
+    assert any(isinstance(r.exc_info[1], RuntimeError) for r in logged if r.exc_info is not None)
     nc.flush(timeout=5)
     assert nc.is_connected
     nc.close()  # runs every queued error_cb
@@ -417,9 +415,7 @@ def test_subscription_properties(client: nats_sync.Client) -> None:
     assert (grouped.subject, grouped.queue) == ("props.*", "group")
     assert isinstance(plain.sid, int) and plain.sid > 0
     assert plain.sid != grouped.sid
-    assert (plain.pending_msgs, plain.pending_bytes, plain.delivered, plain.dropped) == (
-        0, 0, 0, 0
-    )
+    assert (plain.pending_msgs, plain.pending_bytes, plain.delivered, plain.dropped) == (0, 0, 0, 0)
     assert [plain.is_closed, grouped.is_closed] == [False, False]
     client.publish("props.plain", b"abc")
     client.publish("props.plain", b"defgh")

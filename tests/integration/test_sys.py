@@ -32,11 +32,16 @@ system_account: SYS
 
 #: Where each endpoint's data is, and a key it always has.
 ENDPOINT_KEYS = {
-    "varz": ("data", "server_id"), "statsz": ("statsz", "connections"),
-    "connz": ("data", "num_connections"), "routez": ("data", "num_routes"),
-    "gatewayz": ("data", "server_id"), "leafz": ("data", "leafnodes"),
-    "subsz": ("data", "num_subscriptions"), "jsz": ("data", "memory"),
-    "accountz": ("data", "accounts"), "healthz": ("data", "status"),
+    "varz": ("data", "server_id"),
+    "statsz": ("statsz", "connections"),
+    "connz": ("data", "num_connections"),
+    "routez": ("data", "num_routes"),
+    "gatewayz": ("data", "server_id"),
+    "leafz": ("data", "leafnodes"),
+    "subsz": ("data", "num_subscriptions"),
+    "jsz": ("data", "memory"),
+    "accountz": ("data", "accounts"),
+    "healthz": ("data", "status"),
 }
 
 
@@ -59,8 +64,9 @@ def server_id(server: NatsServer) -> str:
 
 
 @pytest.mark.parametrize("endpoint", sorted(ENDPOINT_KEYS))
-def test_each_endpoint_of_one_server_by_id(system: SystemClient, server_id: str,
-                                           endpoint: str) -> None:
+def test_each_endpoint_of_one_server_by_id(
+    system: SystemClient, server_id: str, endpoint: str
+) -> None:
     reply = getattr(system, endpoint)(server_id=server_id)
 
     assert reply["server"]["id"] == server_id
@@ -71,8 +77,9 @@ def test_each_endpoint_of_one_server_by_id(system: SystemClient, server_id: str,
 
 
 @pytest.mark.parametrize("endpoint", sorted(ENDPOINT_KEYS))
-def test_each_endpoint_of_every_server_is_a_list(system: SystemClient, server_id: str,
-                                                 endpoint: str) -> None:
+def test_each_endpoint_of_every_server_is_a_list(
+    system: SystemClient, server_id: str, endpoint: str
+) -> None:
     start = time.monotonic()
     replies = getattr(system, endpoint)()
 
@@ -86,8 +93,9 @@ def test_healthz_is_ok_and_varz_names_the_server(system: SystemClient, server_id
     assert (varz["server_name"], varz["server_id"]) == ("sys-one", server_id)
 
 
-def test_connz_filters_reach_the_server(system: SystemClient, server: NatsServer,
-                                        server_id: str) -> None:
+def test_connz_filters_reach_the_server(
+    system: SystemClient, server: NatsServer, server_id: str
+) -> None:
     with nats_sync.connect(server.url, user="app", password="app", name="app-one") as app:
         app.subscribe("orders.new")
         app.flush()
@@ -98,8 +106,9 @@ def test_connz_filters_reach_the_server(system: SystemClient, server: NatsServer
         limited = system.connz(server_id=server_id, state="all", limit=1, sort="cid")["data"]
         assert (limited["limit"], len(limited["connections"])) == (1, 1)
 
-        subsz = system.subsz(server_id=server_id, account="APP", test="orders.new",
-                             subscriptions=True)["data"]
+        subsz = system.subsz(
+            server_id=server_id, account="APP", test="orders.new", subscriptions=True
+        )["data"]
         assert [sub["subject"] for sub in subsz["subscriptions_list"]] == ["orders.new"]
     # The server files the connection as closed once it has seen the socket close.
     deadline = time.monotonic() + 5
@@ -112,15 +121,17 @@ def test_connz_filters_reach_the_server(system: SystemClient, server: NatsServer
     assert "app-one" in names
 
 
-def test_accountz_and_jsz_filters(system: SystemClient, server: NatsServer,
-                                  server_id: str) -> None:
+def test_accountz_and_jsz_filters(system: SystemClient, server: NatsServer, server_id: str) -> None:
     with nats_sync.connect(server.url, user="app", password="app") as app:
         app.jetstream().add_stream(name="SYSORDERS", subjects=["sysorders.>"])
     detail = system.accountz(server_id=server_id, account="APP")["data"]["account_detail"]
     assert detail["account_name"] == "APP"
     jsz = system.jsz(server_id=server_id, streams=True, account="APP")["data"]
-    streams = [stream["name"] for account in jsz["account_details"]
-               for stream in account.get("stream_detail") or []]
+    streams = [
+        stream["name"]
+        for account in jsz["account_details"]
+        for stream in account.get("stream_detail") or []
+    ]
     assert "SYSORDERS" in streams
 
 
@@ -132,18 +143,21 @@ def test_an_error_from_the_server_is_raised(system: SystemClient, server_id: str
         system.accountz(account="NOPE")  # every server: raised too
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda s: s.connz(bogus=1), "connz\\(\\) takes no filter 'bogus'"),
-    (lambda s: s.varz(sort="cid"), "varz\\(\\) takes no filter 'sort'"),
-    (lambda s: s.connz(limit="10"), "filter limit must be an int"),
-    (lambda s: s.connz(offset=-1), "filter offset must be an int >= 0"),
-    (lambda s: s.connz(auth="yes"), "filter auth takes True or False"),
-    (lambda s: s.connz(state="gone"), "filter state takes one of 'open', 'closed', 'all'"),
-    (lambda s: s.varz(tags="a"), "filter tags takes a list of str"),
-    (lambda s: s.varz(server_id="a.b"), "one subject token"),
-    (lambda s: s.varz(server_id="PING"), "leave server_id out"),
-    (lambda s: s.varz(timeout=0), "timeout"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: s.connz(bogus=1), "connz\\(\\) takes no filter 'bogus'"),
+        (lambda s: s.varz(sort="cid"), "varz\\(\\) takes no filter 'sort'"),
+        (lambda s: s.connz(limit="10"), "filter limit must be an int"),
+        (lambda s: s.connz(offset=-1), "filter offset must be an int >= 0"),
+        (lambda s: s.connz(auth="yes"), "filter auth takes True or False"),
+        (lambda s: s.connz(state="gone"), "filter state takes one of 'open', 'closed', 'all'"),
+        (lambda s: s.varz(tags="a"), "filter tags takes a list of str"),
+        (lambda s: s.varz(server_id="a.b"), "one subject token"),
+        (lambda s: s.varz(server_id="PING"), "leave server_id out"),
+        (lambda s: s.varz(timeout=0), "timeout"),
+    ],
+)
 def test_bad_arguments_are_named(system: SystemClient, call: Any, message: str) -> None:
     with pytest.raises(nats_sync.InvalidArgumentError, match=message):
         call(system)
@@ -204,7 +218,10 @@ def test_every_server_of_the_cluster_answers(cluster_system: SystemClient) -> No
     replies = cluster_system.varz()
 
     assert [reply["server"]["name"] for reply in replies] == [
-        "sys-mesh-0", "sys-mesh-1", "sys-mesh-2"]
+        "sys-mesh-0",
+        "sys-mesh-1",
+        "sys-mesh-2",
+    ]
     assert len({reply["server"]["id"] for reply in replies}) == 3
     assert {reply["server"]["cluster"] for reply in replies} == {"sys-mesh"}
 
@@ -244,10 +261,25 @@ def test_picking_one_server_of_the_cluster(cluster_system: SystemClient) -> None
 
 def _cli(server: NatsServer, *args: str, user: str = "sys") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "nats_sync", "-s", server.url, "--user", user,
-         "--password", user, "server-info", *args],
-        capture_output=True, text=True, timeout=30, check=False,
-        cwd=Path(nats_sync.__file__).parent.parent)
+        [
+            sys.executable,
+            "-m",
+            "nats_sync",
+            "-s",
+            server.url,
+            "--user",
+            user,
+            "--password",
+            user,
+            "server-info",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        cwd=Path(nats_sync.__file__).parent.parent,
+    )
 
 
 def test_cli_prints_a_summary_per_server(server: NatsServer, server_id: str) -> None:
@@ -267,20 +299,33 @@ def test_cli_json_and_filters(server: NatsServer, server_id: str) -> None:
     replies = json.loads(done.stdout)
     assert replies[0]["data"]["account_detail"]["account_name"] == "APP"
 
-    one = _cli(server, "connz", "--json", "--server-id", server_id,
-               "--filter", "subscriptions=true", "--filter", "limit=5")
+    one = _cli(
+        server,
+        "connz",
+        "--json",
+        "--server-id",
+        server_id,
+        "--filter",
+        "subscriptions=true",
+        "--filter",
+        "limit=5",
+    )
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["data"]["limit"] == 5
 
 
-@pytest.mark.parametrize(("args", "user", "message"), [
-    (("connz", "--filter", "sort=bogus"), "sys", "invalid sorting option: bogus"),
-    (("connz", "--filter", "nope=1"), "sys", "connz takes no filter 'nope'"),
-    (("connz", "--filter", "limit=x"), "sys", "--filter limit takes an integer"),
-    (("varz",), "app", "system account"),
-])
-def test_cli_errors_are_one_line(server: NatsServer, args: tuple[str, ...], user: str,
-                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "user", "message"),
+    [
+        (("connz", "--filter", "sort=bogus"), "sys", "invalid sorting option: bogus"),
+        (("connz", "--filter", "nope=1"), "sys", "connz takes no filter 'nope'"),
+        (("connz", "--filter", "limit=x"), "sys", "--filter limit takes an integer"),
+        (("varz",), "app", "system account"),
+    ],
+)
+def test_cli_errors_are_one_line(
+    server: NatsServer, args: tuple[str, ...], user: str, message: str
+) -> None:
     done = _cli(server, *args, user=user)
     assert done.returncode == 1
     assert message in done.stderr

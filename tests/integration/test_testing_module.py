@@ -216,9 +216,11 @@ def test_find_server_binary_honours_the_environment_variable(
 @pytest.mark.timeout(30)
 def test_a_jetstream_server_keeps_its_store_across_a_restart(jetstream_server: NatsServer) -> None:
     with nats_sync.connect(jetstream_server.url) as nc:
-        created = json.loads(nc.request(
-            "$JS.API.STREAM.CREATE.KEEP", b'{"name":"KEEP","subjects":["keep.>"]}', timeout=5
-        ).data)
+        created = json.loads(
+            nc.request(
+                "$JS.API.STREAM.CREATE.KEEP", b'{"name":"KEEP","subjects":["keep.>"]}', timeout=5
+            ).data
+        )
         assert "error" not in created, created
         nc.request("keep.one", b"stored", timeout=5)
     port = jetstream_server.port
@@ -235,10 +237,13 @@ def test_a_jetstream_cluster_places_a_three_replica_stream(
     jetstream_cluster: NatsCluster,
 ) -> None:
     with nats_sync.connect(jetstream_cluster.urls) as nc:
-        created = json.loads(nc.request(
-            "$JS.API.STREAM.CREATE.R3", b'{"name":"R3","subjects":["r3.>"],"num_replicas":3}',
-            timeout=10,
-        ).data)
+        created = json.loads(
+            nc.request(
+                "$JS.API.STREAM.CREATE.R3",
+                b'{"name":"R3","subjects":["r3.>"],"num_replicas":3}',
+                timeout=10,
+            ).data
+        )
     assert "error" not in created, created
     cluster = created["cluster"]
     names = {cluster["leader"], *(replica["name"] for replica in cluster["replicas"])}

@@ -135,9 +135,7 @@ def test_close_while_threads_publish_ends_each_with_connection_closed(
         except BaseException as err:
             outcomes[index] = err
 
-    threads = [
-        threading.Thread(target=publish_forever, args=(i,), daemon=True) for i in range(8)
-    ]
+    threads = [threading.Thread(target=publish_forever, args=(i,), daemon=True) for i in range(8)]
     for thread in threads:
         thread.start()
     started.wait(10)

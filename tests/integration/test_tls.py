@@ -40,8 +40,12 @@ def make_pki(directory: Path, *, expired: bool = False) -> Pki:
     ca = trustme.CA()
     if expired:
         now = datetime.datetime.now(datetime.timezone.utc)
-        leaf = ca.issue_cert("localhost", "127.0.0.1", not_before=now - datetime.timedelta(days=30),
-                             not_after=now - datetime.timedelta(days=1))
+        leaf = ca.issue_cert(
+            "localhost",
+            "127.0.0.1",
+            not_before=now - datetime.timedelta(days=30),
+            not_after=now - datetime.timedelta(days=1),
+        )
     else:
         leaf = ca.issue_cert("localhost", "127.0.0.1")
     cert, key, ca_file = directory / "server.pem", directory / "server.key", directory / "ca.pem"
@@ -64,8 +68,9 @@ def test_tls_url_verifies_the_server_and_works(
     pki: Pki, nats_server_factory: ServerFactory, connect: ClientFactory
 ) -> None:
     server = nats_server_factory(config=tls_block(pki))
-    nc = connect(servers=f"tls://127.0.0.1:{server.port}", tls=pki.client_context(),
-                 tls_hostname="localhost")
+    nc = connect(
+        servers=f"tls://127.0.0.1:{server.port}", tls=pki.client_context(), tls_hostname="localhost"
+    )
     assert nc.server_info.get("tls_required") is True
     sub = nc.subscribe("tls.echo", cb=lambda msg: msg.respond(msg.data[::-1]))
     nc.flush()
@@ -133,8 +138,12 @@ def test_tls_first_handshake(
     pki: Pki, nats_server_factory: ServerFactory, connect: ClientFactory
 ) -> None:
     server = nats_server_factory(config=tls_block(pki, "  handshake_first: true\n"))
-    nc = connect(servers=server.url, tls=pki.client_context(), tls_hostname="localhost",
-                 tls_handshake_first=True)
+    nc = connect(
+        servers=server.url,
+        tls=pki.client_context(),
+        tls_hostname="localhost",
+        tls_handshake_first=True,
+    )
     sub = nc.subscribe("first.x")
     nc.publish("first.x", b"ok")
     assert sub.next_msg(5).data == b"ok"
@@ -147,8 +156,9 @@ def test_mutual_tls_needs_the_client_certificate(
         config=tls_block(pki, f'  ca_file: "{pki.ca_file}"\n  verify: true\n')
     )
     with pytest.raises(nats_sync.NoServersError):
-        nats_sync.connect(server.url, tls=pki.client_context(), tls_hostname="localhost",
-                          connect_timeout=2.0)
+        nats_sync.connect(
+            server.url, tls=pki.client_context(), tls_hostname="localhost", connect_timeout=2.0
+        )
     context = pki.client_context()
     pki.ca.issue_cert("client.example").configure_cert(context)
     nc = connect(servers=server.url, tls=context, tls_hostname="localhost")
@@ -171,8 +181,7 @@ authorization {
     context = pki.client_context()
     pki.ca.issue_cert("client.example").configure_cert(context)
     errors: list[BaseException] = []
-    nc = connect(servers=server.url, tls=context, tls_hostname="localhost",
-                 error_cb=errors.append)
+    nc = connect(servers=server.url, tls=context, tls_hostname="localhost", error_cb=errors.append)
     sub = nc.subscribe("mapped.ok")
     nc.publish("mapped.ok", b"as client.example")
     assert sub.next_msg(5).data == b"as client.example"
@@ -195,8 +204,13 @@ def test_reconnect_over_tls_keeps_working(
 ) -> None:
     server = nats_server_factory(config=tls_block(pki))
     reconnected = threading.Event()
-    nc = connect(servers=server.url, tls=pki.client_context(), tls_hostname="localhost",
-                 reconnected_cb=reconnected.set, reconnect_delay_cb=lambda attempt: 0.05)
+    nc = connect(
+        servers=server.url,
+        tls=pki.client_context(),
+        tls_hostname="localhost",
+        reconnected_cb=reconnected.set,
+        reconnect_delay_cb=lambda attempt: 0.05,
+    )
     sub = nc.subscribe("tls.again")
     nc.flush()
     server.kill()

@@ -50,7 +50,8 @@ def nothing_arrives(sub: nats_sync.Subscription) -> bool:
 
 
 def test_trace_only_reports_the_subscriber_without_delivering(
-        nats_server: NatsServer, clients: Connect) -> None:
+    nats_server: NatsServer, clients: Connect
+) -> None:
     nc = clients(nats_server.url, name="tracer")
     listener = clients(nats_server.url, name="listener")
     sub = listener.subscribe("orders.new")
@@ -70,7 +71,8 @@ def test_trace_only_reports_the_subscriber_without_delivering(
 
 
 def test_deliver_true_delivers_with_the_callers_headers(
-        nats_server: NatsServer, clients: Connect) -> None:
+    nats_server: NatsServer, clients: Connect
+) -> None:
     nc = clients(nats_server.url)
     sub = nc.subscribe("orders.new")
     trace = nc.trace("orders.new", b"order 1", headers={"Order": "1"}, deliver=True, timeout=5)
@@ -87,8 +89,9 @@ def test_no_subscriber_is_an_ingress_alone(nats_server: NatsServer, clients: Con
     assert time.monotonic() - started < 2.5, "a complete path ends the wait early"
 
 
-def test_jetstream_stores_only_when_delivered(jetstream_server: NatsServer,
-                                             clients: Connect) -> None:
+def test_jetstream_stores_only_when_delivered(
+    jetstream_server: NatsServer, clients: Connect
+) -> None:
     nc = clients(jetstream_server.url)
     js = nc.jetstream()
     js.add_stream(name="ORDERS", subjects=["orders.>"])
@@ -102,8 +105,9 @@ def test_jetstream_stores_only_when_delivered(jetstream_server: NatsServer,
     assert js.get_msg("ORDERS", 1).data == b"stored"
 
 
-def test_a_subject_mapping_is_reported(nats_server_factory: Callable[..., NatsServer],
-                                       clients: Connect) -> None:
+def test_a_subject_mapping_is_reported(
+    nats_server_factory: Callable[..., NatsServer], clients: Connect
+) -> None:
     server = nats_server_factory(config='mappings { "old.>": "new.>" }\n')
     nc = clients(server.url)
     nc.subscribe("new.thing")
@@ -112,13 +116,20 @@ def test_a_subject_mapping_is_reported(nats_server_factory: Callable[..., NatsSe
     assert trace.events[1]["to"] == "new.thing" and trace.events[2]["sub"] == "new.thing"
 
 
-@pytest.mark.parametrize(("subject", "timeout", "wrong"), [
-    ("", 1.0, "empty"), ("orders.*", 1.0, "wildcard"), ("orders.>", 1.0, "wildcard"),
-    ("a..b", 1.0, "empty token"), ("orders", -1, "timeout"), ("orders", 0, "timeout"),
-])
+@pytest.mark.parametrize(
+    ("subject", "timeout", "wrong"),
+    [
+        ("", 1.0, "empty"),
+        ("orders.*", 1.0, "wildcard"),
+        ("orders.>", 1.0, "wildcard"),
+        ("a..b", 1.0, "empty token"),
+        ("orders", -1, "timeout"),
+        ("orders", 0, "timeout"),
+    ],
+)
 def test_bad_input_is_refused_before_publishing(
-        nats_server: NatsServer, clients: Connect, subject: str, timeout: float,
-        wrong: str) -> None:
+    nats_server: NatsServer, clients: Connect, subject: str, timeout: float, wrong: str
+) -> None:
     nc = clients(nats_server.url)
     sub = nc.subscribe(">")
     with pytest.raises(nats_sync.InvalidArgumentError, match=wrong):
@@ -126,8 +137,7 @@ def test_bad_input_is_refused_before_publishing(
     assert nothing_arrives(sub)
 
 
-def test_trace_headers_of_the_caller_are_refused(nats_server: NatsServer,
-                                                 clients: Connect) -> None:
+def test_trace_headers_of_the_caller_are_refused(nats_server: NatsServer, clients: Connect) -> None:
     nc = clients(nats_server.url)
     with pytest.raises(nats_sync.BadHeaderError, match=r"nats-trace-only.*sets the Nats-Trace-"):
         nc.trace("orders", headers={"nats-trace-only": "false"})
@@ -145,8 +155,7 @@ def test_gzip_reports_are_read(nats_server: NatsServer, clients: Connect) -> Non
 # --- a cluster ------------------------------------------------------------------------
 
 
-def test_one_report_per_server_on_the_path(nats_cluster: NatsCluster,
-                                           clients: Connect) -> None:
+def test_one_report_per_server_on_the_path(nats_cluster: NatsCluster, clients: Connect) -> None:
     first, second, third = nats_cluster.servers
     nc = clients(first.url, name="origin")
     for server in (second, third):
@@ -160,16 +169,17 @@ def test_one_report_per_server_on_the_path(nats_cluster: NatsCluster,
     assert trace.complete and len(trace.reports) == 3
     origin, *hops = trace.reports
     assert origin["server"]["name"] == first.name and origin["hops"] == 2
-    assert sorted(report["request"]["header"]["Nats-Trace-Hop"][0] for report in hops) == [
-        "1", "2"]
+    assert sorted(report["request"]["header"]["Nats-Trace-Hop"][0] for report in hops) == ["1", "2"]
     assert {report["server"]["name"] for report in hops} == {second.name, third.name}
     routes = [event for event in origin["events"] if event["type"] == "eg"]
     assert sorted(event["kind"] for event in routes) == [1, 1]
     delivered = [event for event in trace.events if event["type"] == "eg" and event["kind"] == 0]
     assert sorted(event["server"] for event in delivered) == sorted(
-        [str(second.name), str(third.name)])
-    assert all(event["type"] == "in" and event["kind"] == 1
-               for event in (hop["events"][0] for hop in hops))
+        [str(second.name), str(third.name)]
+    )
+    assert all(
+        event["type"] == "in" and event["kind"] == 1 for event in (hop["events"][0] for hop in hops)
+    )
 
 
 def wait_for_interest(nc: nats_sync.Client, subject: str, servers: int) -> None:
@@ -177,22 +187,33 @@ def wait_for_interest(nc: nats_sync.Client, subject: str, servers: int) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         trace = nc.trace(subject, timeout=2)
-        if sum(event["type"] == "eg" and event["kind"] == 1
-               for event in trace.reports[0]["events"]) == servers:
+        if (
+            sum(
+                event["type"] == "eg" and event["kind"] == 1 for event in trace.reports[0]["events"]
+            )
+            == servers
+        ):
             return
         time.sleep(0.05)
     pytest.fail(f"interest in {subject} did not reach the origin from {servers} servers")
 
 
-def test_a_leafnode_chain_reports_hop_by_hop(nats_server_factory: Callable[..., NatsServer],
-                                            clients: Connect) -> None:
+def test_a_leafnode_chain_reports_hop_by_hop(
+    nats_server_factory: Callable[..., NatsServer], clients: Connect
+) -> None:
     hub_port, middle_port = _free_port(), _free_port()
     hub = nats_server_factory(name="hub", config=f'leafnodes {{ listen: "127.0.0.1:{hub_port}" }}')
-    nats_server_factory(name="middle", config=(
-        f'leafnodes {{ listen: "127.0.0.1:{middle_port}"\n'
-        f'  remotes: [{{url: "nats-leaf://127.0.0.1:{hub_port}"}}] }}'))
-    far = nats_server_factory(name="far", config=(
-        f'leafnodes {{ remotes: [{{url: "nats-leaf://127.0.0.1:{middle_port}"}}] }}'))
+    nats_server_factory(
+        name="middle",
+        config=(
+            f'leafnodes {{ listen: "127.0.0.1:{middle_port}"\n'
+            f'  remotes: [{{url: "nats-leaf://127.0.0.1:{hub_port}"}}] }}'
+        ),
+    )
+    far = nats_server_factory(
+        name="far",
+        config=(f'leafnodes {{ remotes: [{{url: "nats-leaf://127.0.0.1:{middle_port}"}}] }}'),
+    )
     listener = clients(far.url, name="far-listener")
     listener.subscribe("far.away")
     listener.flush(5)
@@ -204,8 +225,9 @@ def test_a_leafnode_chain_reports_hop_by_hop(nats_server_factory: Callable[..., 
     assert trace.complete
     assert [report["server"]["name"] for report in trace.reports] == ["hub", "middle", "far"]
     assert [report.get("hops") for report in trace.reports] == [1, 1, None]
-    assert [event["hop"] for event in trace.events if event["type"] == "eg"
-            and event["kind"] == 4] == ["1", "1.1"]
+    assert [
+        event["hop"] for event in trace.events if event["type"] == "eg" and event["kind"] == 4
+    ] == ["1", "1.1"]
 
 
 # --- accounts ---------------------------------------------------------------------------
@@ -228,8 +250,9 @@ accounts {
 
 
 @pytest.mark.parametrize("allow", ["true", "false"])
-def test_a_service_import_crosses_accounts(nats_server_factory: Callable[..., NatsServer],
-                                           clients: Connect, allow: str) -> None:
+def test_a_service_import_crosses_accounts(
+    nats_server_factory: Callable[..., NatsServer], clients: Connect, allow: str
+) -> None:
     server = nats_server_factory(config=ACCOUNTS % {"allow": allow})
     service = clients(server.url, user="svc", password="svc", name="service")
     service.subscribe("svc.>")
@@ -248,8 +271,9 @@ def test_a_service_import_crosses_accounts(nats_server_factory: Callable[..., Na
         assert types(trace) == ["in", "si"]
 
 
-def test_a_stream_export_crosses_accounts(nats_server_factory: Callable[..., NatsServer],
-                                          clients: Connect) -> None:
+def test_a_stream_export_crosses_accounts(
+    nats_server_factory: Callable[..., NatsServer], clients: Connect
+) -> None:
     server = nats_server_factory(config=ACCOUNTS % {"allow": "true"})
     app = clients(server.url, user="app", password="app", name="app")
     app.subscribe("ticks.eur")
@@ -263,8 +287,9 @@ def test_a_stream_export_crosses_accounts(nats_server_factory: Callable[..., Nat
 # --- the command line -------------------------------------------------------------------
 
 
-def test_cli_prints_one_line_per_event(jetstream_server: NatsServer, clients: Connect,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_one_line_per_event(
+    jetstream_server: NatsServer, clients: Connect, capsys: pytest.CaptureFixture[str]
+) -> None:
     nc = clients(jetstream_server.url, name="listener")
     nc.subscribe("orders.*", queue="workers")
     nc.jetstream().add_stream(name="ORDERS", subjects=["orders.>"])
@@ -275,23 +300,27 @@ def test_cli_prints_one_line_per_event(jetstream_server: NatsServer, clients: Co
     assert len(lines) == 3 and err == ""
     server = lines[0].split(":")[0]
     assert all(line.startswith(f"{server}: ") for line in lines)
-    assert lines[0].endswith('ingress from client "nats-sync cli" (cid '
-                             + lines[0].split("(cid ")[1].split(")")[0]
-                             + "), account $G, subject orders.new")
-    assert any(line.endswith(": JetStream stream ORDERS, subject orders.new")
-               for line in lines)
-    assert any('egress to client "listener"' in line
-               and line.endswith(", subscription orders.*, queue workers") for line in lines)
+    assert lines[0].endswith(
+        'ingress from client "nats-sync cli" (cid '
+        + lines[0].split("(cid ")[1].split(")")[0]
+        + "), account $G, subject orders.new"
+    )
+    assert any(line.endswith(": JetStream stream ORDERS, subject orders.new") for line in lines)
+    assert any(
+        'egress to client "listener"' in line
+        and line.endswith(", subscription orders.*, queue workers")
+        for line in lines
+    )
     assert nc.jetstream().stream_info("ORDERS").state.messages == 0
 
-    assert main(["trace", "orders.new", "stored", "--deliver", "-s",
-                 jetstream_server.url]) == 0
+    assert main(["trace", "orders.new", "stored", "--deliver", "-s", jetstream_server.url]) == 0
     capsys.readouterr()
     assert nc.jetstream().stream_info("ORDERS").state.messages == 1
 
 
-def test_cli_refuses_a_wildcard(nats_server: NatsServer,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_refuses_a_wildcard(
+    nats_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["trace", "orders.*", "-s", nats_server.url]) == 1
     out, err = capsys.readouterr()
     assert out == "" and "wildcard" in err and err.count("\n") == 1

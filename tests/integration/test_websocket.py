@@ -88,9 +88,7 @@ def test_headers_over_ws(ws_server: NatsServer, connect: ClientFactory) -> None:
     assert msg.headers["X-One"] == "1" and msg.headers["X-Many"] == ["a", "b"]
 
 
-def test_a_one_mib_payload_spans_many_reads(
-    ws_server: NatsServer, connect: ClientFactory
-) -> None:
+def test_a_one_mib_payload_spans_many_reads(ws_server: NatsServer, connect: ClientFactory) -> None:
     nc = connect(servers=ws_server.websocket_url())
     payload = bytes(range(256)) * 4096  # 1 MiB, the server's max_payload
     assert len(payload) == nc.max_payload
@@ -127,8 +125,12 @@ def test_reconnects_over_ws_after_a_server_restart(
     server = nats_server_factory(config=websocket_config(free_port()))
     url = server.websocket_url()
     disconnected, reconnected = threading.Event(), threading.Event()
-    nc = connect(servers=url, reconnect_delay_cb=fast_delay,
-                 disconnected_cb=disconnected.set, reconnected_cb=reconnected.set)
+    nc = connect(
+        servers=url,
+        reconnect_delay_cb=fast_delay,
+        disconnected_cb=disconnected.set,
+        reconnected_cb=reconnected.set,
+    )
     sub = nc.subscribe("ws.after")
     nc.flush()
 
@@ -309,9 +311,11 @@ def test_a_refused_upgrade_fails_promptly_naming_the_status(fake_server: Any) ->
 def test_a_bad_accept_token_is_refused(fake_server: Any) -> None:
     def bad_accept(sock: socket.socket) -> None:
         read_request(sock)
-        sock.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                     b"Connection: Upgrade\r\nSec-WebSocket-Accept: bm90IHRoZSB0b2tlbg==\r\n"
-                     b"\r\n")
+        sock.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: bm90IHRoZSB0b2tlbg==\r\n"
+            b"\r\n"
+        )
         sock.recv(1)
 
     server = fake_server(bad_accept)
@@ -384,8 +388,9 @@ def test_pings_are_answered_and_a_close_frame_ends_the_connection(fake_server: A
 
     server = fake_server(speak)
     disconnected = threading.Event()
-    nc = nats_sync.connect(server.url, allow_reconnect=False, connect_timeout=5.0,
-                           disconnected_cb=disconnected.set)
+    nc = nats_sync.connect(
+        server.url, allow_reconnect=False, connect_timeout=5.0, disconnected_cb=disconnected.set
+    )
     try:
         assert nc.server_info["server_id"] == "FAKE"
         assert pong_payloads == [b"are you there"]

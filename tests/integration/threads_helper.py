@@ -8,8 +8,9 @@ import time
 from collections.abc import Callable
 
 
-def run_threads(count: int, body: Callable[[int], None], *, join_within: float = 30.0,
-                label: str = "worker") -> list[BaseException]:
+def run_threads(
+    count: int, body: Callable[[int], None], *, join_within: float = 30.0, label: str = "worker"
+) -> list[BaseException]:
     """Runs ``body(index)`` on ``count`` threads released together; returns their errors.
 
     Fails the test when a thread is still running ``join_within`` seconds after they
@@ -25,8 +26,10 @@ def run_threads(count: int, body: Callable[[int], None], *, join_within: float =
         except BaseException as err:
             errors.append(err)
 
-    threads = [threading.Thread(target=run, args=(i,), name=f"{label}-{i}", daemon=True)
-               for i in range(count)]
+    threads = [
+        threading.Thread(target=run, args=(i,), name=f"{label}-{i}", daemon=True)
+        for i in range(count)
+    ]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + join_within

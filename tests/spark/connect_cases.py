@@ -42,8 +42,11 @@ def connect() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON") or _this_python()
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.remote("local[2]")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session = (
+        SparkSession.builder.remote("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     try:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
@@ -95,8 +98,12 @@ def test_register_checks_the_local_servers_workers(connect: Any) -> None:
 
 
 def test_batch_read(connect: Any, js_server: NatsServer, orders: JetStream) -> None:
-    df = (connect.read.format("jetstream").option("servers", js_server.url)
-          .option("stream", "ORDERS").load())
+    df = (
+        connect.read.format("jetstream")
+        .option("servers", js_server.url)
+        .option("stream", "ORDERS")
+        .load()
+    )
     assert df.columns == ["stream", "seq", "subject", "data", "headers", "timestamp"]
     rows = df.select("seq", "subject", "data").orderBy("seq").collect()
     assert [row.seq for row in rows] == list(range(1, ORDERS + 1))
@@ -107,15 +114,24 @@ def test_batch_read(connect: Any, js_server: NatsServer, orders: JetStream) -> N
 def test_available_now_streaming_read_with_kv_lookup(
     connect: Any, js_server: NatsServer, orders: JetStream, tmp_path: Path
 ) -> None:
-    stream = (connect.readStream.format("jetstream").option("servers", js_server.url)
-              .option("stream", "ORDERS").option("startingOffsets", "earliest").load())
+    stream = (
+        connect.readStream.format("jetstream")
+        .option("servers", js_server.url)
+        .option("stream", "ORDERS")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     price = kv_lookup_udf("products", js_server.url, decode="utf-8")
     raw = kv_lookup_udf("products", js_server.url)
     priced = stream.select("seq", price("subject").alias("price"), raw("subject").alias("raw"))
     out = tmp_path / "out"
-    query = (priced.writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(tmp_path / "cp"))
-             .trigger(availableNow=True).start())
+    query = (
+        priced.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(QUERY_TIMEOUT), "the query did not finish in time"
         assert query.exception() is None
@@ -124,7 +140,9 @@ def test_available_now_streaming_read_with_kv_lookup(
     rows = connect.read.parquet(str(out)).orderBy("seq").collect()
     assert len(rows) == ORDERS
     assert [(row.seq, row.price, row.raw) for row in rows[:3]] == [
-        (1, "1.5", b"1.5"), (2, "3.0", b"3.0"), (3, "0.0", b"0.0"),
+        (1, "1.5", b"1.5"),
+        (2, "3.0", b"3.0"),
+        (3, "0.0", b"0.0"),
     ]
 
 
@@ -132,20 +150,39 @@ def test_batch_and_streaming_sinks(
     connect: Any, js_server: NatsServer, orders: JetStream, tmp_path: Path
 ) -> None:
     orders.create_stream(name="COPIED", subjects=["copied.>"])
-    batch = (connect.read.format("jetstream").option("servers", js_server.url)
-             .option("stream", "ORDERS").load())
-    (batch.selectExpr("data", "stream", "seq").write.format("jetstream")
-     .option("servers", js_server.url).option("subject", "copied.batch")
-     .option("msgIdColumns", "stream,seq").mode("append").save())
+    batch = (
+        connect.read.format("jetstream")
+        .option("servers", js_server.url)
+        .option("stream", "ORDERS")
+        .load()
+    )
+    (
+        batch.selectExpr("data", "stream", "seq")
+        .write.format("jetstream")
+        .option("servers", js_server.url)
+        .option("subject", "copied.batch")
+        .option("msgIdColumns", "stream,seq")
+        .mode("append")
+        .save()
+    )
     assert orders.stream_info("COPIED").state.messages == ORDERS
 
-    stream = (connect.readStream.format("jetstream").option("servers", js_server.url)
-              .option("stream", "ORDERS").option("startingOffsets", "earliest").load())
-    query = (stream.selectExpr("data", "concat('streamed-', seq) AS msg_id")
-             .writeStream.format("jetstream").option("servers", js_server.url)
-             .option("subject", "copied.stream")
-             .option("checkpointLocation", str(tmp_path / "sink-cp"))
-             .trigger(availableNow=True).start())
+    stream = (
+        connect.readStream.format("jetstream")
+        .option("servers", js_server.url)
+        .option("stream", "ORDERS")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        stream.selectExpr("data", "concat('streamed-', seq) AS msg_id")
+        .writeStream.format("jetstream")
+        .option("servers", js_server.url)
+        .option("subject", "copied.stream")
+        .option("checkpointLocation", str(tmp_path / "sink-cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(QUERY_TIMEOUT), "the query did not finish in time"
         assert query.exception() is None
@@ -158,8 +195,9 @@ def test_batch_and_streaming_sinks(
 
 def test_request_udf_and_request_df(connect: Any, js_server: NatsServer) -> None:
     with nats_sync.connect(js_server.url, name="connect-service") as service:
-        service.subscribe("products.lookup", queue="lookup",
-                          cb=lambda m: m.respond(b"thing " + m.data))
+        service.subscribe(
+            "products.lookup", queue="lookup", cb=lambda m: m.respond(b"thing " + m.data)
+        )
         service.flush()
         skus = connect.createDataFrame([("a1",), ("b2",), (None,)], "sku string")
         lookup = request_udf("products.lookup", js_server.url, timeout=5.0)
@@ -168,5 +206,7 @@ def test_request_udf_and_request_df(connect: Any, js_server: NatsServer) -> None
         checked = request_df(skus, "products.lookup", js_server.url, "sku", timeout=5.0)
         assert checked.columns == ["sku", "reply", "error"]
         assert [(row.reply, row.error) for row in checked.collect()] == [
-            (b"thing a1", None), (b"thing b2", None), (None, "payload is null"),
+            (b"thing a1", None),
+            (b"thing b2", None),
+            (None, "payload is null"),
         ]

@@ -117,11 +117,15 @@ def test_streaming_write_publishes_each_micro_batch(
     sub = client.subscribe("ds.stream.out", pending_msgs_limit=10_000)
     client.flush()
     query = (
-        spark.readStream.schema("data string").option("maxFilesPerTrigger", 1).json(str(source))
-        .writeStream.format("nats").option("servers", server.url)
+        spark.readStream.schema("data string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .writeStream.format("nats")
+        .option("servers", server.url)
         .option("subject", "ds.stream.out")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True).start()
+        .trigger(availableNow=True)
+        .start()
     )
     assert query.awaitTermination(120)
     payloads = {msg.data.decode() for msg in _collect(sub, 600)}
@@ -132,11 +136,15 @@ def test_streaming_read_delivers_published_messages_to_the_query(
     spark: Any, server: NatsServer, client: nats_sync.Client, tmp_path: Path
 ) -> None:
     query = (
-        spark.readStream.format("nats").option("servers", server.url)
-        .option("subject", "ds.in.>").load()
-        .writeStream.format("memory").queryName("nats_in")
+        spark.readStream.format("nats")
+        .option("servers", server.url)
+        .option("subject", "ds.in.>")
+        .load()
+        .writeStream.format("memory")
+        .queryName("nats_in")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="500 milliseconds").start()
+        .trigger(processingTime="500 milliseconds")
+        .start()
     )
     try:
         deadline = time.monotonic() + 60

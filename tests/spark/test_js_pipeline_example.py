@@ -30,14 +30,30 @@ def _example() -> ModuleType:
 
 
 # The example reads with maxOffsetsPerTrigger (admission control, new in pyspark 4.2).
-@pytest.mark.skipif(_js_source.ReadMaxRows is None,
-                    reason="the example's maxOffsetsPerTrigger needs pyspark >= 4.2")
+@pytest.mark.skipif(
+    _js_source.ReadMaxRows is None, reason="the example's maxOffsetsPerTrigger needs pyspark >= 4.2"
+)
 @pytest.mark.timeout(240)
 def test_every_order_lands_once_across_a_stop_and_a_restart(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--orders", "3000", "--products", "300",
-         "--per-trigger", "400", "--master", "local[2]", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=220, check=False,
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--orders",
+            "3000",
+            "--products",
+            "300",
+            "--per-trigger",
+            "400",
+            "--master",
+            "local[2]",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=220,
+        check=False,
     )
     assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     out = done.stdout
@@ -59,11 +75,15 @@ def test_every_order_lands_once_across_a_stop_and_a_restart(tmp_path: Path) -> N
 @pytest.mark.timeout(120)
 def test_the_count_sees_missing_and_duplicated_orders(spark: Any, tmp_path: Path) -> None:
     example = _example()
-    rows = [("ORDERS", 1, 0, 2.0, 2.0), ("ORDERS", 2, 1, None, None),
-            ("ORDERS", 2, 1, None, None), ("ORDERS", 4, 3, 1.5, 3.0)]
-    spark.createDataFrame(rows, "stream string, seq long, order_id long, price double, "
-                                "amount double").write.parquet(str(tmp_path / "orders"))
+    rows = [
+        ("ORDERS", 1, 0, 2.0, 2.0),
+        ("ORDERS", 2, 1, None, None),
+        ("ORDERS", 2, 1, None, None),
+        ("ORDERS", 4, 3, 1.5, 3.0),
+    ]
+    spark.createDataFrame(
+        rows, "stream string, seq long, order_id long, price double, amount double"
+    ).write.parquet(str(tmp_path / "orders"))
     landed = example.count_landed(spark, tmp_path / "orders", 4)
-    assert landed == {"rows": 4, "missing": 1, "duplicated": 1, "unpriced": 2,
-                      "revenue": 5.0}
+    assert landed == {"rows": 4, "missing": 1, "duplicated": 1, "unpriced": 2, "revenue": 5.0}
     assert example.count_landed(spark, tmp_path / "orders", 5)["missing"] == 2

@@ -65,8 +65,10 @@ def test_null_data_is_an_empty_payload_and_the_subject_option_is_the_default(
         "data binary, subject string, headers map<string,string>",
     )
     _write(df.coalesce(1), js_server.url, subject="sink.rows.default")
-    got = sorted((msg.subject, msg.data, sorted((msg.headers or {}).items()))
-                 for msg in _stored(js, "SINK_ROWS"))
+    got = sorted(
+        (msg.subject, msg.data, sorted((msg.headers or {}).items()))
+        for msg in _stored(js, "SINK_ROWS")
+    )
     assert got == [
         ("sink.rows.a", b"one", [("k", "v")]),
         ("sink.rows.default", b"", []),
@@ -88,7 +90,8 @@ def test_writing_the_same_rows_twice_with_msg_id_columns_stores_them_once(
 ) -> None:
     _stream(js, "SINK_TWICE", "sink.twice")
     df = spark.range(1_000, numPartitions=2).select(
-        F.lit("SRC").alias("source"), F.col("id").alias("seq"),
+        F.lit("SRC").alias("source"),
+        F.col("id").alias("seq"),
         F.col("id").cast("string").alias("data"),
     )
     _write(df, js_server.url, subject="sink.twice", msgIdColumns="source, seq")
@@ -182,7 +185,10 @@ def test_a_retried_task_stores_nothing_twice(js_server: NatsServer, js: JetStrea
     _stream(js, "SINK_RETRY_PLAIN", "sink.retry.plain")
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_RETRY_SCRIPT), js_server.url],
-        capture_output=True, text=True, timeout=150, check=False,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
     )
     assert "WRITTEN" in done.stdout, done.stderr[-3000:]
     with_ids = _stored(js, "SINK_RETRY_IDS")
@@ -200,18 +206,21 @@ def test_streaming_write_and_a_replayed_micro_batch_store_every_row_once(
     source = tmp_path / "in"
     source.mkdir()
     for part in range(2):
-        lines = [json.dumps({"data": f"{part}-{n}", "msg_id": f"{part}-{n}"})
-                 for n in range(300)]
+        lines = [json.dumps({"data": f"{part}-{n}", "msg_id": f"{part}-{n}"}) for n in range(300)]
         (source / f"part-{part}.json").write_text("\n".join(lines))
     checkpoint = tmp_path / "checkpoint"
 
     def run() -> None:
         query = (
             spark.readStream.schema("data string, msg_id string")
-            .option("maxFilesPerTrigger", 1).json(str(source))
-            .writeStream.format("jetstream").option("servers", js_server.url)
-            .option("subject", "sink.stream").option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True).start()
+            .option("maxFilesPerTrigger", 1)
+            .json(str(source))
+            .writeStream.format("jetstream")
+            .option("servers", js_server.url)
+            .option("subject", "sink.stream")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
         )
         assert query.awaitTermination(120)
         assert query.exception() is None
@@ -245,7 +254,10 @@ def test_rows_no_stream_acknowledges_fail_the_job_saying_so(
     ],
 )
 def test_bad_options_and_columns_fail_the_write_before_any_task(
-    spark: Any, js_server: NatsServer, options: dict[str, str], extra_columns: list[str],
+    spark: Any,
+    js_server: NatsServer,
+    options: dict[str, str],
+    extra_columns: list[str],
     message: str,
 ) -> None:
     # Subject "a" has no stream: a task that ran would fail with another message.
@@ -264,8 +276,7 @@ def test_bad_options_and_columns_fail_the_write_before_any_task(
         ({"subject": "a"}, "data int", "binary or string"),
         ({"subject": "a"}, "data string, msg_id long", "'msg_id' must be a string"),
         ({"subject": "a"}, "data string, headers map<string,int>", "map<string,string>"),
-        ({"subject": "a", "msgIdColumns": "k"}, "data string, k string, msg_id string",
-         "not both"),
+        ({"subject": "a", "msgIdColumns": "k"}, "data string, k string, msg_id string", "not both"),
         ({"subject": "a", "msgIdColumns": "k"}, "data string, k double", "string or an integer"),
         ({"subject": "a", "msgIdColumns": " , "}, "data string", "names no column"),
         ({"subject": "a.*"}, "data string", "option 'subject'"),
@@ -273,10 +284,16 @@ def test_bad_options_and_columns_fail_the_write_before_any_task(
         ({"subject": "a", "maxPendingAcks": "0"}, "data string", "maxPendingAcks"),
         ({"subject": "a", "domain": "x.y"}, "data string", "domain"),
         ({"subject": "a", "servers": ""}, "data string", "'servers' is required"),
-        ({"subject": "a", "publishMode": "turbo"}, "data string",
-         r"option 'publishMode' must be one of auto, fast, async, got 'turbo'"),
-        ({"subject": "a", "commitBucket": "log"}, "data string",
-         r"'commitBucket' is for streaming writes \(writeStream\) only"),
+        (
+            {"subject": "a", "publishMode": "turbo"},
+            "data string",
+            r"option 'publishMode' must be one of auto, fast, async, got 'turbo'",
+        ),
+        (
+            {"subject": "a", "commitBucket": "log"},
+            "data string",
+            r"'commitBucket' is for streaming writes \(writeStream\) only",
+        ),
     ],
 )
 def test_the_driver_checks_name_the_bad_option_or_column(
@@ -298,8 +315,9 @@ def test_a_streaming_write_names_a_commit_bucket_that_is_not_a_bucket_name(spark
     options = {"servers": "nats://127.0.0.1:4222", "subject": "a", "commitBucket": "my.log"}
     with pytest.raises(InvalidArgumentError, match=r"option 'commitBucket': .*'my.log'"):
         parse_sink_options(options, struct, False, streaming=True)
-    settings = parse_sink_options({**options, "commitBucket": "my_log", "publishMode": "Fast"},
-                                  struct, False, streaming=True)
+    settings = parse_sink_options(
+        {**options, "commitBucket": "my_log", "publishMode": "Fast"}, struct, False, streaming=True
+    )
     assert (settings.commit_bucket, settings.publish_mode) == ("my_log", "fast")
 
 

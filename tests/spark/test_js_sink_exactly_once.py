@@ -28,17 +28,27 @@ def _publish(js: JetStream, subject_prefix: str, first: int, count: int) -> None
     js.publish_async_completed(60)
 
 
-def _run(spark: Any, url: str, source: str, subject: str, checkpoint: Path, bucket: str,
-         mode: str) -> Any:
+def _run(
+    spark: Any, url: str, source: str, subject: str, checkpoint: Path, bucket: str, mode: str
+) -> Any:
     """One availableNow run of the JetStream -> JetStream query; returns the query."""
     query = (
-        spark.readStream.format("jetstream").option("servers", url).option("stream", source)
-        .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "1000").load()
+        spark.readStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "1000")
+        .load()
         .select("stream", "seq", "data")
-        .writeStream.format("jetstream").option("servers", url).option("subject", subject)
-        .option("msgIdColumns", "stream,seq").option("publishMode", mode)
-        .option("commitBucket", bucket).option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True).start()
+        .writeStream.format("jetstream")
+        .option("servers", url)
+        .option("subject", subject)
+        .option("msgIdColumns", "stream,seq")
+        .option("publishMode", mode)
+        .option("commitBucket", bucket)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
     )
     try:
         assert query.awaitTermination(QUERY_TIMEOUT), "the query did not finish in time"
@@ -56,8 +66,13 @@ def test_a_replayed_micro_batch_writes_nothing_even_after_the_duplicate_window(
     source, out, bucket = f"EO_IN_{mode.upper()}", f"eo.out.{mode}", f"eo_commits_{mode}"
     js.create_stream(name=source, subjects=[f"eo.in.{mode}.>"])
     # A 1 s duplicate window: message ids alone would not stop a replay 3 s later.
-    js.create_stream(name=f"EO_OUT_{mode.upper()}", subjects=[out], duplicate_window=1.0,
-                     allow_batched=mode == "fast", allow_direct=True)
+    js.create_stream(
+        name=f"EO_OUT_{mode.upper()}",
+        subjects=[out],
+        duplicate_window=1.0,
+        allow_batched=mode == "fast",
+        allow_direct=True,
+    )
     _publish(js, f"eo.in.{mode}", 0, FIRST)
     checkpoint = tmp_path / "checkpoint"
 
@@ -93,7 +108,8 @@ def test_a_replayed_micro_batch_writes_nothing_even_after_the_duplicate_window(
 
 def test_commit_keys_keep_only_valid_key_characters() -> None:
     assert commit_key("0f8c2a4e-1b7d-4c3e-9a5f-2d6b8e1c0a97", 12) == (
-        "0f8c2a4e-1b7d-4c3e-9a5f-2d6b8e1c0a97.12")
+        "0f8c2a4e-1b7d-4c3e-9a5f-2d6b8e1c0a97.12"
+    )
     assert commit_key("a.b c*>/", 0) == "a_b_c___.0"
     assert commit_key("", 3) == "_.3"
 
@@ -104,8 +120,9 @@ def test_a_record_that_fails_is_logged_and_the_commit_goes_on(
     """The driver's record does not raise (failing the commit would make Spark replay
     the very batch the log lacks); a key deleted from the log counts as not recorded."""
     with caplog.at_level(logging.WARNING, logger="nats_sync.spark"):
-        assert not record(lambda: js.key_value("no_such_bucket"), "q.1", rows=1, tasks=1,
-                          run_ids=[])
+        assert not record(
+            lambda: js.key_value("no_such_bucket"), "q.1", rows=1, tasks=1, run_ids=[]
+        )
     assert "could not record micro-batch q.1" in caplog.text
     log = open_log(js, "record_log")  # made on first use, bound afterwards
     assert open_log(js, "record_log").bucket == "record_log"

@@ -40,8 +40,9 @@ def _rows(spark: Any, count: int, partitions: int, prefix: str = "row") -> Any:
 def test_fast_writes_100k_rows_once_in_task_order_and_a_second_write_stores_nothing_new(
     spark: Any, js_server: NatsServer, js: JetStream
 ) -> None:
-    js.create_stream(name="FAST_100K", subjects=["fast.100k"], allow_batched=True,
-                     allow_direct=True)
+    js.create_stream(
+        name="FAST_100K", subjects=["fast.100k"], allow_batched=True, allow_direct=True
+    )
     df = _rows(spark, 100_000, 2).cache()
     df.count()
     try:
@@ -70,7 +71,8 @@ def _writer_mode(url: str, subject: str, mode: str | None = None) -> str:
     if mode is not None:
         options["publishMode"] = mode
     writer = JetStreamDataSource(options).writer(
-        StructType([StructField("data", BinaryType())]), False)
+        StructType([StructField("data", BinaryType())]), False
+    )
     return str(writer.settings.publish_mode)
 
 
@@ -100,10 +102,12 @@ def test_auto_picks_fast_on_an_allow_batched_stream_and_async_otherwise(
     df = _rows(spark, 1_000, 2)
     # What went over the wire: a fast-ingest message's reply subject ends in ".$FI"
     # (ADR-50), a publish_async one is a plain inbox.
-    fast_replies = _replies_seen(url, "auto.fast",
-                                 lambda: _write(df, url, subject="auto.fast"), 1_000)
-    async_replies = _replies_seen(url, "auto.async",
-                                  lambda: _write(df, url, subject="auto.async"), 1_000)
+    fast_replies = _replies_seen(
+        url, "auto.fast", lambda: _write(df, url, subject="auto.fast"), 1_000
+    )
+    async_replies = _replies_seen(
+        url, "auto.async", lambda: _write(df, url, subject="auto.async"), 1_000
+    )
     assert len(fast_replies) == len(async_replies) == 1_000
     assert all(reply.endswith(".$FI") for reply in fast_replies)
     assert not any(reply.endswith(".$FI") for reply in async_replies)
@@ -117,9 +121,12 @@ def test_fast_on_a_stream_without_allow_batched_fails_before_any_task(
 ) -> None:
     js.create_stream(name="NOT_BATCHED", subjects=["notbatched.>"])
     df = _rows(spark, 100, 1)
-    with pytest.raises(Exception, match=r"publishMode 'fast' needs a stream that allows "
-                                        r"fast-ingest batches, but stream 'NOT_BATCHED'.*"
-                                        r"allow_batched"):
+    with pytest.raises(
+        Exception,
+        match=r"publishMode 'fast' needs a stream that allows "
+        r"fast-ingest batches, but stream 'NOT_BATCHED'.*"
+        r"allow_batched",
+    ):
         _write(df, js_server.url, subject="notbatched.a", publishMode="fast")
     assert js.stream("NOT_BATCHED").info().state.messages == 0
 
@@ -131,8 +138,11 @@ def test_fast_with_a_subject_column_on_a_stream_without_allow_batched_fails_the_
     task's first message finds out (the server refuses the batch)."""
     js.create_stream(name="NOT_BATCHED_COL", subjects=["notbatchedcol.>"])
     df = _rows(spark, 100, 1).withColumn("subject", F.lit("notbatchedcol.a"))
-    with pytest.raises(Exception, match=r"publishMode 'fast' needs a stream that allows "
-                                        r"fast-ingest batches.*use publishMode 'async'"):
+    with pytest.raises(
+        Exception,
+        match=r"publishMode 'fast' needs a stream that allows "
+        r"fast-ingest batches.*use publishMode 'async'",
+    ):
         _write(df, js_server.url, publishMode="fast")
     assert js.stream("NOT_BATCHED_COL").info().state.messages == 0
 
@@ -143,11 +153,15 @@ def test_a_batch_the_stream_cuts_short_fails_the_task_naming_both_counts(
     """A real mismatch: the stream holds at most 50 messages and refuses the rest
     (discard "new"), so the server ends the task's batch at message 51 and its final
     ack counts 50 of the 300 rows."""
-    js.create_stream(name="CUT_SHORT", subjects=["cut.short"], allow_batched=True,
-                     max_msgs=50, discard="new")
+    js.create_stream(
+        name="CUT_SHORT", subjects=["cut.short"], allow_batched=True, max_msgs=50, discard="new"
+    )
     df = _rows(spark, 300, 1)
-    with pytest.raises(Exception, match=r"the stream took 50 of the \d+ rows this task "
-                                        r"sent.*maximum messages exceeded"):
+    with pytest.raises(
+        Exception,
+        match=r"the stream took 50 of the \d+ rows this task "
+        r"sent.*maximum messages exceeded",
+    ):
         _write(df, js_server.url, subject="cut.short", publishMode="fast")
     assert js.stream("CUT_SHORT").info().state.messages == 50
 
@@ -155,16 +169,21 @@ def test_a_batch_the_stream_cuts_short_fails_the_task_naming_both_counts(
 def test_fast_writes_rows_with_subjects_and_headers_and_an_empty_partition(
     spark: Any, js_server: NatsServer, js: JetStream
 ) -> None:
-    js.create_stream(name="FAST_ROWS", subjects=["fast.rows.>"], allow_batched=True,
-                     allow_direct=True)
+    js.create_stream(
+        name="FAST_ROWS", subjects=["fast.rows.>"], allow_batched=True, allow_direct=True
+    )
     rows = [(b"one", "fast.rows.a", {"k": "v"}), (None, None, None), (b"", None, {"x": "y"})]
     # Three rows in four partitions: at least one task has no row and opens no batch.
-    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 4),
-                               "data binary, subject string, headers map<string,string>")
+    df = spark.createDataFrame(
+        spark.sparkContext.parallelize(rows, 4),
+        "data binary, subject string, headers map<string,string>",
+    )
     assert df.rdd.getNumPartitions() == 4
     _write(df, js_server.url, subject="fast.rows.default", publishMode="fast")
-    got = sorted((msg.subject, msg.data, sorted((msg.headers or {}).items()))
-                 for msg in js.stream("FAST_ROWS").get_msgs(1))
+    got = sorted(
+        (msg.subject, msg.data, sorted((msg.headers or {}).items()))
+        for msg in js.stream("FAST_ROWS").get_msgs(1)
+    )
     assert got == [
         ("fast.rows.a", b"one", [("k", "v")]),
         ("fast.rows.default", b"", []),
@@ -185,10 +204,14 @@ def test_fast_rows_of_one_task_for_two_streams_fail_the_task_saying_why(
     df = spark.range(10 + rows_for_b, numPartitions=1).select(
         F.col("id").cast("string").alias("data"),
         F.when(F.col("id") < 10, f"two.{rows_for_b}.a")
-        .otherwise(f"two.{rows_for_b}.b").alias("subject"),
+        .otherwise(f"two.{rows_for_b}.b")
+        .alias("subject"),
     )
-    with pytest.raises(Exception, match=r"batch publish ID unknown.*the rows of a task "
-                                        r"must all go to one stream"):
+    with pytest.raises(
+        Exception,
+        match=r"batch publish ID unknown.*the rows of a task "
+        r"must all go to one stream",
+    ):
         _write(df, js_server.url, publishMode="fast")
     assert js.stream(stream_a).info().state.messages == 10
     assert js.stream(stream_b).info().state.messages == 0

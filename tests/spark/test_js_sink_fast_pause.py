@@ -42,28 +42,35 @@ PADDING = "x" * 1_000
 def test_a_streaming_write_whose_task_pauses_12s_stores_every_row_once(
     spark: Any, js_server: NatsServer, js: JetStream, tmp_path: Path
 ) -> None:
-    js.create_stream(name="PAUSED", subjects=["paused.rows"], allow_batched=True,
-                     allow_direct=True)
+    js.create_stream(name="PAUSED", subjects=["paused.rows"], allow_batched=True, allow_direct=True)
     source = tmp_path / "in"
     source.mkdir()
     lines = [json.dumps({"data": f"row-{n:04d}-{PADDING}"}) for n in range(ROWS)]
     (source / "rows.json").write_text("\n".join(lines))  # one file: one task
     # A slow source or UDF upstream, inside the task: row PAUSED_ROW takes 12 s.
-    sleep = F.expr(f"substr(reflect('java.lang.Thread', 'sleep', "
-                   f"cast({PAUSE_MS} as bigint)), 1, 0)")
+    sleep = F.expr(
+        f"substr(reflect('java.lang.Thread', 'sleep', cast({PAUSE_MS} as bigint)), 1, 0)"
+    )
     paused = F.col("data").startswith(f"row-{PAUSED_ROW:04d}-")
     arrivals = _Arrivals(js_server.url, "paused.rows")
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_ROWS))
     try:
         query = (
-            spark.readStream.schema("data string").json(str(source))
-            .select(F.when(paused, F.concat(F.col("data"), sleep))
-                    .otherwise(F.col("data")).alias("data"))
-            .writeStream.format("jetstream").option("servers", js_server.url)
-            .option("subject", "paused.rows").option("publishMode", "fast")
+            spark.readStream.schema("data string")
+            .json(str(source))
+            .select(
+                F.when(paused, F.concat(F.col("data"), sleep))
+                .otherwise(F.col("data"))
+                .alias("data")
+            )
+            .writeStream.format("jetstream")
+            .option("servers", js_server.url)
+            .option("subject", "paused.rows")
+            .option("publishMode", "fast")
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True).start()
+            .trigger(availableNow=True)
+            .start()
         )
         assert query.awaitTermination(180)
         assert query.exception() is None
@@ -78,8 +85,10 @@ def test_a_streaming_write_whose_task_pauses_12s_stores_every_row_once(
     # than the server's 10 s batch timeout (the 12 s pause, less what the sink still
     # had to add), then the rest. Meanwhile the publisher pinged: its first look at an
     # idle batch pings within 2 intervals (5 s), then every 2.5 s, so 2 at least.
-    seen = (f"{arrivals.rows_before_the_longest_gap} rows, then {arrivals.longest_gap:.1f} s "
-            f"without one, {arrivals.pings} pings")
+    seen = (
+        f"{arrivals.rows_before_the_longest_gap} rows, then {arrivals.longest_gap:.1f} s "
+        f"without one, {arrivals.pings} pings"
+    )
     assert arrivals.rows_before_the_longest_gap >= ARROW_ROWS, seen
     assert arrivals.longest_gap > 10.5, seen
     assert arrivals.pings >= 2, seen
@@ -123,13 +132,17 @@ def test_a_fast_task_retried_after_failing_part_way_stores_nothing_twice(
 ) -> None:
     """Spark's own task retry (local[2,4]: four attempts), in a Spark of its own: a
     process holds one SparkContext, and the shared one (local[2]) retries nothing."""
-    for name, subject in (("FAST_RETRY_IDS", "fastretry.ids"),
-                          ("FAST_RETRY_PLAIN", "fastretry.plain")):
-        js.create_stream(name=name, subjects=[subject], allow_batched=True,
-                         allow_direct=True)
+    for name, subject in (
+        ("FAST_RETRY_IDS", "fastretry.ids"),
+        ("FAST_RETRY_PLAIN", "fastretry.plain"),
+    ):
+        js.create_stream(name=name, subjects=[subject], allow_batched=True, allow_direct=True)
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_RETRY_SCRIPT), js_server.url],
-        capture_output=True, text=True, timeout=150, check=False,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
     )
     assert "WRITTEN" in done.stdout, done.stderr[-3000:]
     with_ids = js.stream("FAST_RETRY_IDS").get_msgs(1, batch=4_000)
@@ -164,8 +177,10 @@ class _Arrivals:
 
     def _gaps(self) -> list[tuple[float, int]]:
         times = self._row_times
-        return [(later - earlier, index + 1)
-                for index, (earlier, later) in enumerate(itertools.pairwise(times))]
+        return [
+            (later - earlier, index + 1)
+            for index, (earlier, later) in enumerate(itertools.pairwise(times))
+        ]
 
     @property
     def longest_gap(self) -> float:

@@ -16,12 +16,14 @@ from nats_sync.jetstream import JetStream
 from nats_sync.testing import NatsServer
 
 
-def _fill(js: JetStream, stream: str, count: int, *, subjects: int = 4,
-          headers_every: int = 3) -> None:
+def _fill(
+    js: JetStream, stream: str, count: int, *, subjects: int = 4, headers_every: int = 3
+) -> None:
     for index in range(count):
         headers = {"n": str(index)} if index % headers_every == 0 else None
-        js.publish_async(f"{stream.lower()}.{index % subjects}", f"m{index}".encode(),
-                         headers=headers)
+        js.publish_async(
+            f"{stream.lower()}.{index % subjects}", f"m{index}".encode(), headers=headers
+        )
     js.publish_async_completed(60)
 
 
@@ -34,9 +36,14 @@ def _read(spark: Any, url: str, stream: str, **options: str) -> list[Any]:
 
 def _expected(js: JetStream, stream: str, subject: str | None = None) -> list[tuple[Any, ...]]:
     return [
-        (message.seq, message.subject, message.data,
-         {k: v if isinstance(v, str) else ",".join(v) for k, v in message.headers.items()}
-         if message.headers else None)
+        (
+            message.seq,
+            message.subject,
+            message.data,
+            {k: v if isinstance(v, str) else ",".join(v) for k, v in message.headers.items()}
+            if message.headers
+            else None,
+        )
         for message in js.stream(stream).get_msgs(1, subject=subject)
     ]
 
@@ -45,8 +52,9 @@ def _rows(rows: list[Any]) -> list[tuple[Any, ...]]:
     return [(row.seq, row.subject, bytes(row.data), row.headers) for row in rows]
 
 
-def test_batch_read_equals_the_stream_across_a_purge_gap(spark: Any, js_server: NatsServer,
-                                                         js: JetStream) -> None:
+def test_batch_read_equals_the_stream_across_a_purge_gap(
+    spark: Any, js_server: NatsServer, js: JetStream
+) -> None:
     js.create_stream(name="GAP", subjects=["gap.>"], allow_direct=True)
     _fill(js, "GAP", 20_000)
     js.stream("GAP").purge(subject="gap.1")  # a hole every fourth sequence
@@ -63,8 +71,9 @@ def test_batch_read_equals_the_stream_across_a_purge_gap(spark: Any, js_server: 
     assert _rows(_read(spark, js_server.url, "GAP", readMode="direct")) == expected
 
 
-def test_read_modes_agree_on_timestamps_and_headers(spark: Any, js_server: NatsServer,
-                                                    js: JetStream) -> None:
+def test_read_modes_agree_on_timestamps_and_headers(
+    spark: Any, js_server: NatsServer, js: JetStream
+) -> None:
     js.create_stream(name="MODES", subjects=["modes.>"], allow_direct=True)
     _fill(js, "MODES", 300, headers_every=2)
     by_consumer = _read(spark, js_server.url, "MODES", readMode="consumer")
@@ -79,18 +88,19 @@ def test_read_modes_agree_on_timestamps_and_headers(spark: Any, js_server: NatsS
     assert abs(eighth.timestamp.timestamp() - stored.time.timestamp()) < 1e-6
 
 
-def test_filtered_read_and_ending_offsets(spark: Any, js_server: NatsServer,
-                                          js: JetStream) -> None:
+def test_filtered_read_and_ending_offsets(spark: Any, js_server: NatsServer, js: JetStream) -> None:
     js.create_stream(name="FILT", subjects=["filt.>"])
     _fill(js, "FILT", 2_000)
     rows = _read(spark, js_server.url, "FILT", subject="filt.2")
     assert _rows(rows) == _expected(js, "FILT", subject="filt.2")
     assert {row.subject for row in rows} == {"filt.2"}
-    window = _read(spark, js_server.url, "FILT", startingOffsets='{"FILT": 101}',
-                   endingOffsets='{"FILT": 201}')
+    window = _read(
+        spark, js_server.url, "FILT", startingOffsets='{"FILT": 101}', endingOffsets='{"FILT": 201}'
+    )
     assert [row.seq for row in window] == list(range(101, 201))  # the end is exclusive
-    no_headers = _read(spark, js_server.url, "FILT", includeHeaders="false",
-                       endingOffsets='{"FILT": 10}')
+    no_headers = _read(
+        spark, js_server.url, "FILT", includeHeaders="false", endingOffsets='{"FILT": 10}'
+    )
     assert [row.headers for row in no_headers] == [None] * 9
 
 
@@ -107,8 +117,7 @@ def test_starting_timestamp(spark: Any, js_server: NatsServer, js: JetStream) ->
     assert later == []
 
 
-def test_bad_options_name_what_is_wrong(spark: Any, js_server: NatsServer,
-                                        js: JetStream) -> None:
+def test_bad_options_name_what_is_wrong(spark: Any, js_server: NatsServer, js: JetStream) -> None:
     js.create_stream(name="OPTS", subjects=["opts.>"])
     cases = [
         ({}, "'stream' is required"),
@@ -129,20 +138,23 @@ def test_bad_options_name_what_is_wrong(spark: Any, js_server: NatsServer,
             reader.load().collect()
 
 
-def test_batch_start_before_the_head_is_data_loss(spark: Any, js_server: NatsServer,
-                                                  js: JetStream) -> None:
+def test_batch_start_before_the_head_is_data_loss(
+    spark: Any, js_server: NatsServer, js: JetStream
+) -> None:
     js.create_stream(name="LOST", subjects=["lost.>"])
     _fill(js, "LOST", 100)
     js.stream("LOST").purge(keep=10)
     with pytest.raises(Exception, match=r"messages 1\.\.90 of stream 'LOST' were removed"):
         _read(spark, js_server.url, "LOST", startingOffsets='{"LOST": 1}')
-    rows = _read(spark, js_server.url, "LOST", startingOffsets='{"LOST": 1}',
-                 failOnDataLoss="false")
+    rows = _read(
+        spark, js_server.url, "LOST", startingOffsets='{"LOST": 1}', failOnDataLoss="false"
+    )
     assert [row.seq for row in rows] == list(range(91, 101))
 
 
 def test_a_head_moved_by_a_per_subject_limit_is_not_data_loss(
-        spark: Any, js_server: NatsServer, js: JetStream) -> None:
+    spark: Any, js_server: NatsServer, js: JetStream
+) -> None:
     js.create_stream(name="LATEST", subjects=["latest.>"], max_msgs_per_subject=1)
     _fill(js, "LATEST", 40, subjects=4)  # only the last message of each subject stays
     rows = _read(spark, js_server.url, "LATEST", startingOffsets='{"LATEST": 1}')
@@ -161,8 +173,8 @@ def test_offsets_are_json_the_checkpoint_can_hold(js_server: NatsServer, js: Jet
     js.create_stream(name="OFFS", subjects=["offs.>"])
     _fill(js, "OFFS", 25)
     settings = parse_read_options(
-        {"servers": js_server.url, "stream": "OFFS", "startingOffsets": "earliest"},
-        streaming=True)
+        {"servers": js_server.url, "stream": "OFFS", "startingOffsets": "earliest"}, streaming=True
+    )
     reader = JetStreamStreamReader(settings)
     start = reader.initialOffset()
     assert json.loads(json.dumps(start)) == start
@@ -175,7 +187,8 @@ def test_offsets_are_json_the_checkpoint_can_hold(js_server: NatsServer, js: Jet
 
 
 def test_a_read_that_ends_short_of_a_stored_message_reads_again(
-        js_server: NatsServer, js: JetStream, monkeypatch: pytest.MonkeyPatch) -> None:
+    js_server: NatsServer, js: JetStream, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """As from a replica behind its leader: the first read stops at 60 of 100; the
     leader says 61 is stored, so the task reads again from there (in-process, no Spark)."""
     from nats_sync.jetstream._streams.stream import Stream
@@ -195,8 +208,7 @@ def test_a_read_that_ends_short_of_a_stored_message_reads_again(
         return real(self, start_seq, **kwargs)
 
     monkeypatch.setattr(Stream, "get_msg_columns", behind_once)
-    settings = parse_read_options({"servers": js_server.url, "stream": "LAG"},
-                                  streaming=False)
+    settings = parse_read_options({"servers": js_server.url, "stream": "LAG"}, streaming=False)
     planner = Planner(settings)
     (part,) = planner.ranges(1, 101, planner.info())
     seqs = [seq for batch in read_range_batches(part) for seq in batch.column("seq").to_pylist()]

@@ -38,8 +38,7 @@ def bucket(js_server: NatsServer) -> Iterator[KeyValue]:
     k3 purged, and "empty" holding an empty value."""
     with nats_sync.connect(js_server.url) as nc:
         kv = nc.jetstream().create_key_value(bucket="ref", history=5)
-        futures = [nc.jetstream().publish_async(f"$KV.ref.k{n}", b"v%d" % n)
-                   for n in range(KEYS)]
+        futures = [nc.jetstream().publish_async(f"$KV.ref.k{n}", b"v%d" % n) for n in range(KEYS)]
         for future in futures:
             future.result(10)
         kv.put("k1", b"new")
@@ -68,8 +67,15 @@ def test_values_of_present_keys_and_null_for_missing_deleted_purged_and_null_key
     lookup = kv_lookup_udf("ref", js_server.url)
     rows = df.select("key", lookup("key").alias("value")).collect()
     assert [(row.key, row.value) for row in rows] == [
-        ("k0", b"v0"), ("k1", b"new"), ("k2", None), ("k3", None), ("missing", None),
-        (None, None), ("empty", b""), ("k1", b"new"), ("k2999", b"v2999"),
+        ("k0", b"v0"),
+        ("k1", b"new"),
+        ("k2", None),
+        ("k3", None),
+        ("missing", None),
+        (None, None),
+        ("empty", b""),
+        ("k1", b"new"),
+        ("k2999", b"v2999"),
     ]
 
 
@@ -84,8 +90,11 @@ def test_decode_gives_a_string_column_and_none_keeps_bytes(
     assert out.schema["text"].dataType == StringType()
     assert out.schema["raw"].dataType == BinaryType()
     assert [(row.key, row.text, row.raw) for row in out.collect()] == [
-        ("k0", "v0", b"v0"), ("k1", "new", b"new"), ("missing", None, None),
-        (None, None, None), ("empty", "", b""),
+        ("k0", "v0", b"v0"),
+        ("k1", "new", b"new"),
+        ("missing", None, None),
+        (None, None, None),
+        ("empty", "", b""),
     ]
 
 
@@ -164,18 +173,17 @@ def _lookup(url: str, keys: list[Any], bucket: str = "ref") -> list[bytes | None
 
 @pytest.mark.usefixtures("bucket")
 def test_rows_get_their_key_s_value_and_null_keys_and_absent_keys_get_none(
-    js_server: NatsServer
+    js_server: NatsServer,
 ) -> None:
     keys: list[Any] = ["k5", None, "missing", b"k1", "k2", "k5", "empty", "k3"]
-    assert _lookup(js_server.url, keys) == [b"v5", None, None, b"new", None, b"v5", b"",
-                                            None]
+    assert _lookup(js_server.url, keys) == [b"v5", None, None, b"new", None, b"v5", b"", None]
     assert _lookup(js_server.url, [None, None]) == [None, None]
     assert _lookup(js_server.url, []) == []
 
 
 @pytest.mark.usefixtures("bucket")
 def test_an_invalid_key_raises_naming_it_and_a_non_string_key_is_refused(
-    js_server: NatsServer
+    js_server: NatsServer,
 ) -> None:
     with pytest.raises(InvalidKeyError, match=r"'a\.\.b'"):
         _lookup(js_server.url, ["k0", "a..b"])
@@ -185,8 +193,11 @@ def test_an_invalid_key_raises_naming_it_and_a_non_string_key_is_refused(
 
 def test_decode_values_decodes_with_the_encoding_and_names_the_key_of_bad_text() -> None:
     keys = ["a", "b", "c"]
-    assert _kv_udf.decode_values(keys, [b"1.5", None, "\u00e9".encode("latin-1")], "latin-1",
-                                 "ref") == ["1.5", None, "\u00e9"]
-    with pytest.raises(InvalidArgumentError,
-                       match=r"value of key 'c' in bucket 'ref' is not valid utf-8.*at byte 0"):
+    assert _kv_udf.decode_values(
+        keys, [b"1.5", None, "\u00e9".encode("latin-1")], "latin-1", "ref"
+    ) == ["1.5", None, "\u00e9"]
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"value of key 'c' in bucket 'ref' is not valid utf-8.*at byte 0",
+    ):
         _kv_udf.decode_values(keys, [b"1.5", None, b"\xe9"], "utf-8", "ref")

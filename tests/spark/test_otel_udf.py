@@ -44,8 +44,7 @@ def test_executor_requests_continue_the_drivers_trace(spark: Any, server: NatsSe
         deadline = time.monotonic() + 10
         while len(exporter.get_finished_spans()) < 60 and time.monotonic() < deadline:
             time.sleep(0.05)
-    spans = [span for span in exporter.get_finished_spans()
-             if span.name == "spark.traced process"]
+    spans = [span for span in exporter.get_finished_spans() if span.name == "spark.traced process"]
     assert len(spans) == 60
     job_id = job.get_span_context().span_id
     parents = [span.parent.span_id if span.parent else None for span in spans]
@@ -54,8 +53,11 @@ def test_executor_requests_continue_the_drivers_trace(spark: Any, server: NatsSe
 
 
 def test_making_a_udf_does_not_import_opentelemetry() -> None:
-    code = ("import sys; from nats_sync.spark.udf import driver_trace_headers; "
-            "print(driver_trace_headers(), 'opentelemetry' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
+    code = (
+        "import sys; from nats_sync.spark.udf import driver_trace_headers; "
+        "print(driver_trace_headers(), 'opentelemetry' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     assert out.strip() == "None False"

@@ -24,8 +24,9 @@ CHILD_TIMEOUT = 540.0
 
 def _case_count() -> int:
     tree = ast.parse(CASES.read_text(encoding="utf-8"))
-    return sum(isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
-               for node in tree.body)
+    return sum(
+        isinstance(node, ast.FunctionDef) and node.name.startswith("test_") for node in tree.body
+    )
 
 
 @pytest.mark.slow
@@ -34,9 +35,21 @@ def test_the_guide_s_calls_work_under_spark_connect() -> None:
     """register, a batch read, an availableNow read, both sinks, request_udf/request_df
     and kv_lookup_udf (bytes and decoded) on one Connect session."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(CASES), "-q", "-p", "no:cacheprovider",
-         "-o", "addopts=-ra --strict-markers"],
-        capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=CASES.parents[2],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(CASES),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=-ra --strict-markers",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        cwd=CASES.parents[2],
         check=False,
     )
     output = done.stdout[-6000:] + done.stderr[-3000:]

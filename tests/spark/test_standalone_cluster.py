@@ -108,10 +108,17 @@ def cluster() -> Iterator[SparkStandaloneCluster]:
         assert left == [], f"left running after stop(): {left}"
 
 
-def _run_driver(cluster: SparkStandaloneCluster, args: list[str], timeout: float
-                ) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, *args], env=cluster.driver_env(),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+def _run_driver(
+    cluster: SparkStandaloneCluster, args: list[str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, *args],
+        env=cluster.driver_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert done.returncode == 0, f"stdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-4000:]}"
     return done
 
@@ -131,9 +138,21 @@ def test_worker_registers_and_the_demo_runs_on_it_unchanged(
 
     # make demo's two jobs: request_udf against a micro service and the "nats" sink, then
     # format("jetstream") -> kv_lookup_udf -> Parquet, stopped and restarted.
-    done = _run_driver(cluster, [
-        str(EXAMPLES / "demo.py"), "--rows", "3000", "--orders", "3000",
-        "--master", cluster.master_url, "--out", str(tmp_path)], timeout=170)
+    done = _run_driver(
+        cluster,
+        [
+            str(EXAMPLES / "demo.py"),
+            "--rows",
+            "3000",
+            "--orders",
+            "3000",
+            "--master",
+            cluster.master_url,
+            "--out",
+            str(tmp_path),
+        ],
+        timeout=170,
+    )
     assert "rows enriched      3,000" in done.stdout
     assert "failed lookups     30 " in done.stdout  # 1 in 100 SKUs is unknown by design
     assert "service answered   3,000 requests (30 unknown)" in done.stdout
@@ -156,14 +175,16 @@ def test_jetstream_source_to_jetstream_sink_on_the_cluster_exactly_once(
     with NatsServer(jetstream=True) as server, nats_sync.connect(server.url) as nc:
         js = nc.jetstream()
         js.create_stream(name="IN", subjects=["in.>"], allow_direct=True)
-        js.create_stream(name="OUT", subjects=["out.>"], allow_direct=True,
-                         duplicate_window=120.0)
+        js.create_stream(name="OUT", subjects=["out.>"], allow_direct=True, duplicate_window=120.0)
         for n in range(early):
             js.publish_async(f"in.{n % 3}", f"order {n}".encode())
         js.publish_async_completed(timeout=30)
 
-        done = _run_driver(cluster, [str(job), cluster.master_url, server.url,
-                                     str(tmp_path / "checkpoint"), str(late)], timeout=170)
+        done = _run_driver(
+            cluster,
+            [str(job), cluster.master_url, server.url, str(tmp_path / "checkpoint"), str(late)],
+            timeout=170,
+        )
         runs = json.loads(done.stdout.strip().splitlines()[-1])
         assert sum(runs["first"]) == early and max(runs["first"]) <= 700
         # The second run replays the uncommitted batch, then reads the late messages.
@@ -175,14 +196,14 @@ def test_jetstream_source_to_jetstream_sink_on_the_cluster_exactly_once(
         assert len(stored) == early + late  # the replayed batch's publishes were dropped
         assert sorted(ids) == sorted(f"IN:{seq}" for seq in range(1, early + late + 1))
         texts = {m.data.decode() for m in stored}
-        assert texts == ({f"ORDER {n}" for n in range(early)}
-                         | {f"LATE {n}" for n in range(late)})
+        assert texts == ({f"ORDER {n}" for n in range(early)} | {f"LATE {n}" for n in range(late)})
         assert {m.subject for m in stored} == {"out.0", "out.1", "out.2"}
     assert len(_finished_apps(cluster, "nats-sync-jetstream-on-cluster")) == 1
 
 
-def test_no_java_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
-                                            tmp_path: Path) -> None:
+def test_no_java_fails_with_a_clear_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SparkClusterError, match="no java on PATH and no JAVA_HOME"):
@@ -193,8 +214,9 @@ def test_no_java_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
     assert not (tmp_path / "cluster" / "master.log").exists()  # nothing was launched
 
 
-def test_no_spark_jars_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
-                                                  tmp_path: Path) -> None:
+def test_no_spark_jars_fails_with_a_clear_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "spark-class").write_text("#!/bin/sh\nexit 1\n")
     (tmp_path / "bin" / "spark-class").chmod(0o755)
@@ -233,9 +255,12 @@ def test_a_master_that_dies_fails_the_start_with_its_log(tmp_path: Path) -> None
 def test_driver_env_names_the_executors_python_and_loopback() -> None:
     cluster = SparkStandaloneCluster(python="/opt/py/bin/python3")
     env = cluster.driver_env({"KEEP": "1"})
-    assert env == {"KEEP": "1", "PYSPARK_PYTHON": "/opt/py/bin/python3",
-                   "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python3",
-                   "SPARK_LOCAL_IP": "127.0.0.1"}
+    assert env == {
+        "KEEP": "1",
+        "PYSPARK_PYTHON": "/opt/py/bin/python3",
+        "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python3",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
     with pytest.raises(RuntimeError, match="has not started"):
         _ = cluster.master_url
     cluster.cleanup()

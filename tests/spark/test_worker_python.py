@@ -22,6 +22,7 @@ from nats_sync.spark._worker_python import check_worker_python
 
 pytestmark = pytest.mark.timeout(60)
 
+
 @pytest.fixture(autouse=True)
 def _fresh_answers() -> Iterator[None]:
     """Each test asks its interpreters again (the check caches answers per process)."""
@@ -34,8 +35,9 @@ def _fresh_answers() -> Iterator[None]:
 def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A real interpreter without nats_sync: a new virtualenv with nothing installed."""
     venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60
+    )
     return str(venv / "bin" / "python")
 
 
@@ -60,16 +62,20 @@ def test_an_interpreter_without_nats_sync_fails_in_one_line_naming_it_and_the_fi
 def test_a_missing_interpreter_fails_naming_it() -> None:
     missing = "/nonexistent/bin/python3"
     env = {**_env_without("PYSPARK_PYTHON"), "PYSPARK_PYTHON": missing}
-    with pytest.raises(SparkWorkerPythonError,
-                       match=r"would run /nonexistent/bin/python3 \(from PYSPARK_PYTHON\).*"
-                             r"no such interpreter"):
+    with pytest.raises(
+        SparkWorkerPythonError,
+        match=r"would run /nonexistent/bin/python3 \(from PYSPARK_PYTHON\).*"
+        r"no such interpreter",
+    ):
         check_worker_python("local[*]", missing, env=env)
 
 
 def test_pyspark_python_set_after_the_session_started_is_named() -> None:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    with pytest.raises(SparkWorkerPythonError,
-                       match=rf"PYSPARK_PYTHON={sys.executable} came after the SparkSession"):
+    with pytest.raises(
+        SparkWorkerPythonError,
+        match=rf"PYSPARK_PYTHON={sys.executable} came after the SparkSession",
+    ):
         check_worker_python("local", "/nonexistent/python3", env=env)
 
 
@@ -77,8 +83,9 @@ def test_an_interpreter_that_has_nats_sync_passes_quietly() -> None:
     check_worker_python("local[2]", sys.executable)  # this environment has nats_sync
 
 
-def test_py_files_on_the_workers_path_count(bare_python: str, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_py_files_on_the_workers_path_count(
+    bare_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A package shipped with --py-files/addPyFile is on the workers' path."""
     monkeypatch.chdir(tmp_path)
     shipped = tmp_path / "shipped" / "nats_sync"

@@ -55,7 +55,8 @@ def test_calls_run_on_the_callback_thread() -> None:
 
 
 def test_a_callback_that_raises_is_logged_and_the_thread_carries_on(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     runner = CallbackRunner()
     after: list[str] = []
 
@@ -119,7 +120,8 @@ def test_stop_before_the_thread_starts_still_runs_what_was_queued() -> None:
 
 
 def test_after_the_thread_ended_a_call_runs_at_once_on_the_callers_thread(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     runner = CallbackRunner()
     with running(runner):
         pass
@@ -132,8 +134,9 @@ def test_after_the_thread_ended_a_call_runs_at_once_on_the_callers_thread(
 
     with caplog.at_level(logging.ERROR, logger="nats_sync"):
         runner.submit(broken_callback)  # logged, not raised into the caller
-    assert any(r.exc_info is not None and isinstance(r.exc_info[1], ValueError)
-               for r in caplog.records)
+    assert any(
+        r.exc_info is not None and isinstance(r.exc_info[1], ValueError) for r in caplog.records
+    )
 
 
 def test_calls_from_many_threads_each_run_once() -> None:

@@ -35,8 +35,13 @@ def test_threads_failing_together_report_one_loss(switch_often: object) -> None:
     reports: list[Error] = []
     for _ in range(100):
         ours, theirs = socket.socketpair()
-        conn = Connection(TcpStream(ours), Parser(), Outbox(1 << 20, 1.0), lambda ops: None,
-                          lambda connection, error: reports.append(error))
+        conn = Connection(
+            TcpStream(ours),
+            Parser(),
+            Outbox(1 << 20, 1.0),
+            lambda ops: None,
+            lambda connection, error: reports.append(error),
+        )
         start = threading.Barrier(4)
 
         def fail(conn: Connection = conn, start: threading.Barrier = start) -> None:

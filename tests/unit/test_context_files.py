@@ -36,8 +36,9 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path / "home")}
 
 
-def test_config_dir_is_xdg_else_home_dot_config(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_dir_is_xdg_else_home_dot_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert config_dir({"XDG_CONFIG_HOME": "/x"}) == Path("/x/nats")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert config_dir({}) == tmp_path / ".config" / "nats"
@@ -57,10 +58,10 @@ def test_selected_name_env_first_then_context_txt(env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("servers", "context", "extra", "expected", "read"),
     [
-        (None, None, {}, DEFAULT, None),                                  # nothing at all
+        (None, None, {}, DEFAULT, None),  # nothing at all
         (None, None, {"NATS_URL": "nats://env:1"}, "nats://env:1", None),  # $NATS_URL first
-        (None, None, {"NATS_CONTEXT": "a"}, "nats://a:1", "a"),            # then the context
-        (None, "a", {"NATS_URL": "nats://env:1"}, "nats://a:1", "a"),      # named beats env
+        (None, None, {"NATS_CONTEXT": "a"}, "nats://a:1", "a"),  # then the context
+        (None, "a", {"NATS_URL": "nats://env:1"}, "nats://a:1", "a"),  # named beats env
         (None, "empty", {"NATS_URL": "nats://env:1"}, "nats://env:1", "empty"),  # no url
         (None, "empty", {}, DEFAULT, "empty"),
         ("nats://given:1", "a", {"NATS_URL": "nats://env:1"}, "nats://given:1", "a"),
@@ -68,8 +69,12 @@ def test_selected_name_env_first_then_context_txt(env: dict[str, str]) -> None:
     ],
 )
 def test_the_order_of_the_sources_of_servers(
-    env: dict[str, str], servers: str | None, context: str | None, extra: dict[str, str],
-    expected: str, read: str | None,
+    env: dict[str, str],
+    servers: str | None,
+    context: str | None,
+    extra: dict[str, str],
+    expected: str,
+    read: str | None,
 ) -> None:
     config = Path(env["XDG_CONFIG_HOME"])
     save(config, "a", url="nats://a:1")
@@ -96,15 +101,24 @@ def test_names_that_are_not_plain_file_names_are_refused(env: dict[str, str], na
 
 
 def test_fields_the_cli_writes_empty_or_we_do_not_use_are_ignored(env: dict[str, str]) -> None:
-    save(Path(env["XDG_CONFIG_HOME"]), "full", description="x", url="nats://h:1", token="",
-         socks_proxy="socks5://p:1", color_scheme="dark", jetstream_event_prefix="$JS.EVENT",
-         windows_cert_store="", tls_first=False, nsc="")
+    save(
+        Path(env["XDG_CONFIG_HOME"]),
+        "full",
+        description="x",
+        url="nats://h:1",
+        token="",
+        socks_proxy="socks5://p:1",
+        color_scheme="dark",
+        jetstream_event_prefix="$JS.EVENT",
+        windows_cert_store="",
+        tls_first=False,
+        nsc="",
+    )
     context = load("full", env)
     assert context.url == "nats://h:1" and context.token is None and context.nsc is None
 
 
-def test_paths_expand_the_home_folder(env: dict[str, str],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_paths_expand_the_home_folder(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", env["HOME"])
     save(Path(env["XDG_CONFIG_HOME"]), "p", creds="~/a.creds", nkey="~/u.nk", ca="~/ca.pem")
     context = load("p", env)
@@ -131,9 +145,20 @@ def test_one_credential_is_taken_user_first(env: dict[str, str]) -> None:
     config = Path(env["XDG_CONFIG_HOME"])
     save(config, "both", user="u", password="p", token="t")
     keywords: dict[str, Any] = {}
-    defaults = {name: None for name in ("user", "password", "token", "user_credentials",
-                                        "nkeys_seed", "nkeys_seed_str", "user_jwt_cb",
-                                        "signature_cb", "tls")}
+    defaults = {
+        name: None
+        for name in (
+            "user",
+            "password",
+            "token",
+            "user_credentials",
+            "nkeys_seed",
+            "nkeys_seed_str",
+            "user_jwt_cb",
+            "signature_cb",
+            "tls",
+        )
+    }
     defaults |= {"inbox_prefix": "_INBOX", "tls_handshake_first": False}
     apply_context(load("both", env), keywords, defaults)
     assert keywords == {"user": "u", "password": "p"}
@@ -146,8 +171,11 @@ def test_a_key_without_a_cert_is_refused(env: dict[str, str]) -> None:
     save(Path(env["XDG_CONFIG_HOME"]), "k", key="/k.pem")
     keywords: dict[str, Any] = {}
     with pytest.raises(nats_sync.InvalidArgumentError, match=r"k\.json.*key is set without"):
-        apply_context(load("k", env), keywords, {"tls": None, "inbox_prefix": "_INBOX",
-                                                 "tls_handshake_first": False})
+        apply_context(
+            load("k", env),
+            keywords,
+            {"tls": None, "inbox_prefix": "_INBOX", "tls_handshake_first": False},
+        )
 
 
 def test_context_must_be_a_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -104,8 +104,13 @@ def test_the_nonce_signature_verifies_with_the_public_key(tmp_path: Path) -> Non
     seed = new_seed()
     path = tmp_path / "user.nk"
     path.write_text(seed.decode())
-    fields = connect_auth({"nonce": "abc123"}, nkeys_seed=str(path), user_credentials=None,
-                          user_jwt_cb=None, signature_cb=None)
+    fields = connect_auth(
+        {"nonce": "abc123"},
+        nkeys_seed=str(path),
+        user_credentials=None,
+        user_jwt_cb=None,
+        signature_cb=None,
+    )
     public = nkeys.from_seed(seed).public_key
     assert fields["nkey"] == public.decode()
     raw = base64.urlsafe_b64decode(fields["sig"] + "=" * (-len(fields["sig"]) % 4))
@@ -115,15 +120,24 @@ def test_the_nonce_signature_verifies_with_the_public_key(tmp_path: Path) -> Non
 
 def test_callbacks_replace_the_creds_file() -> None:
     seed = new_seed()
-    fields = connect_auth({"nonce": "n0nce"}, nkeys_seed=None, user_credentials=None,
-                          user_jwt_cb=lambda: FAKE_JWT,
-                          signature_cb=lambda nonce: sign(seed, nonce))
+    fields = connect_auth(
+        {"nonce": "n0nce"},
+        nkeys_seed=None,
+        user_credentials=None,
+        user_jwt_cb=lambda: FAKE_JWT,
+        signature_cb=lambda nonce: sign(seed, nonce),
+    )
     assert fields["jwt"] == FAKE_JWT
     with pytest.raises(BadCredentialsError, match="signature_cb"):
-        connect_auth({}, nkeys_seed=None, user_credentials=None, user_jwt_cb=lambda: "x",
-                     signature_cb=None)
-    assert connect_auth({}, nkeys_seed=None, user_credentials=None, user_jwt_cb=None,
-                        signature_cb=None) == {}
+        connect_auth(
+            {}, nkeys_seed=None, user_credentials=None, user_jwt_cb=lambda: "x", signature_cb=None
+        )
+    assert (
+        connect_auth(
+            {}, nkeys_seed=None, user_credentials=None, user_jwt_cb=None, signature_cb=None
+        )
+        == {}
+    )
 
 
 # --- more file shapes -------------------------------------------------------------------
@@ -148,7 +162,7 @@ def test_a_creds_file_missing_a_block_is_refused(tmp_path: Path) -> None:
     seed = new_seed()
     whole = creds_text(FAKE_JWT, seed)
     jwt_only = whole[: whole.index("****")]
-    seed_only = whole[whole.index("-----BEGIN USER"):]
+    seed_only = whole[whole.index("-----BEGIN USER") :]
     for name, content in (("jwt-only", jwt_only), ("seed-only", seed_only)):
         path = tmp_path / f"{name}.creds"
         path.write_text(content)
@@ -159,8 +173,13 @@ def test_a_creds_file_missing_a_block_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "content",
-    ["", "hello world", "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4",
-     "SUshort", "S" + "U" * 60],
+    [
+        "",
+        "hello world",
+        "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4",
+        "SUshort",
+        "S" + "U" * 60,
+    ],
     ids=["empty", "words", "a-public-key", "too-short", "not-base32-seed"],
 )
 def test_files_without_a_usable_seed_are_refused(tmp_path: Path, content: str) -> None:
@@ -173,8 +192,11 @@ def test_files_without_a_usable_seed_are_refused(tmp_path: Path, content: str) -
 def test_a_secret_given_instead_of_a_path_is_not_echoed(tmp_path: Path) -> None:
     seed = new_seed()
     creds = creds_text(FAKE_JWT, seed)
-    for reader, value in ((read_seed_file, seed.decode()), (read_creds_file, creds),
-                          (read_creds_file, FAKE_JWT)):
+    for reader, value in (
+        (read_seed_file, seed.decode()),
+        (read_creds_file, creds),
+        (read_creds_file, FAKE_JWT),
+    ):
         with pytest.raises(BadCredentialsError, match="looks like the secret") as caught:
             reader(value)
         shown = f"{caught.value} {caught.value!r}"
@@ -207,8 +229,13 @@ def test_the_signature_verifies_with_the_public_key_alone(tmp_path: Path) -> Non
     for _ in range(20):  # some signatures hold '-' or '_' in URL-safe base64
         path.write_text(new_seed().decode())
         nonce = base64.urlsafe_b64encode(os.urandom(11)).decode()
-        fields = connect_auth({"nonce": nonce}, nkeys_seed=str(path), user_credentials=None,
-                              user_jwt_cb=None, signature_cb=None)
+        fields = connect_auth(
+            {"nonce": nonce},
+            nkeys_seed=str(path),
+            user_credentials=None,
+            user_jwt_cb=None,
+            signature_cb=None,
+        )
         assert "=" not in fields["sig"] and "+" not in fields["sig"] and "/" not in fields["sig"]
         signature = base64.urlsafe_b64decode(fields["sig"] + "=" * (-len(fields["sig"]) % 4))
         _verify_key(fields["nkey"]).verify(nonce.encode(), signature)
@@ -218,8 +245,13 @@ def test_creds_sign_with_the_seed_of_the_file(tmp_path: Path) -> None:
     seed = new_seed()
     path = tmp_path / "user.creds"
     path.write_text(creds_text(FAKE_JWT, seed))
-    fields = connect_auth({"nonce": "xyz"}, nkeys_seed=None, user_credentials=str(path),
-                          user_jwt_cb=None, signature_cb=None)
+    fields = connect_auth(
+        {"nonce": "xyz"},
+        nkeys_seed=None,
+        user_credentials=str(path),
+        user_jwt_cb=None,
+        signature_cb=None,
+    )
     assert fields.keys() == {"jwt", "sig"} and fields["jwt"] == FAKE_JWT
     public = nkeys.from_seed(seed).public_key.decode()
     _verify_key(public).verify(b"xyz", base64.urlsafe_b64decode(fields["sig"] + "=="))
@@ -230,8 +262,12 @@ def test_the_file_is_read_again_on_each_handshake(tmp_path: Path) -> None:
     path = tmp_path / "user.nk"
     first, second = new_seed(), new_seed()
     path.write_text(first.decode())
-    auth = {"nkeys_seed": str(path), "user_credentials": None, "user_jwt_cb": None,
-            "signature_cb": None}
+    auth = {
+        "nkeys_seed": str(path),
+        "user_credentials": None,
+        "user_jwt_cb": None,
+        "signature_cb": None,
+    }
     assert connect_auth({}, **auth)["nkey"] == nkeys.from_seed(first).public_key.decode()
     path.write_text(second.decode())
     assert connect_auth({}, **auth)["nkey"] == nkeys.from_seed(second).public_key.decode()
@@ -241,8 +277,13 @@ def test_the_file_is_read_again_on_each_handshake(tmp_path: Path) -> None:
 
 
 def _with_callbacks(jwt_cb: Any, sig_cb: Any) -> dict[str, Any]:
-    return connect_auth({"nonce": "n"}, nkeys_seed=None, user_credentials=None,
-                        user_jwt_cb=jwt_cb, signature_cb=sig_cb)
+    return connect_auth(
+        {"nonce": "n"},
+        nkeys_seed=None,
+        user_credentials=None,
+        user_jwt_cb=jwt_cb,
+        signature_cb=sig_cb,
+    )
 
 
 def test_callbacks_may_return_a_bytes_jwt() -> None:
@@ -267,8 +308,15 @@ def _vault_down() -> str:
         # nats-py's signature_cb returns base64; ours returns the raw signature
         (lambda: FAKE_JWT, lambda nonce: base64.b64encode(b"x" * 64), "got 88 bytes"),
     ],
-    ids=["jwt-raises", "sig-raises", "jwt-int", "jwt-garbage", "jwt-bytes-not-ascii",
-         "sig-str", "sig-base64"],
+    ids=[
+        "jwt-raises",
+        "sig-raises",
+        "jwt-int",
+        "jwt-garbage",
+        "jwt-bytes-not-ascii",
+        "sig-str",
+        "sig-base64",
+    ],
 )
 def test_callback_failures_become_bad_credentials_errors(
     jwt_cb: Any, sig_cb: Any, words: str
@@ -294,15 +342,18 @@ def test_options_check_the_credential_combinations(tmp_path: Path) -> None:
     with pytest.raises(BadCredentialsError, match="cannot be combined"):
         build_options(None, nkeys_seed=str(seed), user_credentials=str(creds))
     with pytest.raises(BadCredentialsError, match="cannot be combined"):
-        build_options(None, nkeys_seed=str(seed), user_jwt_cb=lambda: FAKE_JWT,
-                      signature_cb=signer)
+        build_options(None, nkeys_seed=str(seed), user_jwt_cb=lambda: FAKE_JWT, signature_cb=signer)
     with pytest.raises(Error, match="user_credentials must be a file path, got int"):
         build_options(None, user_credentials=3)
     with pytest.raises(Error, match="signature_cb must be callable"):
         build_options(None, user_jwt_cb=lambda: FAKE_JWT, signature_cb=b"sig")
     # The callbacks replace the file, which is then neither needed nor read.
-    options = build_options(None, user_credentials=str(tmp_path / "absent.creds"),
-                            user_jwt_cb=lambda: FAKE_JWT, signature_cb=signer)
+    options = build_options(
+        None,
+        user_credentials=str(tmp_path / "absent.creds"),
+        user_jwt_cb=lambda: FAKE_JWT,
+        signature_cb=signer,
+    )
     assert options.user_jwt_cb is not None
 
 
@@ -310,8 +361,9 @@ def test_options_repr_shows_paths_but_no_secret(tmp_path: Path) -> None:
     seed = new_seed()
     path = tmp_path / "user.nk"
     path.write_text(seed.decode())
-    options = build_options("nats://u:hunter2@h:4222", nkeys_seed=str(path), password="pw-1",
-                            token="tok-1")
+    options = build_options(
+        "nats://u:hunter2@h:4222", nkeys_seed=str(path), password="pw-1", token="tok-1"
+    )
     shown = repr(options)
     assert str(path) in shown
     for secret in (seed.decode(), "hunter2", "pw-1", "tok-1"):
@@ -319,7 +371,8 @@ def test_options_repr_shows_paths_but_no_secret(tmp_path: Path) -> None:
 
 
 def test_a_broken_nkeys_install_is_named_with_its_import_error(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # None in sys.modules makes `import nkeys` raise ImportError, as a broken install does
     # (nkeys 0.2.0 without pynacl): the message must say why, not only "install nkeys".
     monkeypatch.setitem(sys.modules, "nkeys", None)

@@ -60,8 +60,19 @@ def _general(publisher: Publisher, subject: str, payload: Any) -> None:
     publisher._encode_and_queue(subject, payload, b"", None, False)
 
 
-SIZES = sorted({0, 1, 2, 100, 4095, d.LARGE_PAYLOAD_THRESHOLD - 1,
-                d.LARGE_PAYLOAD_THRESHOLD, d.LARGE_PAYLOAD_THRESHOLD + 1, 70_000})
+SIZES = sorted(
+    {
+        0,
+        1,
+        2,
+        100,
+        4095,
+        d.LARGE_PAYLOAD_THRESHOLD - 1,
+        d.LARGE_PAYLOAD_THRESHOLD,
+        d.LARGE_PAYLOAD_THRESHOLD + 1,
+        70_000,
+    }
+)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -79,8 +90,9 @@ def test_publish_queues_what_the_general_path_queues(subject: str, size: int) ->
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("subject", ["a", "orders.eu.created", "_INBOX.x.1"])
-@pytest.mark.parametrize("headers", [None, {"Nats-Msg-Id": "m-1"},
-                                     b"NATS/1.0\r\nNats-Msg-Id: m-1\r\n\r\n"])
+@pytest.mark.parametrize(
+    "headers", [None, {"Nats-Msg-Id": "m-1"}, b"NATS/1.0\r\nNats-Msg-Id: m-1\r\n\r\n"]
+)
 def test_publish_inbox_queues_what_the_general_path_queues(
     subject: str, size: int, headers: dict[str, str] | bytes | None
 ) -> None:
@@ -125,23 +137,27 @@ def _error_of(call: Any) -> tuple[type[BaseException], str] | None:
     return None
 
 
-@pytest.mark.parametrize(("subject", "payload"), [
-    ("", b"x"),
-    ("a b", b"x"),
-    ("a.*", b"x"),
-    ("a.>", b"x"),
-    ("a..b", b"x"),
-    ("ok", "text"),
-    ("ok", 5),
-    ("ok", bytearray(b"fine")),
-    ("ok", memoryview(b"fine")),
-    ("ok", b"x" * (d.DEFAULT_MAX_PAYLOAD + 1)),
-])
+@pytest.mark.parametrize(
+    ("subject", "payload"),
+    [
+        ("", b"x"),
+        ("a b", b"x"),
+        ("a.*", b"x"),
+        ("a.>", b"x"),
+        ("a..b", b"x"),
+        ("ok", "text"),
+        ("ok", 5),
+        ("ok", bytearray(b"fine")),
+        ("ok", memoryview(b"fine")),
+        ("ok", b"x" * (d.DEFAULT_MAX_PAYLOAD + 1)),
+    ],
+)
 def test_publish_refuses_what_the_general_path_refuses(subject: str, payload: Any) -> None:
     fast, fast_outbox, _ = _publisher()
     slow, slow_outbox, _ = _publisher()
     assert _error_of(lambda: fast.publish(subject, payload)) == _error_of(
-        lambda: _general(slow, subject, payload))
+        lambda: _general(slow, subject, payload)
+    )
     assert _state(fast_outbox) == _state(slow_outbox)
 
 
@@ -195,8 +211,9 @@ class _Owner:
         raise AssertionError("not used here")
 
 
-def _subscription(max_msgs: int = 0, pending_msgs: int = 0, pending_bytes: int = 1 << 20
-                  ) -> tuple[Subscription, _Owner]:
+def _subscription(
+    max_msgs: int = 0, pending_msgs: int = 0, pending_bytes: int = 1 << 20
+) -> tuple[Subscription, _Owner]:
     owner = _Owner()
     return Subscription(owner, 1, "q", "", None, max_msgs, pending_msgs, pending_bytes), owner
 
@@ -205,8 +222,9 @@ def _msgs(count: int) -> list[Msg]:
     return [Msg("q", "", b"m%d" % n * (n % 5), sid=1) for n in range(count)]
 
 
-@pytest.mark.parametrize(("pending_msgs", "pending_bytes"), [(0, 1 << 20), (5, 1 << 20),
-                                                              (0, 40), (3, 25)])
+@pytest.mark.parametrize(
+    ("pending_msgs", "pending_bytes"), [(0, 1 << 20), (5, 1 << 20), (0, 40), (3, 25)]
+)
 def test_next_msg_and_the_queues_get_take_the_same_messages(
     pending_msgs: int, pending_bytes: int
 ) -> None:
@@ -215,7 +233,10 @@ def test_next_msg_and_the_queues_get_take_the_same_messages(
     for msg in _msgs(12):
         assert fast._deliver(msg) == slow._deliver(msg)
     assert (fast.pending_msgs, fast.pending_bytes, fast.dropped) == (
-        slow.pending_msgs, slow.pending_bytes, slow.dropped)
+        slow.pending_msgs,
+        slow.pending_bytes,
+        slow.dropped,
+    )
     assert [type(e) for e in fast_owner.errors] == [type(e) for e in slow_owner.errors]
     taken_fast: list[Msg] = []
     taken_slow: list[Msg | object] = []

@@ -120,8 +120,7 @@ def connect() -> Iterator[Connect]:
 
     def factory(answer_pings: bool = True, **overrides: Any) -> tuple[Handler, Peer, Events]:
         events = Events()
-        options = build_options(f"nats://127.0.0.1:{unused_port()}",
-                                **events.options(**overrides))
+        options = build_options(f"nats://127.0.0.1:{unused_port()}", **events.options(**overrides))
         handler = Handler(options)
         ours, theirs = socket.socketpair()
         peer = Peer(theirs, answer_pings)
@@ -220,8 +219,9 @@ def test_drain_refuses_publishes_once_subscriptions_are_done_then_closes(
 
 
 def test_unanswered_pings_make_the_connection_stale(connect: Connect) -> None:
-    handler, _, events = connect(answer_pings=False, ping_interval=0.05,
-                                 max_outstanding_pings=2, allow_reconnect=False)
+    handler, _, events = connect(
+        answer_pings=False, ping_interval=0.05, max_outstanding_pings=2, allow_reconnect=False
+    )
     assert wait_until(lambda: handler.state is State.CLOSED)
     assert isinstance(handler.last_error, StaleConnectionError)
     # error_cb runs on the callback thread, which may still be at it when CLOSED is set.

@@ -39,7 +39,8 @@ def _module_name(path: Path) -> str:
 def _exists(name: str) -> bool:
     relative = Path(*name.split(".")) if name else Path()
     return (PACKAGE_DIR / relative).with_suffix(".py").exists() or (
-        PACKAGE_DIR / relative / "__init__.py").exists()
+        PACKAGE_DIR / relative / "__init__.py"
+    ).exists()
 
 
 def _imports(path: Path) -> set[str]:
@@ -63,8 +64,11 @@ def _imports(path: Path) -> set[str]:
                 module = node.module or ""
             # ``from pkg import name`` names a module when ``name`` is one.
             submodules = [f"{module}.{alias.name}" for alias in node.names]
-            inside = [m for m in submodules if m.startswith("nats_sync.")
-                      and _exists(m.removeprefix("nats_sync."))]
+            inside = [
+                m
+                for m in submodules
+                if m.startswith("nats_sync.") and _exists(m.removeprefix("nats_sync."))
+            ]
             names = inside or [module]
         for name in names:
             if name == "nats_sync" or name.startswith("nats_sync."):
@@ -75,14 +79,14 @@ def _imports(path: Path) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    return {_module_name(path): _imports(path)
-            for path in sorted(PACKAGE_DIR.rglob("*.py"))}
+    return {_module_name(path): _imports(path) for path in sorted(PACKAGE_DIR.rglob("*.py"))}
 
 
 def test_every_module_has_a_layer() -> None:
     unplaced = sorted(set(_graph()) - set(LAYERS))
     assert unplaced == [], (
-        f"place these modules in tools/layers.py (and docs/ARCHITECTURE.md): {unplaced}")
+        f"place these modules in tools/layers.py (and docs/ARCHITECTURE.md): {unplaced}"
+    )
 
 
 def test_every_layer_entry_is_a_module() -> None:
@@ -94,8 +98,10 @@ def test_imports_go_down_the_layers_only() -> None:
     upward = [
         f"{module or 'nats_sync'} (layer {LAYERS[module]}) imports "
         f"{target or 'nats_sync'} (layer {LAYERS[target]})"
-        for module, targets in _graph().items() if module in LAYERS
-        for target in sorted(targets) if target in LAYERS and LAYERS[target] > LAYERS[module]
+        for module, targets in _graph().items()
+        if module in LAYERS
+        for target in sorted(targets)
+        if target in LAYERS and LAYERS[target] > LAYERS[module]
     ]
     assert upward == []
 
@@ -103,13 +109,16 @@ def test_imports_go_down_the_layers_only() -> None:
 def test_no_part_of_jetstream_imports_the_context() -> None:
     # The package itself re-exports the context: importing it is importing the context.
     importers = sorted(
-        module for module, targets in _graph().items()
-        if module.startswith("jetstream") and module not in CONTEXT_IMPORTERS
+        module
+        for module, targets in _graph().items()
+        if module.startswith("jetstream")
+        and module not in CONTEXT_IMPORTERS
         and targets & {"jetstream", "jetstream._streams.context"}
     )
     assert importers == [], (
         f"{importers} import jetstream._streams.context (or the package): type the context as "
-        "jetstream._streams.context_api.JsContext (add the members they use there)")
+        "jetstream._streams.context_api.JsContext (add the members they use there)"
+    )
 
 
 def test_there_is_no_import_circle() -> None:
@@ -124,7 +133,7 @@ def test_there_is_no_import_circle() -> None:
         if module in done:
             return
         if module in visiting:
-            circles.append(" -> ".join([*visiting[visiting.index(module):], module]))
+            circles.append(" -> ".join([*visiting[visiting.index(module) :], module]))
             return
         visiting.append(module)
         for target in sorted(graph.get(module, ())):
@@ -147,8 +156,16 @@ CLIENT_MODULES = {"client", "_client_support", "_core.components.port"}
 #: The client's private attributes, and the hooks the port replaced (so that none comes
 #: back as a side door).
 CLIENT_PRIVATE = {
-    "_handler", "_context", "_otel", "_port", "_instrument",
-    "_add_status_listener", "_instrumentation", "_inbox_route", "_publish_inbox", "_schedule",
+    "_handler",
+    "_context",
+    "_otel",
+    "_port",
+    "_instrument",
+    "_add_status_listener",
+    "_instrumentation",
+    "_inbox_route",
+    "_publish_inbox",
+    "_schedule",
 }
 
 
@@ -156,21 +173,26 @@ def _private_client_uses(source: str) -> list[str]:
     """``line: x.<name>`` for a name of CLIENT_PRIVATE, ``x`` not ``self`` or ``cls``."""
     found: list[str] = []
     for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Attribute) and node.attr in CLIENT_PRIVATE
-                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in CLIENT_PRIVATE
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        ):
             found.append(f"{node.lineno}: {ast.unparse(node)}")
     return found
 
 
 def test_extensions_reach_the_client_through_its_port_only() -> None:
     uses = [
-        f"{_module_name(path)}:{use}" for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        f"{_module_name(path)}:{use}"
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
         if LAYERS.get(_module_name(path), 0) >= LAYERS["_core.handler"]
         and _module_name(path) not in CLIENT_MODULES
         for use in _private_client_uses(path.read_text())
     ]
-    assert uses == [], ("use nats_sync._core.components.port.port_of(client) instead: "
-                        + "; ".join(uses))
+    assert uses == [], "use nats_sync._core.components.port.port_of(client) instead: " + "; ".join(
+        uses
+    )
 
 
 def test_the_port_check_sees_a_private_use() -> None:
@@ -185,14 +207,26 @@ EXTENSION_PACKAGES = ("jetstream", "micro", "spark")
 #: connection machinery (handler, connection, outbox, publisher, requester, ...) and
 #: every other package's insides are reached only through the port or a public API.
 SHARED_PRIVATE = {
-    "": {"_defaults", "_version", "_process", "_core.validate", "_core.nuid",
-         "_core.components.port", "_core.components.requests",
-         # the public Subscription's own module (nats_sync exports it; packages below
-         # the client cannot import nats_sync itself)
-         "_core.components.subscription",
-         "_core.components.instrumentation", "_core.threads.waiting",
-         "_core.threads.lifecycle", "_core.proto", "_core.proto.ops",
-         "_core.proto.headers", "_core.proto.encoder", "_core.proto.parser"},
+    "": {
+        "_defaults",
+        "_version",
+        "_process",
+        "_core.validate",
+        "_core.nuid",
+        "_core.components.port",
+        "_core.components.requests",
+        # the public Subscription's own module (nats_sync exports it; packages below
+        # the client cannot import nats_sync itself)
+        "_core.components.subscription",
+        "_core.components.instrumentation",
+        "_core.threads.waiting",
+        "_core.threads.lifecycle",
+        "_core.proto",
+        "_core.proto.ops",
+        "_core.proto.headers",
+        "_core.proto.encoder",
+        "_core.proto.parser",
+    },
     "jetstream": {"jetstream._streams.wire"},
 }
 
@@ -221,15 +255,20 @@ def _private_crossings(graph: dict[str, set[str]]) -> list[str]:
 def test_extensions_import_no_other_package_s_private_module() -> None:
     assert _private_crossings(_graph()) == [], (
         "import the public API, or reach the client through its port; a module meant "
-        "for other packages goes into SHARED_PRIVATE (and docs/ARCHITECTURE.md)")
+        "for other packages goes into SHARED_PRIVATE (and docs/ARCHITECTURE.md)"
+    )
 
 
 def test_the_crossing_check_sees_one() -> None:
-    graph = {"spark._js_sink": {"jetstream._kv.config", "jetstream._streams.wire", "_defaults"},
-             "micro.service": {"_core.handler"},
-             "jetstream._kv.bucket": {"jetstream._kv.config"}}
-    assert _private_crossings(graph) == ["micro.service imports _core.handler",
-                                         "spark._js_sink imports jetstream._kv.config"]
+    graph = {
+        "spark._js_sink": {"jetstream._kv.config", "jetstream._streams.wire", "_defaults"},
+        "micro.service": {"_core.handler"},
+        "jetstream._kv.bucket": {"jetstream._kv.config"},
+    }
+    assert _private_crossings(graph) == [
+        "micro.service imports _core.handler",
+        "spark._js_sink imports jetstream._kv.config",
+    ]
 
 
 #: Numbers named at module level outside ``_defaults`` that are facts of a format or a
@@ -253,7 +292,8 @@ NOT_DEFAULTS = {
     "jetstream._publishing.fast.MAX_FLOW": "the server's uint16",
     "jetstream._publishing.fast.MAX_OUTSTANDING_ACKS": "ADR-50's bound",
     "jetstream._kv.config.MAX_HISTORY": "the server's limit",
-    "cli._PROGRESS_WIDTH": "the CLI's screen", "cli._INTERRUPT_POLL": "the CLI's own wait",
+    "cli._PROGRESS_WIDTH": "the CLI's screen",
+    "cli._INTERRUPT_POLL": "the CLI's own wait",
     "_cli.server._ALIVE_POLL": "the CLI's own wait",
     "testing._POLL_INTERVAL": "the test server's start-up wait",
     "spark.testing._POLL_INTERVAL": "the test cluster's start-up wait",
@@ -275,22 +315,38 @@ def _named_numbers(path: Path) -> list[str]:
     """``<module>.<NAME>`` for each module-level ``NAME = <number>``."""
     found = []
     for node in ast.parse(path.read_text()).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else (
-            node.target if isinstance(node, ast.AnnAssign) else None)
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign)
+            else (node.target if isinstance(node, ast.AnnAssign) else None)
+        )
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-        if (isinstance(target, ast.Name) and target.id.lstrip("_").isupper()
-                and value is not None and _numeric(value)):
+        if (
+            isinstance(target, ast.Name)
+            and target.id.lstrip("_").isupper()
+            and value is not None
+            and _numeric(value)
+        ):
             found.append(f"{_module_name(path)}.{target.id}")
     return found
 
 
 def test_defaults_and_limits_live_in_defaults() -> None:
-    stray = [name for path in sorted(PACKAGE_DIR.rglob("*.py")) if path.name != "_defaults.py"
-             for name in _named_numbers(path) if name not in NOT_DEFAULTS]
+    stray = [
+        name
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if path.name != "_defaults.py"
+        for name in _named_numbers(path)
+        if name not in NOT_DEFAULTS
+    ]
     assert stray == [], "move these to nats_sync/_defaults.py (or say in NOT_DEFAULTS why not)"
-    assert all(name.split(".")[-1] in {
-        n.rpartition(".")[2] for path in PACKAGE_DIR.rglob("*.py") for n in _named_numbers(path)}
-        for name in NOT_DEFAULTS), "NOT_DEFAULTS names a constant that is gone"
+    assert all(
+        name.split(".")[-1]
+        in {
+            n.rpartition(".")[2] for path in PACKAGE_DIR.rglob("*.py") for n in _named_numbers(path)
+        }
+        for name in NOT_DEFAULTS
+    ), "NOT_DEFAULTS names a constant that is gone"
 
 
 def test_defaults_name_each_value_once() -> None:
@@ -304,9 +360,11 @@ MAX_MODULE_LINES = 800
 
 
 def test_no_module_is_longer_than_the_rule() -> None:
-    long = {str(path.relative_to(PACKAGE_DIR)): count for path in sorted(
-        PACKAGE_DIR.rglob("*.py")) if (count := len(path.read_text().splitlines()))
-        > MAX_MODULE_LINES}
+    long = {
+        str(path.relative_to(PACKAGE_DIR)): count
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if (count := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}
 
 
@@ -317,24 +375,38 @@ CORE_AT_THE_TOP = {"errors", "msg", "_defaults", "_version"}
 
 def _misplaced(layers: dict[str, int]) -> list[str]:
     handler = layers["_core.handler"]
-    found = [f"{module} (layer {layer}) is in _core, above the handler"
-             for module, layer in layers.items()
-             if (module == "_core" or module.startswith("_core.")) and layer > handler]
-    found += [f"{module} (layer {layer}) is a floor of the core outside _core"
-              for module, layer in layers.items()
-              if layer <= handler and module not in CORE_AT_THE_TOP
-              and not (module == "_core" or module.startswith("_core."))]
+    found = [
+        f"{module} (layer {layer}) is in _core, above the handler"
+        for module, layer in layers.items()
+        if (module == "_core" or module.startswith("_core.")) and layer > handler
+    ]
+    found += [
+        f"{module} (layer {layer}) is a floor of the core outside _core"
+        for module, layer in layers.items()
+        if layer <= handler
+        and module not in CORE_AT_THE_TOP
+        and not (module == "_core" or module.startswith("_core."))
+    ]
     return sorted(found)
 
 
 def test_the_tree_is_the_layers() -> None:
     assert _misplaced(LAYERS) == [], (
         "the core's floors (layers 0-4) live in nats_sync/_core/, and nothing else does; "
-        "see docs/ARCHITECTURE.md, 'The tree'")
+        "see docs/ARCHITECTURE.md, 'The tree'"
+    )
 
 
 def test_the_tree_check_sees_a_misplaced_module() -> None:
-    layers = {"_core.handler": 4, "_core.proto": 0, "_outbox": 2, "msg": 0,
-              "_core.spare": 6, "client": 6}
-    assert _misplaced(layers) == ["_core.spare (layer 6) is in _core, above the handler",
-                                  "_outbox (layer 2) is a floor of the core outside _core"]
+    layers = {
+        "_core.handler": 4,
+        "_core.proto": 0,
+        "_outbox": 2,
+        "msg": 0,
+        "_core.spare": 6,
+        "client": 6,
+    }
+    assert _misplaced(layers) == [
+        "_core.spare (layer 6) is in _core, above the handler",
+        "_outbox (layer 2) is a floor of the core outside _core",
+    ]

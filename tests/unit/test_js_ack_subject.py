@@ -30,8 +30,13 @@ V1 = f"$JS.ACK.ORDERS.worker.2.17.41.{STAMP_NS}.5"
 
 def test_v1_has_nine_tokens_and_no_domain() -> None:
     assert parse_metadata(V1) == MsgMetadata(
-        stream="ORDERS", consumer="worker", domain=None, num_delivered=2, num_pending=5,
-        timestamp=STAMP, sequence=SequencePair(stream=17, consumer=41),
+        stream="ORDERS",
+        consumer="worker",
+        domain=None,
+        num_delivered=2,
+        num_pending=5,
+        timestamp=STAMP,
+        sequence=SequencePair(stream=17, consumer=41),
     )
 
 
@@ -49,23 +54,26 @@ def test_v2_domain_underscore_means_none() -> None:
     assert meta.domain is None and meta.stream == "S"
 
 
-@pytest.mark.parametrize("subject", [
-    "",
-    "orders.new",
-    "_INBOX.abc.def",
-    "$JS.ACK",
-    "$JS.ACK.S.C.1.1.1.1",                      # 8 tokens
-    "$JS.ACK.S.C.1.1.1.1.1.1",                  # 10 tokens
-    "$JS.ACK.d.a.S.C.1.1.1.1.1.x.y",            # 13 tokens
-    "$JS.NAK.S.C.1.1.1.1.1",                    # not ACK
-    "$JSX.ACK.S.C.1.1.1.1.1",
-    "$JS.ACK.S.C.one.1.1.1.1",                  # a count that is not a number
-    "$JS.ACK.S.C.1.-1.1.1.1",
-    "$JS.ACK.S.C.1.1.1.1.+1",
-    "$JS.ACK..C.1.1.1.1.1",                     # no stream
-    "$JS.ACK.S..1.1.1.1.1",                     # no consumer
-    "$JS.ACK.d.a.S.C.1.1.1.1.x",                # v2 with a bad pending
-])
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "",
+        "orders.new",
+        "_INBOX.abc.def",
+        "$JS.ACK",
+        "$JS.ACK.S.C.1.1.1.1",  # 8 tokens
+        "$JS.ACK.S.C.1.1.1.1.1.1",  # 10 tokens
+        "$JS.ACK.d.a.S.C.1.1.1.1.1.x.y",  # 13 tokens
+        "$JS.NAK.S.C.1.1.1.1.1",  # not ACK
+        "$JSX.ACK.S.C.1.1.1.1.1",
+        "$JS.ACK.S.C.one.1.1.1.1",  # a count that is not a number
+        "$JS.ACK.S.C.1.-1.1.1.1",
+        "$JS.ACK.S.C.1.1.1.1.+1",
+        "$JS.ACK..C.1.1.1.1.1",  # no stream
+        "$JS.ACK.S..1.1.1.1.1",  # no consumer
+        "$JS.ACK.d.a.S.C.1.1.1.1.x",  # v2 with a bad pending
+    ],
+)
 def test_anything_else_is_not_a_jetstream_message(subject: str) -> None:
     with pytest.raises(NotJSMessageError):
         parse_metadata(subject)
@@ -79,12 +87,14 @@ class Recorder:
         self.requests: list[tuple[str, bytes, float]] = []
         self._request = request
 
-    def publish(self, subject: str, payload: bytes = b"", reply: str = "",
-                headers: Any = None) -> None:
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str = "", headers: Any = None
+    ) -> None:
         self.published.append((subject, payload))
 
-    def request(self, subject: str, payload: bytes = b"", timeout: float = 1.0,
-                headers: Any = None) -> Msg:
+    def request(
+        self, subject: str, payload: bytes = b"", timeout: float = 1.0, headers: Any = None
+    ) -> Msg:
         self.requests.append((subject, payload, timeout))
         if self._request is not None:
             return self._request(subject, payload, timeout)
@@ -98,21 +108,28 @@ def js_msg(client: Any, reply: str = V1) -> JsMsg:
 def test_the_message_fields_and_metadata() -> None:
     msg = js_msg(Recorder())
     assert (msg.subject, msg.data, msg.headers, msg.reply) == (
-        "orders.new", b"payload", {"K": "v"}, V1)
+        "orders.new",
+        b"payload",
+        {"K": "v"},
+        V1,
+    )
     assert msg.metadata.sequence.stream == 17
     assert msg.metadata is msg.metadata  # parsed once
     assert not msg.is_acked
 
 
-@pytest.mark.parametrize(("call", "body"), [
-    (lambda m: m.ack(), b"+ACK"),
-    (lambda m: m.nak(), b"-NAK"),
-    (lambda m: m.nak(1.5), b'-NAK {"delay": 1500000000}'),
-    (lambda m: m.nak_with_delay(0), b'-NAK {"delay": 0}'),
-    (lambda m: m.term(), b"+TERM"),
-    (lambda m: m.term("bad data"), b"+TERM bad data"),
-    (lambda m: m.term_with_reason("why"), b"+TERM why"),
-])
+@pytest.mark.parametrize(
+    ("call", "body"),
+    [
+        (lambda m: m.ack(), b"+ACK"),
+        (lambda m: m.nak(), b"-NAK"),
+        (lambda m: m.nak(1.5), b'-NAK {"delay": 1500000000}'),
+        (lambda m: m.nak_with_delay(0), b'-NAK {"delay": 0}'),
+        (lambda m: m.term(), b"+TERM"),
+        (lambda m: m.term("bad data"), b"+TERM bad data"),
+        (lambda m: m.term_with_reason("why"), b"+TERM why"),
+    ],
+)
 def test_each_ack_publishes_its_body_once(call: Callable[[JsMsg], None], body: bytes) -> None:
     client = Recorder()
     msg = js_msg(client)
@@ -160,8 +177,9 @@ def test_a_double_ack_that_times_out_can_be_retried() -> None:
 
 def test_an_ack_the_client_refuses_is_not_counted() -> None:
     class Closed(Recorder):
-        def publish(self, subject: str, payload: bytes = b"", reply: str = "",
-                    headers: Any = None) -> None:
+        def publish(
+            self, subject: str, payload: bytes = b"", reply: str = "", headers: Any = None
+        ) -> None:
             raise core.ConnectionClosedError("closed")
 
     msg = js_msg(Closed())
@@ -190,12 +208,15 @@ def test_a_bad_nak_delay_is_refused() -> None:
     assert not msg.is_acked
 
 
-@pytest.mark.parametrize("reply", [
-    V1,
-    f"$JS.ACK.hub.ACCHASH.ORDERS.worker.1.3.4.{STAMP_NS}.0",
-    f"$JS.ACK.hub.ACCHASH.ORDERS.worker.1.3.4.{STAMP_NS}.0.Xa1b2c3",
-    f"$JS.ACK._.ACCHASH.ORDERS.worker.9.123456789.4.{STAMP_NS}.77.r",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        V1,
+        f"$JS.ACK.hub.ACCHASH.ORDERS.worker.1.3.4.{STAMP_NS}.0",
+        f"$JS.ACK.hub.ACCHASH.ORDERS.worker.1.3.4.{STAMP_NS}.0.Xa1b2c3",
+        f"$JS.ACK._.ACCHASH.ORDERS.worker.9.123456789.4.{STAMP_NS}.77.r",
+    ],
+)
 def test_the_bulk_reader_shortcut_agrees_with_the_full_parser(reply: str) -> None:
     # Stream.get_msg_columns reads only these three numbers, without the metadata objects.
     meta = parse_metadata(reply)
@@ -205,12 +226,15 @@ def test_the_bulk_reader_shortcut_agrees_with_the_full_parser(reply: str) -> Non
     assert datetime.fromtimestamp(stamp_ns // 1000 / 1e6, tz=timezone.utc) == meta.timestamp
 
 
-@pytest.mark.parametrize("reply", [
-    "$JS.ACK.ORDERS.worker.2.17.41",
-    "$JS.NAK.ORDERS.worker.2.17.41.1.5",
-    f"$JS.ACK.ORDERS.worker.2.x17.41.{STAMP_NS}.5",
-    f"_INBOX.a.b.c.d.e.f.{STAMP_NS}.5",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.ORDERS.worker.2.17.41",
+        "$JS.NAK.ORDERS.worker.2.17.41.1.5",
+        f"$JS.ACK.ORDERS.worker.2.x17.41.{STAMP_NS}.5",
+        f"_INBOX.a.b.c.d.e.f.{STAMP_NS}.5",
+    ],
+)
 def test_the_bulk_reader_shortcut_refuses_what_the_full_parser_refuses(reply: str) -> None:
     with pytest.raises(NotJSMessageError):
         parse_metadata(reply)

@@ -26,8 +26,9 @@ class Publishes:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, str | None]] = []
 
-    def publish(self, subject: str, payload: bytes = b"", reply: str | None = None,
-                **_: Any) -> None:
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str | None = None, **_: Any
+    ) -> None:
         self.sent.append((subject, payload, reply))
 
 
@@ -36,8 +37,7 @@ def no_responders() -> Msg:
 
 
 def message(seq: int, pending: int) -> Msg:
-    return Msg("s.a", f"$JS.ACK.S.R.1.{seq}.{seq}.1795428000000000000.{pending}", b"x",
-               None, 1)
+    return Msg("s.a", f"$JS.ACK.S.R.1.{seq}.{seq}.1795428000000000000.{pending}", b"x", None, 1)
 
 
 @pytest.fixture(autouse=True)

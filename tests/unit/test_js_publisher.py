@@ -37,26 +37,37 @@ def test_headers_merge_and_the_keywords_win() -> None:
     assert js_headers(None) is None
     mine = {"K": "v"}
     assert js_headers(mine) is mine
-    assert js_headers({"K": "v", "Nats-Msg-Id": "old"}, msg_id="new", expected_stream="S",
-                      expected_last_seq=0, expected_last_subject_seq=7,
-                      expected_last_msg_id="prev") == {
-        "K": "v", "Nats-Msg-Id": "new", "Nats-Expected-Stream": "S",
-        "Nats-Expected-Last-Sequence": "0", "Nats-Expected-Last-Subject-Sequence": "7",
+    assert js_headers(
+        {"K": "v", "Nats-Msg-Id": "old"},
+        msg_id="new",
+        expected_stream="S",
+        expected_last_seq=0,
+        expected_last_subject_seq=7,
+        expected_last_msg_id="prev",
+    ) == {
+        "K": "v",
+        "Nats-Msg-Id": "new",
+        "Nats-Expected-Stream": "S",
+        "Nats-Expected-Last-Sequence": "0",
+        "Nats-Expected-Last-Subject-Sequence": "7",
         "Nats-Expected-Last-Msg-Id": "prev",
     }
 
 
-@pytest.mark.parametrize(("keyword", "value", "named"), [
-    ("msg_id", "", "msg_id"),
-    ("msg_id", 5, "msg_id"),
-    ("expected_last_msg_id", "", "expected_last_msg_id"),
-    ("expected_last_seq", -1, "expected_last_seq"),
-    ("expected_last_seq", True, "expected_last_seq"),
-    ("expected_last_seq", "3", "expected_last_seq"),
-    ("expected_last_subject_seq", 1.0, "expected_last_subject_seq"),
-    ("expected_stream", "A.B", "stream name"),
-    ("expected_stream", "", "stream name"),
-])
+@pytest.mark.parametrize(
+    ("keyword", "value", "named"),
+    [
+        ("msg_id", "", "msg_id"),
+        ("msg_id", 5, "msg_id"),
+        ("expected_last_msg_id", "", "expected_last_msg_id"),
+        ("expected_last_seq", -1, "expected_last_seq"),
+        ("expected_last_seq", True, "expected_last_seq"),
+        ("expected_last_seq", "3", "expected_last_seq"),
+        ("expected_last_subject_seq", 1.0, "expected_last_subject_seq"),
+        ("expected_stream", "A.B", "stream name"),
+        ("expected_stream", "", "stream name"),
+    ],
+)
 def test_bad_keyword_values_name_the_keyword(keyword: str, value: object, named: str) -> None:
     with pytest.raises(core.InvalidArgumentError) as raised:
         js_headers(None, **{keyword: value})  # type: ignore[arg-type]
@@ -76,13 +87,18 @@ def reply(data: bytes, status: int | None = None, description: str = "") -> Msg:
     return Msg("_INBOX.x.1", data=data, status=status, description=description)
 
 
-@pytest.mark.parametrize(("data", "ack"), [
-    (b'{"stream":"ORDERS","seq":6}', PubAck(stream="ORDERS", seq=6)),
-    (b'{"stream":"ORDERS","seq":6,"duplicate": true}',
-     PubAck(stream="ORDERS", seq=6, duplicate=True)),
-    (b'{"stream":"O","domain":"hub","seq":1}', PubAck(stream="O", seq=1, domain="hub")),
-    (b'{"stream":"O", "seq": 2}', PubAck(stream="O", seq=2)),
-])
+@pytest.mark.parametrize(
+    ("data", "ack"),
+    [
+        (b'{"stream":"ORDERS","seq":6}', PubAck(stream="ORDERS", seq=6)),
+        (
+            b'{"stream":"ORDERS","seq":6,"duplicate": true}',
+            PubAck(stream="ORDERS", seq=6, duplicate=True),
+        ),
+        (b'{"stream":"O","domain":"hub","seq":1}', PubAck(stream="O", seq=1, domain="hub")),
+        (b'{"stream":"O", "seq": 2}', PubAck(stream="O", seq=2)),
+    ],
+)
 def test_acks_decode(data: bytes, ack: PubAck) -> None:
     assert decode_ack(reply(data), "s") == ack
 
@@ -93,21 +109,26 @@ def test_unknown_ack_fields_are_kept() -> None:
 
 
 def test_a_refused_publish_raises_the_mapped_error() -> None:
-    data = (b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 6"},'
-            b'"stream":"ORDERS","seq":0}')
+    data = (
+        b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 6"},'
+        b'"stream":"ORDERS","seq":0}'
+    )
     with pytest.raises(js_errors.WrongLastSequenceError) as raised:
         decode_ack(reply(data), "orders.a")
     assert raised.value.description == "wrong last sequence: 6"
 
 
-@pytest.mark.parametrize(("msg", "error"), [
-    (reply(b"", 503), js_errors.NoStreamResponseError),
-    (reply(b"", 408, "Request Timeout"), js_errors.JetStreamError),
-    (reply(b"+OK"), js_errors.JetStreamError),
-    (reply(b'{"stream":"O"}'), js_errors.JetStreamError),
-    (reply(b'{"stream":"O","seq":true}'), js_errors.JetStreamError),
-    (reply(b"[1]"), js_errors.JetStreamError),
-])
+@pytest.mark.parametrize(
+    ("msg", "error"),
+    [
+        (reply(b"", 503), js_errors.NoStreamResponseError),
+        (reply(b"", 408, "Request Timeout"), js_errors.JetStreamError),
+        (reply(b"+OK"), js_errors.JetStreamError),
+        (reply(b'{"stream":"O"}'), js_errors.JetStreamError),
+        (reply(b'{"stream":"O","seq":true}'), js_errors.JetStreamError),
+        (reply(b"[1]"), js_errors.JetStreamError),
+    ],
+)
 def test_replies_that_are_not_acks(msg: Msg, error: type[Exception]) -> None:
     with pytest.raises(error) as raised:
         decode_ack(msg, "orders.a")
@@ -132,9 +153,13 @@ class FakeClient:
         self._inboxes = 0
         # What the extensions reach through nats_sync._core.components.port.port_of
         # (not instrumented).
-        self._port = ClientPort(add_status_listener=self.add_status_listener,
-                                inbox_route=self.inbox_route, publish_inbox=self.publish_inbox,
-                                schedule=self.schedule, instrument=self.instrument)
+        self._port = ClientPort(
+            add_status_listener=self.add_status_listener,
+            inbox_route=self.inbox_route,
+            publish_inbox=self.publish_inbox,
+            schedule=self.schedule,
+            instrument=self.instrument,
+        )
 
     def new_inbox(self) -> str:
         self._inboxes += 1
@@ -155,30 +180,38 @@ class FakeClient:
         self.listeners.append(listener)
         return lambda: self.listeners.remove(listener)
 
-    def publish_inbox(self, subject: str, payload: bytes, reply: bytes,
-                       headers: Any = None) -> None:
+    def publish_inbox(
+        self, subject: str, payload: bytes, reply: bytes, headers: Any = None
+    ) -> None:
         if self.publish_error is not None:
             raise self.publish_error
         self.published.append((subject, payload, reply.decode(), headers))
 
-    def request(self, subject: str, payload: bytes = b"", timeout: float = 1.0,
-                headers: Any = None) -> Msg:
+    def request(
+        self, subject: str, payload: bytes = b"", timeout: float = 1.0, headers: Any = None
+    ) -> Msg:
         self.requests.append(subject)
         answer = self.request_replies.pop(0)
         if isinstance(answer, BaseException):
             raise answer
         return answer
 
-    def request_batch(self, subject: str, payloads: Sequence[bytes], timeout: float = 1.0,
-                      headers: Any = None, max_in_flight: int = 1
-                      ) -> list[Msg | BaseException]:
+    def request_batch(
+        self,
+        subject: str,
+        payloads: Sequence[bytes],
+        timeout: float = 1.0,
+        headers: Any = None,
+        max_in_flight: int = 1,
+    ) -> list[Msg | BaseException]:
         return self.batch_replies
 
     def deliver(self, reply_subject: str, data: bytes, status: int | None = None) -> None:
         """Hands a reply to the mux on a thread of its own (as the reader thread would)."""
         thread = threading.Thread(
             target=lambda: self.mux.resolve(Msg(reply_subject, data=data, status=status)),
-            name="fake-reader")
+            name="fake-reader",
+        )
         thread.start()
         thread.join(5)
 
@@ -189,14 +222,14 @@ class FakeClient:
 
 
 @pytest.fixture(params=["lean", "plain"])
-def future_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-                 ) -> type[ack_future.AckFutureBase]:
+def future_class(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> type[ack_future.AckFutureBase]:
     """Both implementations of the future: the lean one every Python the package
     declares uses, and the documented-API one a CPython with another ``Future`` layout
     would get (the two must agree). Every test with a publisher (``fake``) runs on each;
     the tests without one make no future and run once."""
-    chosen = {"lean": ack_future.LeanAckFuture, "plain": ack_future.PlainAckFuture}[
-        request.param]
+    chosen = {"lean": ack_future.LeanAckFuture, "plain": ack_future.PlainAckFuture}[request.param]
     monkeypatch.setattr(acks, "AckFuture", chosen)
     return chosen
 
@@ -212,10 +245,14 @@ def fake(future_class: type[ack_future.AckFutureBase]) -> Iterator[FakeClient]:
         time.sleep(0.01)
 
 
-def publisher(fake: FakeClient, max_pending_acks: int = 100, stall_wait: float = 0.2,
-              timeout: float = 5.0) -> JsPublisher:
-    return JsPublisher(SimpleNamespace(client=fake, timeout=timeout),  # type: ignore[arg-type]
-                       max_pending_acks, stall_wait)
+def publisher(
+    fake: FakeClient, max_pending_acks: int = 100, stall_wait: float = 0.2, timeout: float = 5.0
+) -> JsPublisher:
+    return JsPublisher(
+        SimpleNamespace(client=fake, timeout=timeout),  # type: ignore[arg-type]
+        max_pending_acks,
+        stall_wait,
+    )
 
 
 def context(fake: FakeClient) -> JetStream:
@@ -252,12 +289,20 @@ def test_publish_timeout_is_not_retried(fake: FakeClient) -> None:
     assert len(fake.requests) == 1
 
 
-@pytest.mark.parametrize("options", [
-    {"timeout": 0}, {"timeout": -1.0}, {"retry_attempts": -1}, {"retry_attempts": 1.5},
-    {"retry_wait": -0.1}, {"expected_last_seq": -2},
-])
-def test_bad_options_raise_before_anything_is_sent(fake: FakeClient,
-                                                   options: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"timeout": 0},
+        {"timeout": -1.0},
+        {"retry_attempts": -1},
+        {"retry_attempts": 1.5},
+        {"retry_wait": -0.1},
+        {"expected_last_seq": -2},
+    ],
+)
+def test_bad_options_raise_before_anything_is_sent(
+    fake: FakeClient, options: dict[str, Any]
+) -> None:
     js = context(fake)
     with pytest.raises(core.InvalidArgumentError):
         js.publish("s", b"x", **options)
@@ -327,8 +372,9 @@ def test_the_window_stalls_then_raises_and_an_ack_frees_it(fake: FakeClient) -> 
     assert len(fake.published) == 2
     stalled = publisher(fake, max_pending_acks=1, stall_wait=5.0)
     stalled.publish_async("t", b"1")
-    timer = threading.Timer(0.2, lambda: fake.deliver(fake.published[-1][2],
-                                                       b'{"stream":"S","seq":1}'))
+    timer = threading.Timer(
+        0.2, lambda: fake.deliver(fake.published[-1][2], b'{"stream":"S","seq":1}')
+    )
     timer.start()
     started = time.monotonic()
     stalled.publish_async("t", b"2")  # goes on once the ack came
@@ -415,7 +461,8 @@ def test_the_layout_check_refuses_a_changed_future(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_future_names_its_state_and_refuses_to_be_set_by_users(
-    fake: FakeClient, future_class: type[ack_future.AckFutureBase],
+    fake: FakeClient,
+    future_class: type[ack_future.AckFutureBase],
 ) -> None:
     pub = publisher(fake)
     future = pub.publish_async("s.a", b"1")
@@ -429,8 +476,9 @@ def test_the_future_names_its_state_and_refuses_to_be_set_by_users(
     fake.deliver(fake.published[0][2], b'{"stream":"S","seq":1}')
     assert repr(future).endswith("acknowledged>") and not future.running()
     failing = pub.publish_async("s.b", b"2")
-    fake.deliver(fake.published[1][2],
-                 b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}')
+    fake.deliver(
+        fake.published[1][2], b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}'
+    )
     assert "raised WrongLastSequenceError" in repr(failing)
 
 
@@ -439,9 +487,13 @@ def test_wait_for_the_first_exception_sees_a_failed_future(fake: FakeClient) -> 
     good = pub.publish_async("s.a", b"1")
     bad = pub.publish_async("s.b", b"2")
     fake.deliver(fake.published[0][2], b'{"stream":"S","seq":1}')
-    timer = threading.Timer(0.1, lambda: fake.deliver(
-        fake.published[1][2],
-        b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}'))
+    timer = threading.Timer(
+        0.1,
+        lambda: fake.deliver(
+            fake.published[1][2],
+            b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}',
+        ),
+    )
     timer.start()
     done, not_done = wait([good, bad], timeout=5, return_when=FIRST_EXCEPTION)
     timer.join()
@@ -457,15 +509,15 @@ def test_the_future_works_with_concurrent_futures_wait_and_as_completed(
     second = pub.publish_async("s.b", b"2")
     assert isinstance(first, Future) and not first.done() and first.running()
     assert first.cancel() is False  # published: it cannot be taken back
-    timer = threading.Timer(0.1, lambda: fake.deliver(fake.published[1][2],
-                                                      b'{"stream":"S","seq":2}'))
+    timer = threading.Timer(
+        0.1, lambda: fake.deliver(fake.published[1][2], b'{"stream":"S","seq":2}')
+    )
     timer.start()
     done, not_done = wait([first, second], timeout=5, return_when=FIRST_COMPLETED)
     timer.join()
     assert done == {second} and not_done == {first}
     fake.deliver(fake.published[0][2], b'{"stream":"S","seq":1,"duplicate":true}')
-    assert [f.result(1).seq for f in as_completed([first, second], timeout=5)] in (
-        [1, 2], [2, 1])
+    assert [f.result(1).seq for f in as_completed([first, second], timeout=5)] in ([1, 2], [2, 1])
     assert first.result() == PubAck(stream="S", seq=1, duplicate=True)
     assert first.exception() is None and first.done()
 
@@ -475,8 +527,9 @@ def test_a_waiting_result_and_callbacks_see_the_ack(fake: FakeClient) -> None:
     future = pub.publish_async("s.a", b"1")
     early: list[PubAck] = []
     future.add_done_callback(lambda f: early.append(f.result()))
-    timer = threading.Timer(0.1, lambda: fake.deliver(fake.published[0][2],
-                                                      b'{"stream":"S","seq":7}'))
+    timer = threading.Timer(
+        0.1, lambda: fake.deliver(fake.published[0][2], b'{"stream":"S","seq":7}')
+    )
     timer.start()
     assert future.result(timeout=5).seq == 7  # waited on the condition made for it
     timer.join()
@@ -490,8 +543,9 @@ def test_an_error_reply_and_a_timed_out_wait(fake: FakeClient) -> None:
     future = pub.publish_async("s.a", b"1")
     with pytest.raises(FuturesTimeoutError):
         future.result(timeout=0.05)
-    fake.deliver(fake.published[0][2],
-                 b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}')
+    fake.deliver(
+        fake.published[0][2], b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}'
+    )
     assert isinstance(future.exception(1), js_errors.WrongLastSequenceError)
     with pytest.raises(js_errors.WrongLastSequenceError):
         future.result()
@@ -545,14 +599,17 @@ class _SettledAtLook(set):  # type: ignore[type-arg]
 
 
 def test_completed_is_woken_by_the_ack_that_lands_right_after_its_first_look(
-        fake: FakeClient) -> None:
+    fake: FakeClient,
+) -> None:
     pub = publisher(fake)
     pub.publish_async("s.a", b"x")
     reply = fake.published[-1][2]
     window = pub.window
     window._in_flight = _SettledAtLook(
-        window._in_flight, lambda: fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":1}')),
-        look=1)
+        window._in_flight,
+        lambda: fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":1}')),
+        look=1,
+    )
     started = time.monotonic()
     pub.completed(timeout=3.0)
     assert time.monotonic() - started < 1.5, "completed() slept through the ack"
@@ -560,15 +617,18 @@ def test_completed_is_woken_by_the_ack_that_lands_right_after_its_first_look(
 
 
 def test_a_full_window_is_woken_by_the_ack_that_lands_right_after_its_look(
-        fake: FakeClient) -> None:
+    fake: FakeClient,
+) -> None:
     pub = publisher(fake, max_pending_acks=1, stall_wait=3.0)
     pub.publish_async("s.a", b"x")
     reply = fake.published[-1][2]
     window = pub.window
     # Look 1: publish_async sees the window full; look 2, under the lock, is the race.
     window._in_flight = _SettledAtLook(
-        window._in_flight, lambda: fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":1}')),
-        look=2)
+        window._in_flight,
+        lambda: fake.mux.resolve(Msg(reply, data=b'{"stream":"S","seq":1}')),
+        look=2,
+    )
     started = time.monotonic()
     pub.publish_async("s.a", b"y")
     assert time.monotonic() - started < 1.5, "publish_async slept through the freed room"

@@ -44,41 +44,94 @@ def message(seq: int, data: bytes = b"x", headers: dict[str, Any] | None = None)
 
 # --- the table ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("msg", "kind", "pending", "error"), [
-    (message(1), "message", (None, None), None),
-    (status(100, "Idle Heartbeat", **{"Nats-Last-Consumer": "3", "Nats-Last-Stream": "9"}),
-     "heartbeat", (None, None), None),
-    (status(404, "No Messages"), "done", (None, None), None),
-    (status(408, "Request Timeout", **{"Nats-Pending-Messages": "7",
-                                       "Nats-Pending-Bytes": "0"}), "done", (7, 0), None),
-    (status(408, "Interest Expired", **{"Nats-Pending-Messages": "2",
-                                        "Nats-Pending-Bytes": "100"}), "done", (2, 100), None),
-    (status(408, "Requests Pending"), "done", (None, None), None),
-    (status(409, "Message Size Exceeds MaxBytes", **{"Nats-Pending-Messages": "9",
-                                                     "Nats-Pending-Bytes": "10"}),
-     "done", (9, 10), None),
-    (status(409, "Batch Completed", **{"Nats-Pending-Messages": "0",
-                                       "Nats-Pending-Bytes": "5"}), "done", (0, 5), None),
-    (status(409, "Server Shutdown", **{"Nats-Pending-Messages": "4",
-                                       "Nats-Pending-Bytes": "0"}), "done", (4, 0), None),
-    (status(409, "Leadership Change"), "reset", (None, None), None),
-    (status(409, "Consumer Deleted"), "terminal", (None, None), ConsumerDeletedError),
-    (status(409, "Consumer is push based"), "terminal", (None, None), StatusError),
-    (status(409, "Exceeded MaxWaiting"), "warning", (None, None), StatusError),
-    (status(409, "Exceeded MaxRequestBatch of 10"), "warning", (None, None), StatusError),
-    (status(409, "Exceeded MaxRequestExpires of 1s"), "warning", (None, None), StatusError),
-    (status(409, "Exceeded MaxRequestMaxBytes of 5"), "warning", (None, None), StatusError),
-    (status(503), "no_responders", (None, None), ConsumerNotFoundError),
-    (status(400, "Bad Request - heartbeat value too large"), "terminal", (None, None),
-     StatusError),
-    (status(412, "Required Api Level"), "terminal", (None, None), StatusError),
-    (status(423, "Nats-Pin-Id mismatch"), "pin_lost", (None, None), PinIdMismatchError),
-    (status(423, "Nats-Wrong-Pin-Id", **{"Nats-Pending-Messages": "3",
-                                         "Nats-Pending-Bytes": "0"}),
-     "pin_lost", (3, 0), PinIdMismatchError),
-])
-def test_every_status_has_its_meaning(msg: Msg, kind: str, pending: tuple[Any, Any],
-                                      error: type[Exception] | None) -> None:
+
+@pytest.mark.parametrize(
+    ("msg", "kind", "pending", "error"),
+    [
+        (message(1), "message", (None, None), None),
+        (
+            status(100, "Idle Heartbeat", **{"Nats-Last-Consumer": "3", "Nats-Last-Stream": "9"}),
+            "heartbeat",
+            (None, None),
+            None,
+        ),
+        (status(404, "No Messages"), "done", (None, None), None),
+        (
+            status(
+                408, "Request Timeout", **{"Nats-Pending-Messages": "7", "Nats-Pending-Bytes": "0"}
+            ),
+            "done",
+            (7, 0),
+            None,
+        ),
+        (
+            status(
+                408,
+                "Interest Expired",
+                **{"Nats-Pending-Messages": "2", "Nats-Pending-Bytes": "100"},
+            ),
+            "done",
+            (2, 100),
+            None,
+        ),
+        (status(408, "Requests Pending"), "done", (None, None), None),
+        (
+            status(
+                409,
+                "Message Size Exceeds MaxBytes",
+                **{"Nats-Pending-Messages": "9", "Nats-Pending-Bytes": "10"},
+            ),
+            "done",
+            (9, 10),
+            None,
+        ),
+        (
+            status(
+                409, "Batch Completed", **{"Nats-Pending-Messages": "0", "Nats-Pending-Bytes": "5"}
+            ),
+            "done",
+            (0, 5),
+            None,
+        ),
+        (
+            status(
+                409, "Server Shutdown", **{"Nats-Pending-Messages": "4", "Nats-Pending-Bytes": "0"}
+            ),
+            "done",
+            (4, 0),
+            None,
+        ),
+        (status(409, "Leadership Change"), "reset", (None, None), None),
+        (status(409, "Consumer Deleted"), "terminal", (None, None), ConsumerDeletedError),
+        (status(409, "Consumer is push based"), "terminal", (None, None), StatusError),
+        (status(409, "Exceeded MaxWaiting"), "warning", (None, None), StatusError),
+        (status(409, "Exceeded MaxRequestBatch of 10"), "warning", (None, None), StatusError),
+        (status(409, "Exceeded MaxRequestExpires of 1s"), "warning", (None, None), StatusError),
+        (status(409, "Exceeded MaxRequestMaxBytes of 5"), "warning", (None, None), StatusError),
+        (status(503), "no_responders", (None, None), ConsumerNotFoundError),
+        (
+            status(400, "Bad Request - heartbeat value too large"),
+            "terminal",
+            (None, None),
+            StatusError,
+        ),
+        (status(412, "Required Api Level"), "terminal", (None, None), StatusError),
+        (status(423, "Nats-Pin-Id mismatch"), "pin_lost", (None, None), PinIdMismatchError),
+        (
+            status(
+                423,
+                "Nats-Wrong-Pin-Id",
+                **{"Nats-Pending-Messages": "3", "Nats-Pending-Bytes": "0"},
+            ),
+            "pin_lost",
+            (3, 0),
+            PinIdMismatchError,
+        ),
+    ],
+)
+def test_every_status_has_its_meaning(
+    msg: Msg, kind: str, pending: tuple[Any, Any], error: type[Exception] | None
+) -> None:
     got = classify(msg)
     assert got.kind == kind
     assert (got.pending_msgs, got.pending_bytes) == pending
@@ -98,8 +151,11 @@ def test_malformed_pending_headers_count_as_unsaid() -> None:
 def test_the_pull_body_carries_durations_in_ns() -> None:
     assert json.loads(pull_body(5)) == {"batch": 5}
     assert json.loads(pull_body(5, expires=1.5, max_bytes=100, heartbeat=0.5)) == {
-        "batch": 5, "expires": 1_500_000_000, "max_bytes": 100,
-        "idle_heartbeat": 500_000_000}
+        "batch": 5,
+        "expires": 1_500_000_000,
+        "max_bytes": 100,
+        "idle_heartbeat": 500_000_000,
+    }
     assert json.loads(pull_body(3, no_wait=True)) == {"batch": 3, "no_wait": True}
 
 
@@ -108,8 +164,7 @@ def test_message_size_is_what_the_server_counts() -> None:
     assert message_size(plain) == len("s.a") + len(plain.reply) + 5
     headers = {"A": "1", "B": ["2", "3"]}
     with_headers = message(1, b"12345", headers)
-    assert message_size(with_headers) == message_size(plain) + len(
-        proto.encode_headers(headers))
+    assert message_size(with_headers) == message_size(plain) + len(proto.encode_headers(headers))
 
 
 # --- a fake client -----------------------------------------------------------------------
@@ -128,8 +183,11 @@ class FakeSub:
 
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
         try:
-            item = (self.items.get(timeout=timeout) if timeout is None or timeout > 0
-                    else self.items.get_nowait())
+            item = (
+                self.items.get(timeout=timeout)
+                if timeout is None or timeout > 0
+                else self.items.get_nowait()
+            )
         except queue.Empty:
             raise core.TimeoutError("nothing") from None
         if item is _END or item is _CLOSED:
@@ -162,22 +220,34 @@ class FakeClient:
         self._count = 0
         # What the extensions reach through nats_sync._core.components.port.port_of
         # (not instrumented).
-        self._port = ClientPort(add_status_listener=self.add_status_listener,
-                                inbox_route=_unused, publish_inbox=_unused,
-                                schedule=_unused, instrument=_unused)
+        self._port = ClientPort(
+            add_status_listener=self.add_status_listener,
+            inbox_route=_unused,
+            publish_inbox=_unused,
+            schedule=_unused,
+            instrument=_unused,
+        )
 
     def new_inbox(self) -> str:
         self._count += 1
         return f"_INBOX.{self._count}"
 
-    def subscribe(self, subject: str, queue: str = "", cb: Any = None, max_msgs: int = 0,
-                  pending_msgs_limit: int = 0, pending_bytes_limit: int = 0) -> FakeSub:
+    def subscribe(
+        self,
+        subject: str,
+        queue: str = "",
+        cb: Any = None,
+        max_msgs: int = 0,
+        pending_msgs_limit: int = 0,
+        pending_bytes_limit: int = 0,
+    ) -> FakeSub:
         sub = FakeSub(subject)
         self.subs.append(sub)
         return sub
 
-    def publish(self, subject: str, payload: bytes = b"", reply: str = "",
-                headers: Any = None) -> None:
+    def publish(
+        self, subject: str, payload: bytes = b"", reply: str = "", headers: Any = None
+    ) -> None:
         assert subject == NEXT and reply == self.subs[-1].subject
         self.pulls.append(json.loads(payload))
 
@@ -190,14 +260,29 @@ class FakeClient:
             self.subs[-1].items.put(item)
 
 
-def batch_of(client: FakeClient, batch: int = 3, *, max_bytes: int | None = None,
-             wait: float = 5.0, heartbeat: float | None = None) -> MessageBatch:
+def batch_of(
+    client: FakeClient,
+    batch: int = 3,
+    *,
+    max_bytes: int | None = None,
+    wait: float = 5.0,
+    heartbeat: float | None = None,
+) -> MessageBatch:
     body = pull_body(batch, expires=wait, max_bytes=max_bytes, heartbeat=heartbeat)
-    return MessageBatch(client, NEXT, body, batch=batch,  # type: ignore[arg-type]
-                        max_bytes=max_bytes, wait=wait, heartbeat=heartbeat, ack_timeout=1.0)
+    return MessageBatch(
+        client,
+        NEXT,
+        body,
+        batch=batch,  # type: ignore[arg-type]
+        max_bytes=max_bytes,
+        wait=wait,
+        heartbeat=heartbeat,
+        ack_timeout=1.0,
+    )
 
 
 # --- one fetch ---------------------------------------------------------------------------
+
 
 def test_a_fetch_ends_on_its_count_and_unsubscribes() -> None:
     client = FakeClient()
@@ -210,13 +295,16 @@ def test_a_fetch_ends_on_its_count_and_unsubscribes() -> None:
     assert [m.data for m in batch] == [b"x", b"x"]  # kept: a second pass yields them again
 
 
-@pytest.mark.parametrize("end", [
-    status(404, "No Messages"),
-    status(408, "Request Timeout", **{"Nats-Pending-Messages": "2"}),
-    status(409, "Message Size Exceeds MaxBytes"),
-    status(409, "Leadership Change"),
-    status(409, "Server Shutdown"),
-])
+@pytest.mark.parametrize(
+    "end",
+    [
+        status(404, "No Messages"),
+        status(408, "Request Timeout", **{"Nats-Pending-Messages": "2"}),
+        status(409, "Message Size Exceeds MaxBytes"),
+        status(409, "Leadership Change"),
+        status(409, "Server Shutdown"),
+    ],
+)
 def test_a_fetch_ends_quietly_when_the_request_is_over(end: Msg) -> None:
     client = FakeClient()
     batch = batch_of(client, 3)
@@ -224,12 +312,15 @@ def test_a_fetch_ends_quietly_when_the_request_is_over(end: Msg) -> None:
     assert len(batch) == 1 and batch.error is None and client.subs[0].ended
 
 
-@pytest.mark.parametrize(("end", "error"), [
-    (status(409, "Consumer Deleted"), ConsumerDeletedError),
-    (status(503), ConsumerNotFoundError),
-    (status(409, "Exceeded MaxRequestBatch of 2"), StatusError),
-    (status(400, "Bad Request - x"), StatusError),
-])
+@pytest.mark.parametrize(
+    ("end", "error"),
+    [
+        (status(409, "Consumer Deleted"), ConsumerDeletedError),
+        (status(503), ConsumerNotFoundError),
+        (status(409, "Exceeded MaxRequestBatch of 2"), StatusError),
+        (status(400, "Bad Request - x"), StatusError),
+    ],
+)
 def test_a_fetch_keeps_a_terminal_error(end: Msg, error: type[Exception]) -> None:
     client = FakeClient()
     batch = batch_of(client, 3)
@@ -283,12 +374,17 @@ def test_a_client_closing_under_a_fetch_is_its_error() -> None:
 
 # --- continuous pulls ----------------------------------------------------------------------
 
+
 class Stream:
     """A MessageStream on a FakeClient, collecting its warnings."""
 
-    def __init__(self, max_messages: int = 10, heartbeat: float = 5.0,
-                 exists: Callable[[float], bool] | None = None,
-                 max_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        max_messages: int = 10,
+        heartbeat: float = 5.0,
+        exists: Callable[[float], bool] | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
         self.client = FakeClient()
         self.warnings: list[BaseException] = []
         self.checks = 0
@@ -298,10 +394,17 @@ class Stream:
             return exists(timeout) if exists else True
 
         self.stream = MessageStream(
-            self.client, NEXT, "consumer 'C'",  # type: ignore[arg-type]
-            max_messages=max_messages, max_bytes=max_bytes, max_wait=30.0,
-            heartbeat=heartbeat, ack_timeout=1.0, exists=check,
-            error_cb=self.warnings.append)
+            self.client,
+            NEXT,
+            "consumer 'C'",  # type: ignore[arg-type]
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            max_wait=30.0,
+            heartbeat=heartbeat,
+            ack_timeout=1.0,
+            exists=check,
+            error_cb=self.warnings.append,
+        )
 
     def batches(self) -> list[int]:
         return [pull["batch"] for pull in self.client.pulls]
@@ -312,8 +415,9 @@ class Stream:
 
 def test_a_stream_pulls_at_once_then_again_at_half_the_buffer() -> None:
     s = Stream(10)
-    assert s.client.pulls == [{"batch": 10, "expires": 30_000_000_000,
-                               "idle_heartbeat": 5_000_000_000}]
+    assert s.client.pulls == [
+        {"batch": 10, "expires": 30_000_000_000, "idle_heartbeat": 5_000_000_000}
+    ]
     s.client.feed(*(message(i) for i in range(1, 11)))
     assert s.read(5) == [1, 2, 3, 4, 5]
     assert s.batches() == [10]  # half handed out: the next read asks for 5 more first
@@ -326,10 +430,12 @@ def test_a_stream_pulls_at_once_then_again_at_half_the_buffer() -> None:
 
 def test_a_request_timeout_gives_back_what_it_still_owed() -> None:
     s = Stream(10)
-    s.client.feed(message(1), message(2),
-                  status(408, "Request Timeout", **{"Nats-Pending-Messages": "8",
-                                                    "Nats-Pending-Bytes": "0"}),
-                  message(3))
+    s.client.feed(
+        message(1),
+        message(2),
+        status(408, "Request Timeout", **{"Nats-Pending-Messages": "8", "Nats-Pending-Bytes": "0"}),
+        message(3),
+    )
     assert s.read(3) == [1, 2, 3]
     # 2 taken, 8 given back: nothing pending, so the whole buffer is asked for again.
     assert s.batches() == [10, 10]
@@ -482,16 +588,24 @@ def test_a_byte_limited_stream_asks_for_bytes_too() -> None:
     s.stream.stop()
 
 
-def test_an_error_cb_that_raises_is_logged_not_propagated(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_an_error_cb_that_raises_is_logged_not_propagated(caplog: pytest.LogCaptureFixture) -> None:
     client = FakeClient()
 
     def bad(error: BaseException) -> None:
         raise RuntimeError("boom")
 
-    stream = MessageStream(client, NEXT, "c", max_messages=4,  # type: ignore[arg-type]
-                           max_bytes=None, max_wait=30.0, heartbeat=5.0, ack_timeout=1.0,
-                           exists=lambda timeout: True, error_cb=bad)
+    stream = MessageStream(
+        client,
+        NEXT,
+        "c",
+        max_messages=4,  # type: ignore[arg-type]
+        max_bytes=None,
+        max_wait=30.0,
+        heartbeat=5.0,
+        ack_timeout=1.0,
+        exists=lambda timeout: True,
+        error_cb=bad,
+    )
     client.feed(status(409, "Exceeded MaxWaiting"))
     with pytest.raises(core.TimeoutError):
         stream.next(timeout=0.2)

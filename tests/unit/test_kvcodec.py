@@ -13,19 +13,31 @@ from nats_sync.jetstream import kvcodec as kc
 
 # The stored forms orbit.go's kvcodec tests expect (codec_test.go).
 BASE64_KEYS = [
-    ("test.key.with.special.chars!@#$%^&*()",
-     "dGVzdA.a2V5.d2l0aA.c3BlY2lhbA.Y2hhcnMhQCMkJV4mKigp"),
+    ("test.key.with.special.chars!@#$%^&*()", "dGVzdA.a2V5.d2l0aA.c3BlY2lhbA.Y2hhcnMhQCMkJV4mKigp"),
     ("Acme Inc.contact", "QWNtZSBJbmM.Y29udGFjdA"),
     ("user.123", "dXNlcg.MTIz"),
 ]
-BASE64_FILTERS = [("user.*", "dXNlcg.*"), ("user.>", "dXNlcg.>"),
-                  ("app.*.config.>", "YXBw.*.Y29uZmln.>"), (">", ">")]
-PATHS = [("/foo/bar", "_root_.foo.bar", "/foo/bar"), ("foo/bar", "foo.bar", "foo/bar"),
-         ("/foo/bar/baz/qux", "_root_.foo.bar.baz.qux", "/foo/bar/baz/qux"),
-         ("/foo", "_root_.foo", "/foo"), ("foo/bar/", "foo.bar", "foo/bar"),
-         ("/", "_root_", "/"), ("/foo/bar/", "_root_.foo.bar", "/foo/bar")]
-PATH_FILTERS = [("/user/*", "_root_.user.*"), ("/user/>", "_root_.user.>"),
-                ("/app/*/config/>", "_root_.app.*.config.>"), ("user/*", "user.*")]
+BASE64_FILTERS = [
+    ("user.*", "dXNlcg.*"),
+    ("user.>", "dXNlcg.>"),
+    ("app.*.config.>", "YXBw.*.Y29uZmln.>"),
+    (">", ">"),
+]
+PATHS = [
+    ("/foo/bar", "_root_.foo.bar", "/foo/bar"),
+    ("foo/bar", "foo.bar", "foo/bar"),
+    ("/foo/bar/baz/qux", "_root_.foo.bar.baz.qux", "/foo/bar/baz/qux"),
+    ("/foo", "_root_.foo", "/foo"),
+    ("foo/bar/", "foo.bar", "foo/bar"),
+    ("/", "_root_", "/"),
+    ("/foo/bar/", "_root_.foo.bar", "/foo/bar"),
+]
+PATH_FILTERS = [
+    ("/user/*", "_root_.user.*"),
+    ("/user/>", "_root_.user.>"),
+    ("/app/*/config/>", "_root_.app.*.config.>"),
+    ("user/*", "user.*"),
+]
 
 
 @pytest.mark.parametrize(("key", "stored"), BASE64_KEYS)
@@ -44,8 +56,9 @@ def test_base64_keys_take_any_character_and_only_url_safe_unpadded_base64_back()
     codec = kc.Base64Codec()
     for key in ["a b", "*", ">", "x*y.>z", "ünï.cødé", "日本.🙂", "tab\there"]:
         stored = codec.encode_key(key)
-        assert set(stored) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                  "0123456789-_.")
+        assert set(stored) <= set(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
+        )
         assert codec.decode_key(stored) == key
     # Go's RawURLEncoding takes neither padding nor the standard alphabet's + and /.
     for stored in ["YQ==", "a+b", "a/b", "Y", "YQ.!!", "_w"]:
@@ -122,7 +135,7 @@ class Tagged:
     def decode_key(self, key: str) -> str:
         if not key.startswith(f"{self.tag}-"):
             raise ValueError(f"no {self.tag}- prefix")
-        return key[len(self.tag) + 1:]
+        return key[len(self.tag) + 1 :]
 
     def encode_value(self, value: bytes) -> bytes:
         return self.tag.encode() + value
@@ -130,7 +143,7 @@ class Tagged:
     def decode_value(self, value: bytes) -> bytes:
         if not value.startswith(self.tag.encode()):
             raise ValueError(f"no {self.tag} prefix")
-        return value[len(self.tag):]
+        return value[len(self.tag) :]
 
 
 def test_chains_encode_first_to_last_and_decode_last_to_first() -> None:

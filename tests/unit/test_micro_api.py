@@ -22,18 +22,24 @@ def test_service_error_pickles_with_its_fields() -> None:
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is ServiceError and isinstance(back, nats_sync.Error)
     assert (back.code, back.description, back.data, str(back)) == (
-        400, "bad", b"body", "nats: service error: 400 bad")
+        400,
+        "bad",
+        b"body",
+        "nats: service error: 400 bad",
+    )
 
 
 def test_check_passes_plain_replies_and_raises_error_replies() -> None:
     plain = Msg("inbox", data=b"ok", headers={"X": "1"})
     assert micro.check(plain) is plain
-    failed = Msg("inbox", data=b"why", headers={"Nats-Service-Error": "nope",
-                                                "Nats-Service-Error-Code": "404"})
+    failed = Msg(
+        "inbox",
+        data=b"why",
+        headers={"Nats-Service-Error": "nope", "Nats-Service-Error-Code": "404"},
+    )
     with pytest.raises(ServiceError) as caught:
         micro.check(failed)
-    assert (caught.value.code, caught.value.description, caught.value.data) == (
-        404, "nope", b"why")
+    assert (caught.value.code, caught.value.description, caught.value.data) == (404, "nope", b"why")
     lower = Msg("inbox", headers={"nats-service-error-code": ["503"]})
     with pytest.raises(ServiceError) as caught:
         micro.check(lower)
@@ -44,8 +50,14 @@ def test_check_passes_plain_replies_and_raises_error_replies() -> None:
 
 def test_stats_json_round_trip_and_times() -> None:
     started = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
-    stats = ServiceStats("svc", "ID1", "1.0.0", started, {"a": "b"},
-                         [micro.EndpointStats("e", "e", "q", 3, 1, "500:x", 30, 10)])
+    stats = ServiceStats(
+        "svc",
+        "ID1",
+        "1.0.0",
+        started,
+        {"a": "b"},
+        [micro.EndpointStats("e", "e", "q", 3, 1, "500:x", 30, 10)],
+    )
     data = stats.to_dict()
     assert data["type"] == "io.nats.micro.v1.stats_response"
     assert data["started"] == "2024-05-06T07:08:09.123456Z"

@@ -12,10 +12,25 @@ from nats_sync._core.proto import Parser
 
 def test_fields_by_keyword_and_from_the_parser_agree() -> None:
     sent: list[tuple[object, ...]] = []
-    made = Msg("a.b", reply="r.1", data=b"hi", headers={"k": "v"}, sid=7, status=None,
-               description="", publish=lambda *args: sent.append(args))
-    assert (made.subject, made.reply, made.data, made.headers, made.sid, made.status,
-            made.description) == ("a.b", "r.1", b"hi", {"k": "v"}, 7, None, "")
+    made = Msg(
+        "a.b",
+        reply="r.1",
+        data=b"hi",
+        headers={"k": "v"},
+        sid=7,
+        status=None,
+        description="",
+        publish=lambda *args: sent.append(args),
+    )
+    assert (
+        made.subject,
+        made.reply,
+        made.data,
+        made.headers,
+        made.sid,
+        made.status,
+        made.description,
+    ) == ("a.b", "r.1", b"hi", {"k": "v"}, 7, None, "")
     parser = Parser(message_type=Msg, context=made._publish)
     parser.feed(b"MSG a.b 7 r.1 2\r\nhi\r\n")
     (parsed,) = parser.next_ops()
@@ -44,10 +59,14 @@ def test_respond_errors_and_no_responders() -> None:
 
 
 def test_pickles_without_its_client() -> None:
-    msg = Msg("s", reply="r", data=b"payload", headers={"k": ["1", "2"]}, sid=3,
-              publish=print)
+    msg = Msg("s", reply="r", data=b"payload", headers={"k": ["1", "2"]}, sid=3, publish=print)
     back = pickle.loads(pickle.dumps(msg))
     assert (back.subject, back.reply, back.data, back.headers, back.sid) == (
-        "s", "r", b"payload", {"k": ["1", "2"]}, 3)
+        "s",
+        "r",
+        b"payload",
+        {"k": ["1", "2"]},
+        3,
+    )
     assert back._publish is None
     assert repr(back) == "<Msg subject='s' reply='r' data=b'payload'>"

@@ -130,8 +130,11 @@ def test_jetstream_messages_have_the_acknowledgement_names() -> None:
 @pytest.mark.parametrize(
     ("theirs", "ours", "differences"),
     [
-        (nats_py_connect_parameters, lambda: set(inspect.signature(nats_sync.connect).parameters),
-         CONNECT_DIFFERENCES),
+        (
+            nats_py_connect_parameters,
+            lambda: set(inspect.signature(nats_sync.connect).parameters),
+            CONNECT_DIFFERENCES,
+        ),
         (nats_py_client_names, lambda: public(nats_sync.Client), CLIENT_DIFFERENCES),
         (nats_py_jetstream_names, lambda: public(JetStream), JETSTREAM_DIFFERENCES),
         (nats_py_msg_names, lambda: public(nats_sync.Msg), MSG_DIFFERENCES),
@@ -157,8 +160,7 @@ def test_the_guide_promises_this_and_names_each_difference() -> None:
     section = guide_text()
     assert "tests/unit/test_nats_py_parity.py" in section
     named = set(re.findall(r"`([A-Za-z_]+)`", section))
-    every = {*CONNECT_DIFFERENCES, *CLIENT_DIFFERENCES, *JETSTREAM_DIFFERENCES,
-             *MSG_DIFFERENCES}
+    every = {*CONNECT_DIFFERENCES, *CLIENT_DIFFERENCES, *JETSTREAM_DIFFERENCES, *MSG_DIFFERENCES}
     assert sorted(every - named) == []
 
 
@@ -166,8 +168,11 @@ def test_the_new_names_behave_as_nats_py_names_do() -> None:
     """The names that need no server: Msg.header, the state constants, Server views."""
     msg = nats_sync.Msg("s", headers={"k": "v"})
     assert msg.header is msg.headers
-    assert {nats_sync.Client.CONNECTED, nats_sync.Client.CLOSED,
-            nats_sync.Client.RECONNECTING} <= set(type(nats_sync.Client.CONNECTED))
+    assert {
+        nats_sync.Client.CONNECTED,
+        nats_sync.Client.CLOSED,
+        nats_sync.Client.RECONNECTING,
+    } <= set(type(nats_sync.Client.CONNECTED))
     server = Server.of(parse_server_url("nats://user:pw@host:4333"), 2)
     assert (server.uri.hostname, server.uri.port, server.reconnects) == ("host", 4333, 2)
     assert "pw" not in server.uri.geturl()

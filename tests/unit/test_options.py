@@ -80,7 +80,10 @@ def test_ws_headers_are_copied_with_every_value_a_list() -> None:
     given["X-Tags"].append("c")  # type: ignore[union-attr]
     assert options.ws_connection_headers == {"Authorization": ["Bearer x"], "X-Tags": ["a", "b"]}
     assert options.ws_header_pairs == [
-        ("Authorization", "Bearer x"), ("X-Tags", "a"), ("X-Tags", "b")]
+        ("Authorization", "Bearer x"),
+        ("X-Tags", "a"),
+        ("X-Tags", "b"),
+    ]
     assert "Bearer" not in repr(options) and "Authorization" in repr(options)
 
 
@@ -95,8 +98,7 @@ def test_ws_headers_are_copied_with_every_value_a_list() -> None:
         (["X-Ok", "a"], "must map header names"),
     ],
 )
-def test_ws_headers_that_would_break_the_upgrade_are_refused(headers: object, message: str
-                                                             ) -> None:
+def test_ws_headers_that_would_break_the_upgrade_are_refused(headers: object, message: str) -> None:
     with pytest.raises(nats_sync.InvalidArgumentError, match=message) as caught:
         build_options(None, ws_connection_headers=headers)
     assert "X-Injected" not in str(caught.value)

@@ -51,8 +51,9 @@ def put(outbox: Outbox, *frames: Frame) -> None:
     outbox.put_messages(list(frames), size, size)
 
 
-def new_outbox(limit: int = 1024, full_wait: float = LONG_WAIT, *,
-               connected: bool = True) -> Outbox:
+def new_outbox(
+    limit: int = 1024, full_wait: float = LONG_WAIT, *, connected: bool = True
+) -> Outbox:
     outbox = Outbox(limit=limit, full_wait=full_wait)
     outbox.set_connected(connected)
     return outbox
@@ -110,8 +111,9 @@ def writer_waiting_in_take(outbox: Outbox) -> Iterator[InThread]:
 def publisher_blocked_for_room(outbox: Outbox, frame: bytes) -> InThread:
     """A publisher thread waiting in ``put_messages`` for room."""
     publisher = InThread(lambda: put(outbox, frame))
-    wait_until(lambda: outbox.room_waiters == 1 or publisher.done.is_set(),
-               "the publisher waits for room")
+    wait_until(
+        lambda: outbox.room_waiters == 1 or publisher.done.is_set(), "the publisher waits for room"
+    )
     assert not publisher.done.is_set(), f"put_messages returned: {publisher.error!r}"
     return publisher
 

@@ -19,11 +19,11 @@ from wire_helpers import drain_one_by_one, hmsg, msg
 from nats_sync._core.proto import MsgOp, Parser
 from nats_sync.errors import ProtocolError
 
-PAYLOADS = st.sampled_from([b"", b"x", b"0123456789abcdef", b"a\r\nb", b"\r\n", b"\r", b"\n",
-                            b"MSG a 1 3\r\n", b"y" * 300])
+PAYLOADS = st.sampled_from(
+    [b"", b"x", b"0123456789abcdef", b"a\r\nb", b"\r\n", b"\r", b"\n", b"MSG a 1 3\r\n", b"y" * 300]
+)
 FRAMES = st.one_of(
-    st.builds(lambda sid, payload: msg("a.b", sid, "", payload), st.sampled_from([1, 2]),
-              PAYLOADS),
+    st.builds(lambda sid, payload: msg("a.b", sid, "", payload), st.sampled_from([1, 2]), PAYLOADS),
     st.builds(lambda payload: msg("a.b", 1, "_INBOX.x", payload), PAYLOADS),
     st.builds(lambda payload: hmsg("h", 3, "", b"NATS/1.0\r\nk: v\r\n\r\n", payload), PAYLOADS),
     st.sampled_from([b"PING\r\n", b"PONG\r\n", b"+OK\r\n", b'INFO {"a":1}\r\n']),

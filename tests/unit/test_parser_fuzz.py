@@ -50,11 +50,18 @@ def test_random_bytes_give_ops_or_a_protocol_error(data: st.DataObject, raw: byt
 
 
 @EXAMPLES
-@given(st.data(), st.lists(st.sampled_from([*fuzz.TOKENS, *fuzz.CONTROLS, *fuzz.NUMBERS,
-                                             b"PUB", b"MSG", b"HMSG", b"a", b"1", b"5"]),
-                           max_size=40).map(b"".join))
-def test_protocol_shaped_garbage_gives_ops_or_a_protocol_error(data: st.DataObject,
-                                                               raw: bytes) -> None:
+@given(
+    st.data(),
+    st.lists(
+        st.sampled_from(
+            [*fuzz.TOKENS, *fuzz.CONTROLS, *fuzz.NUMBERS, b"PUB", b"MSG", b"HMSG", b"a", b"1", b"5"]
+        ),
+        max_size=40,
+    ).map(b"".join),
+)
+def test_protocol_shaped_garbage_gives_ops_or_a_protocol_error(
+    data: st.DataObject, raw: bytes
+) -> None:
     fuzz.check(raw, cuts(data, len(raw)))
 
 
@@ -81,8 +88,8 @@ def test_mutated_streams_give_ops_or_a_protocol_error(data: st.DataObject) -> No
 @given(
     st.data(),
     st.sampled_from(["MSG", "HMSG"]),
-    st.integers(min_value=-(2**70), max_value=2**70) | st.sampled_from(
-        [-1, 0, 2**63, 2**64, 10**300, Parser().max_message_size + 1]),
+    st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from([-1, 0, 2**63, 2**64, 10**300, Parser().max_message_size + 1]),
 )
 def test_size_fields_replaced_by_huge_or_negative_numbers(
     data: st.DataObject, op: str, size: int
@@ -101,8 +108,8 @@ def test_size_fields_replaced_by_huge_or_negative_numbers(
     elif size == len(body):
         assert outcome.error is None and len(outcome.ops) == 2
     else:
-        rest = wire[len(line):]
-        if rest[size:size + 2] == b"\r\n":
+        rest = wire[len(line) :]
+        if rest[size : size + 2] == b"\r\n":
             # the wrong size still lands on a CRLF (e.g. 11 takes "hello\r\nPING"): a
             # valid frame of that size, which the parser must deliver byte for byte
             assert outcome.error is None and outcome.ops

@@ -80,8 +80,9 @@ def test_the_shuffle_comes_from_the_injected_random_source() -> None:
     first = ServerPool(URLS, rng=random.Random(7))
     second = ServerPool(URLS, rng=random.Random(7))
     assert _names(list(first.servers)) == _names(list(second.servers))
-    orders = {tuple(_names(ServerPool(URLS, rng=random.Random(s)).attempt_order()))
-              for s in range(20)}
+    orders = {
+        tuple(_names(ServerPool(URLS, rng=random.Random(s)).attempt_order())) for s in range(20)
+    }
     assert len(orders) > 1  # different seeds give different orders
 
 
@@ -114,8 +115,17 @@ def test_servers_that_failed_max_attempts_in_a_row_leave_the_pool() -> None:
 def test_discovered_servers_take_scheme_credentials_and_tls_name_of_their_source() -> None:
     pool = ServerPool(["tls://user:pw@nats.example.com:4443"], randomize=False)
     (origin,) = pool.servers
-    added = pool.add_discovered(["10.0.0.2:4443", "10.0.0.3:4443", "nats.example.com:4443",
-                                 "10.0.0.2:4443", 42, "bad host:x"], via=origin)
+    added = pool.add_discovered(
+        [
+            "10.0.0.2:4443",
+            "10.0.0.3:4443",
+            "nats.example.com:4443",
+            "10.0.0.2:4443",
+            42,
+            "bad host:x",
+        ],
+        via=origin,
+    )
     assert [server.netloc for server in added] == ["10.0.0.2:4443", "10.0.0.3:4443"]
     for server in added:
         assert server.discovered and server.scheme == "tls"

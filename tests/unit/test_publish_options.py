@@ -55,8 +55,11 @@ USER_HEADERS = {"K": "v", "Nats-Msg-Id": "replaced when msg_id is given"}
 
 def parameters(function: Any) -> list[tuple[str, Any, Any]]:
     """(name, kind, default) of each parameter but ``self``."""
-    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()
-            if p.name != "self"]
+    return [
+        (p.name, p.kind, p.default)
+        for p in inspect.signature(function).parameters.values()
+        if p.name != "self"
+    ]
 
 
 def encoded(headers: Any) -> bytes | None:
@@ -89,8 +92,9 @@ def test_the_fast_publisher_takes_a_subset_of_the_set() -> None:
 
 
 @pytest.mark.parametrize("headers", [None, USER_HEADERS], ids=["no-headers", "headers"])
-@pytest.mark.parametrize("given", [*({k: v} for k, v in KEYWORDS.items()), KEYWORDS],
-                         ids=[*KEYWORDS, "all"])
+@pytest.mark.parametrize(
+    "given", [*({k: v} for k, v in KEYWORDS.items()), KEYWORDS], ids=[*KEYWORDS, "all"]
+)
 def test_the_builder_agrees_with_the_merge(headers: Any, given: dict[str, Any]) -> None:
     merged = js_headers(headers, **given)
     assert encoded(publish_headers(headers, **given)) == encoded(merged)
@@ -112,8 +116,7 @@ def test_with_no_keyword_the_builder_hands_back_the_headers_themselves(headers: 
 
 @pytest.mark.parametrize(("keyword", "value"), list(BAD_KEYWORDS.items()))
 @pytest.mark.parametrize("headers", [None, USER_HEADERS], ids=["no-headers", "headers"])
-def test_the_builder_refuses_what_the_merge_refuses(keyword: str, value: Any,
-                                                    headers: Any) -> None:
+def test_the_builder_refuses_what_the_merge_refuses(keyword: str, value: Any, headers: Any) -> None:
     with pytest.raises(core.InvalidArgumentError) as merge_refused:
         js_headers(headers, **{keyword: value})
     with pytest.raises(core.InvalidArgumentError) as builder_refused:

@@ -144,8 +144,9 @@ def test_a_reply_racing_a_timeout_completes_the_request_exactly_once() -> None:
     mux = RequestMux(PREFIX)
     rounds = 300
     start = threading.Barrier(2)
-    pairs = [(waiter, mux.register(waiter)) for waiter in (ReplyWaiter("svc")
-                                                           for _ in range(rounds))]
+    pairs = [
+        (waiter, mux.register(waiter)) for waiter in (ReplyWaiter("svc") for _ in range(rounds))
+    ]
     cancelled: list[bool] = []
 
     def reader() -> None:

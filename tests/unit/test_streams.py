@@ -290,12 +290,18 @@ def test_tls_round_trip(ca: trustme.CA, pair: tuple[TcpStream, socket.socket]) -
     stream.close()
 
 
-@pytest.mark.parametrize(("trusted", "hostname", "words"), [
-    (False, "localhost", "certificate"),
-    (True, "not-the-server", "not-the-server"),
-])
+@pytest.mark.parametrize(
+    ("trusted", "hostname", "words"),
+    [
+        (False, "localhost", "certificate"),
+        (True, "not-the-server", "not-the-server"),
+    ],
+)
 def test_tls_rejects_an_untrusted_or_wrong_certificate(
-    ca: trustme.CA, pair: tuple[TcpStream, socket.socket], trusted: bool, hostname: str,
+    ca: trustme.CA,
+    pair: tuple[TcpStream, socket.socket],
+    trusted: bool,
+    hostname: str,
     words: str,
 ) -> None:
     tcp, peer = pair
@@ -309,7 +315,8 @@ def test_tls_rejects_an_untrusted_or_wrong_certificate(
 
 
 def test_tls_handshake_with_garbage_fails_cleanly(
-    ca: trustme.CA, pair: tuple[TcpStream, socket.socket],
+    ca: trustme.CA,
+    pair: tuple[TcpStream, socket.socket],
 ) -> None:
     tcp, peer = pair
     peer.sendall(b"this is not TLS\r\n" * 10)
@@ -318,7 +325,8 @@ def test_tls_handshake_with_garbage_fails_cleanly(
 
 
 def test_tls_handshake_times_out_on_a_silent_server(
-    ca: trustme.CA, pair: tuple[TcpStream, socket.socket],
+    ca: trustme.CA,
+    pair: tuple[TcpStream, socket.socket],
 ) -> None:
     tcp, _ = pair
     started = time.monotonic()
@@ -328,7 +336,8 @@ def test_tls_handshake_times_out_on_a_silent_server(
 
 
 def test_tls_reader_and_writer_threads_at_once(
-    ca: trustme.CA, pair: tuple[TcpStream, socket.socket],
+    ca: trustme.CA,
+    pair: tuple[TcpStream, socket.socket],
 ) -> None:
     tcp, peer = pair
     chunks = [bytes([index % 251]) * (1 + index * 37 % 9000) for index in range(400)]
@@ -346,7 +355,7 @@ def test_tls_reader_and_writer_threads_at_once(
         for chunk in chunks:
             view = memoryview(chunk)
             while view:
-                view = view[stream.send([view]):]
+                view = view[stream.send([view]) :]
 
     writer = Peer(write)
     assert recv_exactly(stream, total) == b"".join(chunks)  # reader: this thread
@@ -357,7 +366,8 @@ def test_tls_reader_and_writer_threads_at_once(
 
 
 def test_tls_shutdown_wakes_a_blocked_reader(
-    ca: trustme.CA, pair: tuple[TcpStream, socket.socket],
+    ca: trustme.CA,
+    pair: tuple[TcpStream, socket.socket],
 ) -> None:
     tcp, peer = pair
     release = threading.Event()

@@ -36,17 +36,35 @@ def _agrees(subject: str, wildcards: bool) -> None:
 
 @settings(max_examples=3000, deadline=None)
 @given(st.text(alphabet=".*>ab_-$Ωé", min_size=1, max_size=12), st.booleans())
-def test_the_fast_path_accepts_and_refuses_what_the_token_rules_do(subject: str,
-                                                                  wildcards: bool) -> None:
+def test_the_fast_path_accepts_and_refuses_what_the_token_rules_do(
+    subject: str, wildcards: bool
+) -> None:
     """Subjects without a wildcard character, ``..`` or a dot at either end skip the
     token loop: the verdict must be the loop's."""
     _agrees(subject, wildcards)
 
 
-@pytest.mark.parametrize("subject", [
-    "_INBOX.AbCdEf.1", "a", "a.b", "a*b.c", "a>b", ".a", "a.", "a..b", "*", ">", "a.*",
-    "a.>", "a.>.b", "*.a", "a.**", ">>",
-])
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "_INBOX.AbCdEf.1",
+        "a",
+        "a.b",
+        "a*b.c",
+        "a>b",
+        ".a",
+        "a.",
+        "a..b",
+        "*",
+        ">",
+        "a.*",
+        "a.>",
+        "a.>.b",
+        "*.a",
+        "a.**",
+        ">>",
+    ],
+)
 @pytest.mark.parametrize("wildcards", [False, True])
 def test_the_edges(subject: str, wildcards: bool) -> None:
     _agrees(subject, wildcards)

@@ -14,14 +14,17 @@ from nats_sync._cli.trace import describe
 from nats_sync._trace import _check_server_version, _missing_hops
 
 
-def report(server: str, hop: str = "", hops: int = 0,
-           egresses: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def report(
+    server: str, hop: str = "", hops: int = 0, egresses: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     header = {"Nats-Trace-Dest": ["_INBOX.x"]}
     if hop:
         header["Nats-Trace-Hop"] = [hop]
     made: dict[str, Any] = {
-        "server": {"name": server}, "request": {"header": header},
-        "events": [{"type": "in", "kind": 1 if hop else 0}, *egresses]}
+        "server": {"name": server},
+        "request": {"header": header},
+        "events": [{"type": "in", "kind": 1 if hop else 0}, *egresses],
+    }
     if hops:
         made["hops"] = hops
     return made
@@ -49,14 +52,28 @@ def test_every_forward_announced_is_awaited_down_the_tree() -> None:
 
 
 def test_a_forward_with_an_error_sends_no_report() -> None:
-    origin = report("a", hops=2, egresses=[
-        route("1"), route("2", "Not delivered because remote does not support message tracing")])
+    origin = report(
+        "a",
+        hops=2,
+        egresses=[
+            route("1"),
+            route("2", "Not delivered because remote does not support message tracing"),
+        ],
+    )
     assert _missing_hops([origin]) == {"1"}
 
 
 def test_reports_are_put_in_path_order_with_their_events() -> None:
-    trace = MessageTrace("s", [report("d", hop="1.1"), report("c", hop="2"),
-                               report("b", hop="1", hops=1), report("a", hops=2)], True)
+    trace = MessageTrace(
+        "s",
+        [
+            report("d", hop="1.1"),
+            report("c", hop="2"),
+            report("b", hop="1", hops=1),
+            report("a", hops=2),
+        ],
+        True,
+    )
     assert [r["server"]["name"] for r in trace.reports] == ["a", "b", "d", "c"]
     assert [event["server"] for event in trace.events] == ["a", "b", "d", "c"]
     assert all(event["type"] == "in" for event in trace.events)
@@ -80,8 +97,14 @@ def test_the_cli_describes_every_kind_of_event() -> None:
         {"type": "se", "acc": "APP", "to": "ticks.x"},
         {"type": "si", "acc": "SVC", "from": "app.svc.add", "to": "svc.add"},
         {"type": "js", "stream": "S", "subject": "a", "nointerest": True},
-        {"type": "eg", "kind": 2, "cid": 3, "name": "east", "hop": "2",
-         "error": "Not delivered because remote does not support message tracing"},
+        {
+            "type": "eg",
+            "kind": 2,
+            "cid": 3,
+            "name": "east",
+            "hop": "2",
+            "error": "Not delivered because remote does not support message tracing",
+        },
         {"type": "eg", "kind": 4, "cid": 4, "name": "leaf1", "hop": "1.1"},
     ]
     lines = [describe(event) for event in events]

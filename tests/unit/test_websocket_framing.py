@@ -51,8 +51,9 @@ def test_bytes_after_the_accept_are_kept_as_data() -> None:
 def test_messages_larger_than_the_buffer_come_out_in_pieces_in_order() -> None:
     client, server = open_pair()
     payload = bytes(range(256)) * 40
-    client.receive(server.send(BytesMessage(data=payload))
-                   + server.send(TextMessage(data="PING\r\n")))
+    client.receive(
+        server.send(BytesMessage(data=payload)) + server.send(TextMessage(data="PING\r\n"))
+    )
     assert drain(client, 7) == payload + b"PING\r\n"
     assert client.read_into(bytearray(7)) == 0
     assert not client.closed
@@ -63,7 +64,7 @@ def test_a_frame_split_over_many_reads_is_reassembled() -> None:
     frame = server.send(BytesMessage(data=b"MSG a 1 5\r\nhello\r\n"))
     out = b""
     for index in range(len(frame)):
-        client.receive(frame[index:index + 1])
+        client.receive(frame[index : index + 1])
         out += drain(client, 4)
     assert out == b"MSG a 1 5\r\nhello\r\n"
 
@@ -87,8 +88,10 @@ def test_a_ping_queues_a_pong() -> None:
 
 def test_a_close_frame_ends_the_data_and_is_answered() -> None:
     client, server = open_pair()
-    client.receive(server.send(BytesMessage(data=b"last"))
-                   + server.send(CloseConnection(code=1001, reason="bye")))
+    client.receive(
+        server.send(BytesMessage(data=b"last"))
+        + server.send(CloseConnection(code=1001, reason="bye"))
+    )
     assert client.closed
     assert drain(client, 64) == b"last"  # data before the close is still read
     server.receive_data(client.take_control())
@@ -108,8 +111,11 @@ def test_the_end_of_the_stream_closes() -> None:
     ("answer", "words"),
     [
         (b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", "HTTP 403"),
-        (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-         b"Connection: Upgrade\r\nSec-WebSocket-Accept: bm9wZQ==\r\n\r\n", "accept"),
+        (
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: bm9wZQ==\r\n\r\n",
+            "accept",
+        ),
         (b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n", "Upgrade"),
         (b"\x00\x01garbage\r\n\r\n", "bad answer"),
     ],

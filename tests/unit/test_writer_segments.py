@@ -82,8 +82,7 @@ def test_after_every_byte_the_unsent_frames_are_those_not_fully_sent() -> None:
         unsent = _unsent(frames, sent)
         assert unsent == expected_unsent(frames, sent), f"after {sent} bytes"
         # The unsent frames are the original objects: a list frame goes back whole.
-        assert all(a is b for a, b in zip(unsent, frames[len(frames) - len(unsent):],
-                                          strict=True))
+        assert all(a is b for a, b in zip(unsent, frames[len(frames) - len(unsent) :], strict=True))
         # Re-sending them delivers exactly what had not gone, after the part of the
         # first one that had (the server dropped it with the connection).
         resend = wire(unsent)
@@ -142,8 +141,9 @@ class StoppingTransport:
         self.shut = True
 
 
-def run_writer_once(frames: list[Frame], transport: StoppingTransport) -> tuple[
-        Outbox, list[Error]]:
+def run_writer_once(
+    frames: list[Frame], transport: StoppingTransport
+) -> tuple[Outbox, list[Error]]:
     """Queues ``frames`` and runs the writer thread's body on this thread until it
     returns (the outbox is told to stop once it is empty)."""
     outbox = Outbox(limit=1 << 20, full_wait=1.0)
@@ -153,15 +153,17 @@ def run_writer_once(frames: list[Frame], transport: StoppingTransport) -> tuple[
     lost: list[Error] = []
     connection = Connection(
         transport,  # type: ignore[arg-type]  # the writer uses send, shutdown, close
-        Parser(), outbox, on_ops=lambda ops: None,
-        on_lost=lambda conn, error: lost.append(error))
+        Parser(),
+        outbox,
+        on_ops=lambda ops: None,
+        on_lost=lambda conn, error: lost.append(error),
+    )
     connection.run_writer()
     return outbox, lost
 
 
 @pytest.mark.parametrize("step", [1, 5, 64, 10_000])
-def test_a_send_failing_at_any_byte_puts_back_exactly_the_frames_not_fully_sent(
-        step: int) -> None:
+def test_a_send_failing_at_any_byte_puts_back_exactly_the_frames_not_fully_sent(step: int) -> None:
     frames = mixed_frames()
     data = wire(frames)
     for budget in range(len(data)):

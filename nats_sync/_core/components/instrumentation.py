@@ -46,9 +46,7 @@ class Instrumentation(Protocol):
         """Replaces, in ``methods`` (name -> the client's plain bound method), the ones
         it traces; the client binds the results."""
 
-    def wrap_callback(
-        self, subject: str, cb: Callable[[Any], None]
-    ) -> Callable[[Any], None]:
+    def wrap_callback(self, subject: str, cb: Callable[[Any], None]) -> Callable[[Any], None]:
         """The callback run instead of ``cb`` for messages of a subscription on
         ``subject`` (a ``Msg``) or of a JetStream ``consume`` named ``subject`` (a
         ``JsMsg``: ``subject``, ``data`` and ``headers`` as a ``Msg``)."""

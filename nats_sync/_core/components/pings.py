@@ -125,8 +125,8 @@ class Pings:
             stale = self._unanswered > self._max_unanswered
         if stale:
             conn.shutdown()
-            self._on_lost(conn, StaleConnectionError(
-                f"{unanswered} PINGs to {server} went unanswered"
-            ))
+            self._on_lost(
+                conn, StaleConnectionError(f"{unanswered} PINGs to {server} went unanswered")
+            )
             return
         self._outbox.put_ping(None)

@@ -26,8 +26,7 @@ class PublishInbox(Protocol):
     for the wire); ``headers`` may be a header block already encoded. Raises as
     ``Client.publish``."""
 
-    def __call__(self, subject: str, payload: bytes, inbox: bytes,
-                 headers: Any = None) -> None: ...
+    def __call__(self, subject: str, payload: bytes, inbox: bytes, headers: Any = None) -> None: ...
 
 
 @dataclass(slots=True, eq=False)

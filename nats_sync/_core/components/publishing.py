@@ -158,8 +158,14 @@ class Publisher:
             if entry is None or total >= _LARGE_PAYLOAD or total > self.max_payload:
                 self._encode_and_queue(subject, payload, inbox, headers, False)
                 return
-            frame = b"H%b%b %d %d\r\n%b%b\r\n" % (entry[0], inbox, len(block), total, block,
-                                                  payload)
+            frame = b"H%b%b %d %d\r\n%b%b\r\n" % (
+                entry[0],
+                inbox,
+                len(block),
+                total,
+                block,
+                payload,
+            )
         else:
             if entry is None or size >= _LARGE_PAYLOAD or size > self.max_payload:
                 # never cached (an inbox, an ack), large, or too large (raises there)
@@ -221,9 +227,7 @@ class Publisher:
         else:
             self.outbox.put_messages([[prefix, payload, _CRLF]], len(prefix) + size + 2, size)
 
-    def _pub_line(
-        self, subject: str, size: int, entry: tuple[bytes, int, bytes] | None
-    ) -> bytes:
+    def _pub_line(self, subject: str, size: int, entry: tuple[bytes, int, bytes] | None) -> bytes:
         """``PUB <subject> <size>\\r\\n``, validating ``subject`` unless cached."""
         prefix = proto.pub_prefix(subject, self.strict_subjects) if entry is None else entry[0]
         # proto.pub_line without a reply, inlined: replies (Msg.respond to an inbox) and

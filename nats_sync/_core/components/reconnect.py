@@ -110,8 +110,7 @@ class _Attempts:
             transport, parser, info = handshake(server, self._options, self._on_open)
         except Error as err:
             if self._is_closed():
-                raise ConnectionClosedError("the client was closed while reconnecting"
-                                            ) from err
+                raise ConnectionClosedError("the client was closed while reconnecting") from err
             self.last_error = err
             with self._lock:
                 self._pool.record_failure(server)
@@ -134,8 +133,11 @@ class _Attempts:
         returns the others."""
         with self._lock:
             for gone in self._pool.remove_exhausted(self._options.max_reconnect_attempts):
-                log.info("nats_sync: %s left the pool after %d failed attempts",
-                         gone, self._options.max_reconnect_attempts)
+                log.info(
+                    "nats_sync: %s left the pool after %d failed attempts",
+                    gone,
+                    self._options.max_reconnect_attempts,
+                )
             return list(self._pool.servers)
 
     def refused_everywhere(self, remaining: list[ServerAddress]) -> bool:
@@ -144,8 +146,10 @@ class _Attempts:
         return (
             isinstance(self.last_error, AuthorizationError)
             and not self._options.ignore_auth_error_abort
-            and all(self._auth_failures.get(server.netloc, 0) >= d.AUTH_FAILURES_TO_GIVE_UP
-                    for server in remaining)
+            and all(
+                self._auth_failures.get(server.netloc, 0) >= d.AUTH_FAILURES_TO_GIVE_UP
+                for server in remaining
+            )
         )
 
 
@@ -188,11 +192,20 @@ def reconnect(
         NoServersError: every server left the pool (the last failure as ``__cause__``).
         AuthorizationError: every server refused the credentials twice in a row.
     """
-    attempts = _Attempts(pool, options, lock, is_closed=is_closed, report_error=report_error,
-                         on_open=on_open)
+    attempts = _Attempts(
+        pool, options, lock, is_closed=is_closed, report_error=report_error, on_open=on_open
+    )
     if options.reconnect_to_server_handler is not None:
-        return _reconnect_chosen(pool, options, lock, attempts, lost=lost, sleep=sleep,
-                                 report_error=report_error, server_info=server_info or {})
+        return _reconnect_chosen(
+            pool,
+            options,
+            lock,
+            attempts,
+            lost=lost,
+            sleep=sleep,
+            report_error=report_error,
+            server_info=server_info or {},
+        )
 
     def one_pass() -> Handshaken:
         with lock:
@@ -291,8 +304,9 @@ def choose_server(
     try:
         result: object = handler(views, server_info)
     except Exception as err:
-        log.warning("nats_sync: reconnect_to_server_handler raised %r; trying %s next",
-                    err, order[0])
+        log.warning(
+            "nats_sync: reconnect_to_server_handler raised %r; trying %s next", err, order[0]
+        )
         report_error(err)
         return order[0], options.reconnect_time_wait
     problem: str
@@ -300,8 +314,10 @@ def choose_server(
         problem = f"must return (server or None, delay in seconds), got {result!r}"
     else:
         choice, wait = result
-        if isinstance(wait, bool) or not isinstance(wait, int | float) or not (
-            math.isfinite(wait) and wait >= 0
+        if (
+            isinstance(wait, bool)
+            or not isinstance(wait, int | float)
+            or not (math.isfinite(wait) and wait >= 0)
         ):
             problem = f"returned a delay of {wait!r}; it must be a number of seconds >= 0"
         elif choice is None:
@@ -310,8 +326,10 @@ def choose_server(
             server = _find_choice(order, choice)
             if server is not None:
                 return server, float(wait)
-            problem = (f"chose {choice!r}, which is not in the server pool "
-                       f"({', '.join(str(s) for s in order)})")
+            problem = (
+                f"chose {choice!r}, which is not in the server pool "
+                f"({', '.join(str(s) for s in order)})"
+            )
     error = InvalidArgumentError(f"reconnect_to_server_handler {problem}; trying {order[0]} next")
     log.warning("nats_sync: %s", error)
     report_error(error)

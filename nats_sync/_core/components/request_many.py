@@ -117,8 +117,14 @@ class ReplyIterator(Iterator[Msg]):
     Also a context manager; :meth:`close` (or leaving the ``with``) ends the request.
     """
 
-    def __init__(self, stream: ReplyStream, deadline: float, max_messages: int | None,
-                 stall: float | None, sentinel: Sentinel | None) -> None:
+    def __init__(
+        self,
+        stream: ReplyStream,
+        deadline: float,
+        max_messages: int | None,
+        stall: float | None,
+        sentinel: Sentinel | None,
+    ) -> None:
         self._stream = stream
         self._deadline = deadline
         self._max_messages = max_messages
@@ -162,8 +168,12 @@ class ReplyIterator(Iterator[Msg]):
     def __enter__(self) -> ReplyIterator:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -173,8 +183,9 @@ class ReplyIterator(Iterator[Msg]):
             stream.end()
 
 
-def check_request_many(timeout: float, max_messages: int | None, stall: float | None,
-                       sentinel: Sentinel | None) -> None:
+def check_request_many(
+    timeout: float, max_messages: int | None, stall: float | None, sentinel: Sentinel | None
+) -> None:
     """Checks request_many's limits.
 
     Raises:
@@ -191,10 +202,18 @@ def check_request_many(timeout: float, max_messages: int | None, stall: float | 
         raise TypeError(f"sentinel must be callable (msg -> bool), got {sentinel!r}")
 
 
-def start_request_many(mux: RequestMux, host: RequestHost, publisher: RequestPublisher,
-                       subject: str, payload: bytes, headers: HeadersArg, timeout: float,
-                       max_messages: int | None, stall: float | None,
-                       sentinel: Sentinel | None) -> ReplyIterator:
+def start_request_many(
+    mux: RequestMux,
+    host: RequestHost,
+    publisher: RequestPublisher,
+    subject: str,
+    payload: bytes,
+    headers: HeadersArg,
+    timeout: float,
+    max_messages: int | None,
+    stall: float | None,
+    sentinel: Sentinel | None,
+) -> ReplyIterator:
     """Registers the request in ``mux``, publishes it, and returns its replies.
 
     The arguments are checked (:func:`check_request_many`) and ``mux`` subscribed by

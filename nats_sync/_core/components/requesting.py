@@ -99,9 +99,7 @@ class Requester:
         """
         return InboxRoute(self._request_mux(), self._run_callback)
 
-    def request(
-        self, subject: str, payload: bytes, timeout: float, headers: HeadersArg
-    ) -> Msg:
+    def request(self, subject: str, payload: bytes, timeout: float, headers: HeadersArg) -> Msg:
         """Publishes with a reply subject and waits for the first reply."""
         check_timeout(timeout)
         mux = self._request_mux()
@@ -177,8 +175,18 @@ class Requester:
         """Publishes one request and returns an iterator of its replies (see
         ``_core.components.request_many``)."""
         check_request_many(timeout, max_messages, stall, sentinel)
-        return start_request_many(self._request_mux(), self._host, self._publisher, subject,
-                                  payload, headers, timeout, max_messages, stall, sentinel)
+        return start_request_many(
+            self._request_mux(),
+            self._host,
+            self._publisher,
+            subject,
+            payload,
+            headers,
+            timeout,
+            max_messages,
+            stall,
+            sentinel,
+        )
 
     def request_batch(
         self,
@@ -256,10 +264,15 @@ class Requester:
                 if not results:
                     self._host.wake_reader()  # registered first: a parked reader now stays awake
                 results.append(None)
-                if (prefix is not None and headers is None and type(payload) is bytes
-                        and len(payload) <= largest):
-                    chunk.append(proto.pub_line(prefix, reply.encode(), len(payload)) + payload
-                                 + proto.CRLF)
+                if (
+                    prefix is not None
+                    and headers is None
+                    and type(payload) is bytes
+                    and len(payload) <= largest
+                ):
+                    chunk.append(
+                        proto.pub_line(prefix, reply.encode(), len(payload)) + payload + proto.CRLF
+                    )
                     chunk_items.append(len(in_flight))
                     chunk_bytes += len(chunk[-1])
                     chunk_payload += len(payload)
@@ -269,8 +282,9 @@ class Requester:
                     continue
                 queue_chunk()  # keeps the order on the wire
                 try:
-                    self._publisher.publish_request(subject, payload, reply.encode(), headers,
-                                                    False)
+                    self._publisher.publish_request(
+                        subject, payload, reply.encode(), headers, False
+                    )
                 except (Error, TypeError, ValueError) as err:
                     # One bad item (wrong type, too big, ...) is that item's result.
                     mux.cancel(reply)

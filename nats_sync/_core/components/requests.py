@@ -198,8 +198,15 @@ class RequestMux:
     """
 
     # The reader thread resolves every reply through it.
-    __slots__ = ("_prefix_len", "_tokens", "_waiters", "last_request", "late_replies", "prefix",
-                 "subject")
+    __slots__ = (
+        "_prefix_len",
+        "_tokens",
+        "_waiters",
+        "last_request",
+        "late_replies",
+        "prefix",
+        "subject",
+    )
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix

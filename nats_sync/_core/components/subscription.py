@@ -77,8 +77,13 @@ class _MessageQueue:
     """
 
     __slots__ = (
-        "_bytes_in", "_bytes_out", "_items", "_lock", "_sleepers",
-        "max_bytes", "max_msgs",
+        "_bytes_in",
+        "_bytes_out",
+        "_items",
+        "_lock",
+        "_sleepers",
+        "max_bytes",
+        "max_msgs",
     )
 
     def __init__(self, max_msgs: int, max_bytes: int) -> None:
@@ -243,9 +248,23 @@ class Subscription:
 
     # The reader thread touches these for every message.
     __slots__ = (
-        "__weakref__", "_cb", "_discarded", "_dropped", "_end_error", "_ended", "_handed",
-        "_handout_limit", "_messages", "_otel", "_owner", "_queue_group", "_received",
-        "_sid", "_slow", "_subject", "max_msgs",
+        "__weakref__",
+        "_cb",
+        "_discarded",
+        "_dropped",
+        "_end_error",
+        "_ended",
+        "_handed",
+        "_handout_limit",
+        "_messages",
+        "_otel",
+        "_owner",
+        "_queue_group",
+        "_received",
+        "_sid",
+        "_slow",
+        "_subject",
+        "max_msgs",
     )
 
     def __init__(
@@ -448,9 +467,7 @@ class Subscription:
         try:
             item = messages.get(timeout)
         except queue.Empty:
-            raise TimeoutError(
-                f"no message on {self._subject!r} within {timeout}s"
-            ) from None
+            raise TimeoutError(f"no message on {self._subject!r} within {timeout}s") from None
         if item is _END:
             self._messages.append_end()
             raise self._ended_error()
@@ -458,8 +475,9 @@ class Subscription:
             self._otel.received(self, item)  # type: ignore[arg-type]  # not _END
         return item  # type: ignore[return-value]
 
-    def next_msgs(self, max_msgs: int,
-                  timeout: float | None = DEFAULT_NEXT_MSG_TIMEOUT) -> list[Msg]:
+    def next_msgs(
+        self, max_msgs: int, timeout: float | None = DEFAULT_NEXT_MSG_TIMEOUT
+    ) -> list[Msg]:
         """Returns up to ``max_msgs`` messages at once, in order: waits like `next_msg`
         for the first, then takes those already queued behind it without waiting.
 
@@ -553,8 +571,11 @@ class Subscription:
                 try:
                     cb(item)  # type: ignore[arg-type]
                 except Exception as err:
-                    log.exception("nats_sync: callback of subscription %d on %r raised",
-                                  self._sid, self._subject)
+                    log.exception(
+                        "nats_sync: callback of subscription %d on %r raised",
+                        self._sid,
+                        self._subject,
+                    )
                     self._owner.report_error(err)
 
     def __repr__(self) -> str:

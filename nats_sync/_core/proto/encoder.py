@@ -43,8 +43,13 @@ def _check_subject(
     subject = _check_framing(subject, what)
     if not strict:
         return _utf8(subject, what)
-    if ("*" not in subject and ">" not in subject and ".." not in subject
-            and subject[0] != "." and subject[-1] != "."):
+    if (
+        "*" not in subject
+        and ">" not in subject
+        and ".." not in subject
+        and subject[0] != "."
+        and subject[-1] != "."
+    ):
         # No empty token and no wildcard token can be in it: the token loop below would
         # pass it (a reply to an inbox, checked for every reply, is the usual case).
         return _utf8(subject, what)
@@ -182,7 +187,6 @@ def pub_line(prefix: bytes, reply: bytes, size: int) -> bytes:
     if reply:
         return b"%b%b %d\r\n" % (prefix, reply, size)
     return b"%b%d\r\n" % (prefix, size)
-
 
 
 def pub_prefix(subject: str, strict: bool = True) -> bytes:

@@ -222,8 +222,10 @@ class Parser:
         stop = start + total
         if buf[stop : stop + 2] == _CRLF:  # the whole body is here: the common case
             self._pos = stop + 2
-            return _new_tuple(self._message_type, (subject, sid, reply, buf[start:stop], None,
-                                                   None, "", total, self._context))
+            return _new_tuple(
+                self._message_type,
+                (subject, sid, reply, buf[start:stop], None, None, "", total, self._context),
+            )
         return self._finish_message(subject, sid, reply, 0, total)
 
     def next_ops(self) -> list[ServerOp]:
@@ -280,8 +282,12 @@ class Parser:
                 total = parsed[3]
                 if len(payload) != total:
                     break  # CRLF inside the payload: next_op reads it by its size
-                append(_new_tuple(message_type, (parsed[0], parsed[1], parsed[2], payload,
-                                                 None, None, "", total, context)))
+                append(
+                    _new_tuple(
+                        message_type,
+                        (parsed[0], parsed[1], parsed[2], payload, None, None, "", total, context),
+                    )
+                )
                 pos += len(line) + total + 4
                 index += 2
             self._pos = pos
@@ -422,7 +428,11 @@ class Parser:
         if header_size:
             headers, status, description = decode_headers(buf[start : start + header_size])
             payload = buf[start + header_size : stop]
-            return _new_tuple(self._message_type, (subject, sid, reply, payload, headers,
-                                                   status, description, total, self._context))
-        return _new_tuple(self._message_type, (subject, sid, reply, buf[start:stop], None,
-                                               None, "", total, self._context))
+            return _new_tuple(
+                self._message_type,
+                (subject, sid, reply, payload, headers, status, description, total, self._context),
+            )
+        return _new_tuple(
+            self._message_type,
+            (subject, sid, reply, buf[start:stop], None, None, "", total, self._context),
+        )

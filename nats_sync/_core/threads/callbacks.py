@@ -93,9 +93,7 @@ class StatusListeners:
 
         def remove() -> None:
             with self._lock:
-                self._listeners = tuple(
-                    known for known in self._listeners if known is not listener
-                )
+                self._listeners = tuple(known for known in self._listeners if known is not listener)
 
         return remove
 

@@ -233,8 +233,11 @@ class Connection:
                 sent = tcp.send_nowait(data)
                 rounds += 1
                 if sent < len(data):
-                    outbox.release_direct(remainder(frame[sent:], frame) if batch is None
-                                          else _unsent_messages(batch, sent))
+                    outbox.release_direct(
+                        remainder(frame[sent:], frame)
+                        if batch is None
+                        else _unsent_messages(batch, sent)
+                    )
                     return True
                 # In the try too: Ctrl-C as release_direct() is entered must not keep
                 # the claim either.
@@ -321,8 +324,11 @@ class Connection:
                     except BaseException:
                         # Bytes read, fed or half dispatched are lost for good: only a
                         # new connection (and the replay) puts the client right again.
-                        self._lost(NatsConnectionError(
-                            "interrupted while reading the server's bytes; reconnecting"))
+                        self._lost(
+                            NatsConnectionError(
+                                "interrupted while reading the server's bytes; reconnecting"
+                            )
+                        )
                         raise
         except Exception as err:
             self._read_failed(err, "reading a reply")

@@ -79,7 +79,9 @@ class ClientThreads:
 
 
 def join_threads(
-    threads: list[threading.Thread], me: threading.Thread, timeout: float,
+    threads: list[threading.Thread],
+    me: threading.Thread,
+    timeout: float,
     shared: bool = False,
 ) -> None:
     """Joins ``threads`` but ``me``, ``timeout`` each, or in all when ``shared``."""

@@ -81,8 +81,20 @@ class Outbox:
 
     # Every publish reads and writes these under ``lock``.
     __slots__ = (
-        "_bell", "_room_sleepers", "_sleepers", "connected", "frames", "full_wait", "limit",
-        "lock", "out_bytes", "out_msgs", "pong_waiters", "sending", "size", "stopping",
+        "_bell",
+        "_room_sleepers",
+        "_sleepers",
+        "connected",
+        "frames",
+        "full_wait",
+        "limit",
+        "lock",
+        "out_bytes",
+        "out_msgs",
+        "pong_waiters",
+        "sending",
+        "size",
+        "stopping",
         "writer_waiting",
     )
 

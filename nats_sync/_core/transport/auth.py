@@ -27,8 +27,12 @@ _BLOCK = re.compile(
 )
 #: nkeys' prefix byte of user keys, as the first character of a seed ("SU...").
 _USER_SEED_PREFIX = "SU"
-_SEED_KINDS = {"SA": "an account seed", "SO": "an operator seed", "SN": "a server seed",
-               "SC": "a cluster seed"}
+_SEED_KINDS = {
+    "SA": "an account seed",
+    "SO": "an operator seed",
+    "SN": "a server seed",
+    "SC": "a cluster seed",
+}
 #: A seed, a JWT or a ``.creds`` block: what a secret given instead of a path looks like.
 _SECRET_LIKE = re.compile(r"S[A-Z2-7]{40,}|eyJ|-----BEGIN|[\r\n]")
 
@@ -69,8 +73,9 @@ def _read(path: str, what: str) -> str:
     try:
         return Path(text).read_text()
     except (OSError, ValueError) as err:  # ValueError: not UTF-8, or a NUL in the path
-        raise BadCredentialsError(f"cannot read {what} {text!r}: {err.__class__.__name__}"
-                                  ) from None
+        raise BadCredentialsError(
+            f"cannot read {what} {text!r}: {err.__class__.__name__}"
+        ) from None
 
 
 def _check_user_seed(seed: str, source: str) -> bytes:
@@ -165,8 +170,9 @@ def _call_user_jwt_cb(user_jwt_cb: JwtCallback) -> str:
         except UnicodeDecodeError:
             raise BadCredentialsError("user_jwt_cb returned bytes that are not ASCII") from None
     if not isinstance(jwt, str):
-        raise BadCredentialsError(f"user_jwt_cb must return the JWT as str, got "
-                                  f"{type(jwt).__name__}")
+        raise BadCredentialsError(
+            f"user_jwt_cb must return the JWT as str, got {type(jwt).__name__}"
+        )
     jwt = jwt.strip()
     if jwt.count(".") != 2:
         raise BadCredentialsError("user_jwt_cb returned something that is not a JWT")
@@ -180,8 +186,11 @@ def _call_signature_cb(signature_cb: SignatureCallback, nonce: bytes) -> bytes:
     except Exception as err:
         raise BadCredentialsError(f"signature_cb raised {type(err).__name__}") from err
     if not isinstance(signature, bytes | bytearray) or len(signature) != _SIGNATURE_SIZE:
-        got = (f"{len(signature)} bytes" if isinstance(signature, bytes | bytearray)
-               else type(signature).__name__)
+        got = (
+            f"{len(signature)} bytes"
+            if isinstance(signature, bytes | bytearray)
+            else type(signature).__name__
+        )
         raise BadCredentialsError(
             f"signature_cb must return the raw {_SIGNATURE_SIZE}-byte ed25519 signature "
             f"(not base64), got {got}"
@@ -213,8 +222,10 @@ def connect_auth(
     if user_jwt_cb is not None:
         if signature_cb is None:
             raise BadCredentialsError("user_jwt_cb needs signature_cb to sign the nonce")
-        return {"jwt": _call_user_jwt_cb(user_jwt_cb),
-                "sig": _encode_signature(_call_signature_cb(signature_cb, nonce))}
+        return {
+            "jwt": _call_user_jwt_cb(user_jwt_cb),
+            "sig": _encode_signature(_call_signature_cb(signature_cb, nonce)),
+        }
     if user_credentials is not None:
         jwt, seed = read_creds_file(user_credentials)
         return {"jwt": jwt, "sig": _encode_signature(sign(seed, nonce))}

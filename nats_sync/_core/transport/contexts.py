@@ -45,14 +45,35 @@ NATS_URL_ENV = "NATS_URL"
 NATS_CONTEXT_ENV = "NATS_CONTEXT"
 
 #: The string fields of a context file this client uses.
-_STRING_FIELDS = ("url", "user", "password", "creds", "nkey", "token", "cert", "key", "ca",
-                  "inbox_prefix", "jetstream_domain", "jetstream_api_prefix", "user_jwt",
-                  "nsc")
+_STRING_FIELDS = (
+    "url",
+    "user",
+    "password",
+    "creds",
+    "nkey",
+    "token",
+    "cert",
+    "key",
+    "ca",
+    "inbox_prefix",
+    "jetstream_domain",
+    "jetstream_api_prefix",
+    "user_jwt",
+    "nsc",
+)
 #: Fields holding a file path (``~`` expanded).
 _PATH_FIELDS = ("creds", "nkey", "cert", "key", "ca")
 #: connect()'s credential keywords: any of them given leaves the context's aside.
-CREDENTIAL_OPTIONS = ("user", "password", "token", "user_credentials", "nkeys_seed",
-                      "nkeys_seed_str", "user_jwt_cb", "signature_cb")
+CREDENTIAL_OPTIONS = (
+    "user",
+    "password",
+    "token",
+    "user_credentials",
+    "nkeys_seed",
+    "nkeys_seed_str",
+    "user_jwt_cb",
+    "signature_cb",
+)
 
 
 @dataclass(frozen=True)
@@ -96,8 +117,14 @@ def context_path(name: str, environ: Mapping[str, str] | None = None) -> Path:
     Raises:
         InvalidArgumentError: a name that is empty or is not a plain file name.
     """
-    if (not isinstance(name, str) or not name or name.startswith(".")
-            or "/" in name or "\\" in name or os.sep in name):
+    if (
+        not isinstance(name, str)
+        or not name
+        or name.startswith(".")
+        or "/" in name
+        or "\\" in name
+        or os.sep in name
+    ):
         raise InvalidArgumentError(
             f"a nats context name must be a plain name (no '/', not starting with '.'), "
             f"got {name!r}"
@@ -120,8 +147,9 @@ def selected_name(environ: Mapping[str, str] | None = None) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as err:
-        raise InvalidArgumentError(f"cannot read the selected nats context {selected}: {err}"
-                                   ) from err
+        raise InvalidArgumentError(
+            f"cannot read the selected nats context {selected}: {err}"
+        ) from err
     return name or None
 
 
@@ -141,17 +169,16 @@ def load(name: str, environ: Mapping[str, str] | None = None) -> NatsContext:
             f"unknown nats context {name!r}: {path} does not exist"
         ) from None
     except (OSError, UnicodeDecodeError) as err:
-        raise InvalidArgumentError(f"cannot read nats context {name!r} ({path}): {err}"
-                                   ) from err
+        raise InvalidArgumentError(f"cannot read nats context {name!r} ({path}): {err}") from err
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as err:
-        raise InvalidArgumentError(f"nats context {name!r}: {path} is not valid JSON: {err}"
-                                   ) from None
+        raise InvalidArgumentError(
+            f"nats context {name!r}: {path} is not valid JSON: {err}"
+        ) from None
     if not isinstance(data, dict):
         raise InvalidArgumentError(
-            f"nats context {name!r}: {path} must hold a JSON object, got "
-            f"{type(data).__name__}"
+            f"nats context {name!r}: {path} must hold a JSON object, got {type(data).__name__}"
         )
     values: dict[str, Any] = {}
     for key in _STRING_FIELDS:
@@ -167,8 +194,7 @@ def load(name: str, environ: Mapping[str, str] | None = None) -> NatsContext:
     tls_first = data.get("tls_first", False)
     if not isinstance(tls_first, bool):
         raise InvalidArgumentError(
-            f"nats context {name!r} ({path}): tls_first must be true or false, got "
-            f"{tls_first!r}"
+            f"nats context {name!r} ({path}): tls_first must be true or false, got {tls_first!r}"
         )
     context = NatsContext(name=name, path=path, tls_first=tls_first, **values)
     if context.nsc and not (context.url and context.creds):
@@ -213,8 +239,9 @@ def resolve(
     return env.get(NATS_URL_ENV) or d.DEFAULT_URL, found
 
 
-def apply_context(context: NatsContext, keywords: MutableMapping[str, Any],
-                  defaults: Mapping[str, Any]) -> None:
+def apply_context(
+    context: NatsContext, keywords: MutableMapping[str, Any], defaults: Mapping[str, Any]
+) -> None:
     """Fills ``keywords`` (connect's, by name) from ``context`` where they are at their
     defaults (see the module header).
 
@@ -227,6 +254,7 @@ def apply_context(context: NatsContext, keywords: MutableMapping[str, Any],
         InvalidArgumentError: the TLS files cannot be loaded.
         BadCredentialsError: ``user_jwt`` without an ``nkey`` seed file.
     """
+
     def unset(name: str) -> bool:
         return bool(keywords.get(name, defaults[name]) == defaults[name])
 

@@ -71,8 +71,7 @@ def handshake(
             # describes the WebSocket listener.
             if server.tls_required or options.tls is not None:
                 transport = _start_tls(transport, server, options, deadline)
-            transport = _start_websocket(transport, server, deadline,
-                                         options.ws_header_pairs)
+            transport = _start_websocket(transport, server, deadline, options.ws_header_pairs)
         elif options.tls_handshake_first:
             transport = _start_tls(transport, server, options, deadline)
         op = _read_op(transport, parser, deadline, server)

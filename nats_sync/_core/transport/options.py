@@ -158,8 +158,9 @@ def build_options_and_context(
     chosen, found = resolve(servers, context)
     if found is not None:
         apply_context(found, keywords, _DEFAULTS)
-    options = Options(servers=server_urls(chosen),
-                      context=found.name if found is not None else None, **keywords)
+    options = Options(
+        servers=server_urls(chosen), context=found.name if found is not None else None, **keywords
+    )
     for name in ("connect_timeout", "drain_timeout", "ping_interval"):
         check_timeout(getattr(options, name), name)
     check_timeout(options.reconnect_time_wait, "reconnect_time_wait", zero_ok=True)
@@ -172,9 +173,16 @@ def build_options_and_context(
         raise InvalidArgumentError(
             f"inbox_prefix must be a plain subject, got {options.inbox_prefix!r}"
         )
-    for name in ("error_cb", "disconnected_cb", "reconnected_cb", "closed_cb",
-                 "discovered_server_cb", "lame_duck_mode_cb", "reconnect_delay_cb",
-                 "reconnect_to_server_handler"):
+    for name in (
+        "error_cb",
+        "disconnected_cb",
+        "reconnected_cb",
+        "closed_cb",
+        "discovered_server_cb",
+        "lame_duck_mode_cb",
+        "reconnect_delay_cb",
+        "reconnect_to_server_handler",
+    ):
         value = getattr(options, name)
         if value is not None and not callable(value):
             raise InvalidArgumentError(f"{name} must be callable, got {value!r}")
@@ -249,8 +257,7 @@ def ws_headers(headers: object) -> dict[str, list[str]]:
             )
         if name.lower() in d.WS_RESERVED_HEADERS:
             raise InvalidArgumentError(
-                f"ws_connection_headers must not set {name}: the WebSocket upgrade "
-                "writes it itself"
+                f"ws_connection_headers must not set {name}: the WebSocket upgrade writes it itself"
             )
         listed = [values] if isinstance(values, str) else values
         if not isinstance(listed, Sequence) or not all(isinstance(v, str) for v in listed):
@@ -280,9 +287,7 @@ def _check_credentials(options: Options) -> None:
     for name in ("user_credentials", "nkeys_seed"):
         value = getattr(options, name)
         if value is not None and not isinstance(value, str | os.PathLike):
-            raise InvalidArgumentError(
-                f"{name} must be a file path, got {type(value).__name__}"
-            )
+            raise InvalidArgumentError(f"{name} must be a file path, got {type(value).__name__}")
     if options.nkeys_seed_str is not None and not isinstance(options.nkeys_seed_str, str):
         raise InvalidArgumentError(
             f"nkeys_seed_str must be the seed as a str, got {type(options.nkeys_seed_str).__name__}"
@@ -290,9 +295,7 @@ def _check_credentials(options: Options) -> None:
     for name in ("user_jwt_cb", "signature_cb"):
         value = getattr(options, name)
         if value is not None and not callable(value):
-            raise InvalidArgumentError(
-                f"{name} must be callable, got {type(value).__name__}"
-            )
+            raise InvalidArgumentError(f"{name} must be callable, got {type(value).__name__}")
     callbacks = options.user_jwt_cb is not None
     if callbacks != (options.signature_cb is not None):
         raise BadCredentialsError(

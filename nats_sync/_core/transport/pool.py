@@ -116,8 +116,10 @@ def parse_server_url(url: str) -> ServerAddress:
         raise InvalidArgumentError(f"bad server URL {_redact_raw(url)!r}: {err}") from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise InvalidArgumentError(f"server URL {_redact_raw(url)!r} has unknown scheme "
-                                   f"{scheme!r}; use nats://, tls://, ws:// or wss://")
+        raise InvalidArgumentError(
+            f"server URL {_redact_raw(url)!r} has unknown scheme "
+            f"{scheme!r}; use nats://, tls://, ws:// or wss://"
+        )
     if not parts.hostname:
         raise InvalidArgumentError(f"server URL {_redact_raw(url)!r} has no host")
     user = unquote(parts.username) if parts.username is not None else None

@@ -294,8 +294,9 @@ class TlsStream:
                 stream._flush_output()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"TLS handshake with {server_hostname} took too long"
-                                       ) from None
+                    raise TimeoutError(
+                        f"TLS handshake with {server_hostname} took too long"
+                    ) from None
                 inner.set_timeout(remaining)
                 if not stream._read_records():
                     raise SecureConnFailedError(
@@ -370,7 +371,7 @@ class TlsStream:
         """See :meth:`Transport.send_all`."""
         view = memoryview(data)
         while view:
-            view = view[self.send([view]):]
+            view = view[self.send([view]) :]
 
     def set_timeout(self, timeout: float | None) -> None:
         """See :meth:`Transport.set_timeout`."""

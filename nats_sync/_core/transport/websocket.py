@@ -57,7 +57,14 @@ class WebSocket:
     """
 
     __slots__ = (
-        "_closed", "_conn", "_control", "_data", "_host", "_lock", "_open", "_request",
+        "_closed",
+        "_conn",
+        "_control",
+        "_data",
+        "_host",
+        "_lock",
+        "_open",
+        "_request",
     )
 
     def __init__(
@@ -142,7 +149,7 @@ class WebSocket:
             while data and count < size:
                 chunk = data[0]
                 taken = min(len(chunk), size - count)
-                buffer[count:count + taken] = chunk[:taken]
+                buffer[count : count + taken] = chunk[:taken]
                 count += taken
                 if taken == len(chunk):
                     data.popleft()
@@ -198,8 +205,14 @@ class WebSocketStream:
         self._frame_lock = threading.Lock()
 
     @classmethod
-    def open(cls, inner: Transport, host: str, deadline: float, target: str = "/",
-             headers: Sequence[tuple[str, str]] = ()) -> WebSocketStream:
+    def open(
+        cls,
+        inner: Transport,
+        host: str,
+        deadline: float,
+        target: str = "/",
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> WebSocketStream:
         """Runs the WebSocket upgrade over ``inner``, before the connection threads.
 
         Args:

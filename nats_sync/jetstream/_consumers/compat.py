@@ -42,8 +42,9 @@ class PullSubscription:
         """The pull consumer read."""
         return self._consumer
 
-    def fetch(self, batch: int = 1, timeout: float | None = 5.0,
-              heartbeat: float | None = None) -> list[JsMsg]:
+    def fetch(
+        self, batch: int = 1, timeout: float | None = 5.0, heartbeat: float | None = None
+    ) -> list[JsMsg]:
         """Up to ``batch`` messages within ``timeout`` seconds.
 
         Raises:
@@ -74,9 +75,16 @@ class PullSubscription:
 class JsSubscription:
     """nats-py's ``js.subscribe`` result, read from a pull (or ordered) consumer."""
 
-    def __init__(self, js: JsContext, consumer: PullConsumer | None, reader: Any,
-                 *, ephemeral: bool, with_callback: bool,
-                 on_end: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        js: JsContext,
+        consumer: PullConsumer | None,
+        reader: Any,
+        *,
+        ephemeral: bool,
+        with_callback: bool,
+        on_end: Callable[[], None] | None = None,
+    ) -> None:
         self._on_end = on_end
         self._js = js
         self._consumer = consumer
@@ -91,8 +99,9 @@ class JsSubscription:
             TimeoutError: none within ``timeout`` seconds.
         """
         if self._with_callback:
-            raise InvalidArgumentError("this subscription has a callback; next_msg works "
-                                       "only without one")
+            raise InvalidArgumentError(
+                "this subscription has a callback; next_msg works only without one"
+            )
         message: JsMsg = self._reader.next(timeout=timeout)
         return message
 
@@ -127,20 +136,31 @@ class JsSubscription:
         self._end()
 
 
-def pull_subscribe(js: JsContext, subject: str, durable: str | None = None,
-                   stream: str | None = None, config: ConsumerConfig | None = None
-                   ) -> PullSubscription:
+def pull_subscribe(
+    js: JsContext,
+    subject: str,
+    durable: str | None = None,
+    stream: str | None = None,
+    config: ConsumerConfig | None = None,
+) -> PullSubscription:
     """See ``JetStream.pull_subscribe``."""
     stream_name = stream or js.stream_name_by_subject(subject)
     consumer, ephemeral = _bind_or_create(js, stream_name, subject, durable, config, None)
     return PullSubscription(js, consumer, ephemeral=ephemeral)
 
 
-def subscribe(js: JsContext, subject: str, queue: str | None = None,
-              cb: Callable[[JsMsg], None] | None = None, durable: str | None = None,
-              stream: str | None = None, manual_ack: bool = False,
-              ordered_consumer: bool = False, deliver_policy: str | None = None,
-              config: ConsumerConfig | None = None) -> JsSubscription:
+def subscribe(
+    js: JsContext,
+    subject: str,
+    queue: str | None = None,
+    cb: Callable[[JsMsg], None] | None = None,
+    durable: str | None = None,
+    stream: str | None = None,
+    manual_ack: bool = False,
+    ordered_consumer: bool = False,
+    deliver_policy: str | None = None,
+    config: ConsumerConfig | None = None,
+) -> JsSubscription:
     """See ``JetStream.subscribe``."""
     if cb is not None and not callable(cb):
         raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
@@ -148,19 +168,21 @@ def subscribe(js: JsContext, subject: str, queue: str | None = None,
     if ordered_consumer:
         if queue or durable:
             raise InvalidArgumentError("an ordered consumer takes neither queue nor durable")
-        ordered = OrderedConsumer(js, check_stream_name(stream_name),
-                                  filter_subjects=[subject],
-                                  deliver_policy=deliver_policy or "all")
+        ordered = OrderedConsumer(
+            js,
+            check_stream_name(stream_name),
+            filter_subjects=[subject],
+            deliver_policy=deliver_policy or "all",
+        )
         reader = _read(ordered, cb, manual_ack=True)
-        return JsSubscription(js, None, reader, ephemeral=False, with_callback=cb is not None,
-                              on_end=ordered.stop)
+        return JsSubscription(
+            js, None, reader, ephemeral=False, with_callback=cb is not None, on_end=ordered.stop
+        )
     # A queue group shares one durable consumer named after it (nats-py does the same).
     name = durable or queue
-    consumer, ephemeral = _bind_or_create(js, stream_name, subject, name, config,
-                                          deliver_policy)
+    consumer, ephemeral = _bind_or_create(js, stream_name, subject, name, config, deliver_policy)
     reader = _read(consumer, cb, manual_ack=manual_ack)
-    return JsSubscription(js, consumer, reader, ephemeral=ephemeral,
-                          with_callback=cb is not None)
+    return JsSubscription(js, consumer, reader, ephemeral=ephemeral, with_callback=cb is not None)
 
 
 def _read(source: Any, cb: Callable[[JsMsg], None] | None, *, manual_ack: bool) -> Any:
@@ -178,9 +200,14 @@ def _read(source: Any, cb: Callable[[JsMsg], None] | None, *, manual_ack: bool) 
     return source.consume(acking)
 
 
-def _bind_or_create(js: JsContext, stream: str, subject: str, durable: str | None,
-                    config: ConsumerConfig | None, deliver_policy: str | None
-                    ) -> tuple[PullConsumer, bool]:
+def _bind_or_create(
+    js: JsContext,
+    stream: str,
+    subject: str,
+    durable: str | None,
+    config: ConsumerConfig | None,
+    deliver_policy: str | None,
+) -> tuple[PullConsumer, bool]:
     if durable:
         try:
             return bind_consumer(js, stream, durable, None), False

@@ -119,10 +119,17 @@ class PullConsumer:
 
     # --- one pull ---------------------------------------------------------------------
 
-    def fetch(self, max_messages: int = 1, *, max_wait: float = 30.0,
-              heartbeat: float | None = None, group: str | None = None,
-              min_pending: int | None = None, min_ack_pending: int | None = None,
-              priority: int | None = None) -> MessageBatch:
+    def fetch(
+        self,
+        max_messages: int = 1,
+        *,
+        max_wait: float = 30.0,
+        heartbeat: float | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> MessageBatch:
         """Asks for up to ``max_messages`` and returns at once; the batch yields them as
         they arrive.
 
@@ -154,13 +161,25 @@ class PullConsumer:
             InvalidGroupNameError: a bad group name.
         """
         check_int(max_messages, "max_messages", 1)
-        return self._fetch(max_messages, None, max_wait, heartbeat,
-                           self._group(group, min_pending, min_ack_pending, priority))
+        return self._fetch(
+            max_messages,
+            None,
+            max_wait,
+            heartbeat,
+            self._group(group, min_pending, min_ack_pending, priority),
+        )
 
-    def fetch_bytes(self, max_bytes: int, *, max_wait: float = 30.0,
-                    heartbeat: float | None = None, group: str | None = None,
-                    min_pending: int | None = None, min_ack_pending: int | None = None,
-                    priority: int | None = None) -> MessageBatch:
+    def fetch_bytes(
+        self,
+        max_bytes: int,
+        *,
+        max_wait: float = 30.0,
+        heartbeat: float | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> MessageBatch:
         """Like :meth:`fetch`, limited by size: messages up to ``max_bytes`` in all (as
         the server counts them: subject, reply, headers and payload). The priority
         group keywords are :meth:`fetch`'s.
@@ -169,12 +188,23 @@ class PullConsumer:
             InvalidArgumentError: a bad size, wait, heartbeat or criterion.
         """
         check_int(max_bytes, "max_bytes", 1)
-        return self._fetch(d.JS_BYTES_ONLY_BATCH, max_bytes, max_wait, heartbeat,
-                           self._group(group, min_pending, min_ack_pending, priority))
+        return self._fetch(
+            d.JS_BYTES_ONLY_BATCH,
+            max_bytes,
+            max_wait,
+            heartbeat,
+            self._group(group, min_pending, min_ack_pending, priority),
+        )
 
-    def fetch_nowait(self, max_messages: int = 1, *, group: str | None = None,
-                     min_pending: int | None = None, min_ack_pending: int | None = None,
-                     priority: int | None = None) -> MessageBatch:
+    def fetch_nowait(
+        self,
+        max_messages: int = 1,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> MessageBatch:
         """Asks for up to ``max_messages`` of what is there now, without waiting for
         more (an empty batch at once when there is nothing).
 
@@ -190,14 +220,28 @@ class PullConsumer:
         check_int(max_messages, "max_messages", 1)
         pg = self._group(group, min_pending, min_ack_pending, priority)
         body = pull_body(max_messages, no_wait=True, group=None if pg is None else pg.fields())
-        return MessageBatch(self._js.client, self._next_subject, body, batch=max_messages,
-                            max_bytes=None, wait=d.JS_FETCH_MARGIN, heartbeat=None,
-                            ack_timeout=self._js.timeout, group=pg,
-                            again=_again(pg, None, None))
+        return MessageBatch(
+            self._js.client,
+            self._next_subject,
+            body,
+            batch=max_messages,
+            max_bytes=None,
+            wait=d.JS_FETCH_MARGIN,
+            heartbeat=None,
+            ack_timeout=self._js.timeout,
+            group=pg,
+            again=_again(pg, None, None),
+        )
 
-    def next(self, max_wait: float = 5.0, *, group: str | None = None,
-             min_pending: int | None = None, min_ack_pending: int | None = None,
-             priority: int | None = None) -> JsMsg:
+    def next(
+        self,
+        max_wait: float = 5.0,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> JsMsg:
         """The next message, waiting up to ``max_wait`` seconds (the priority group
         keywords are :meth:`fetch`'s).
 
@@ -210,33 +254,62 @@ class PullConsumer:
                 ``group`` was given (also ``InvalidPriorityGroupError``,
                 ``PriorityPolicyError``: see :meth:`fetch`).
         """
-        with self.fetch(1, max_wait=max_wait, group=group, min_pending=min_pending,
-                        min_ack_pending=min_ack_pending, priority=priority) as batch:
+        with self.fetch(
+            1,
+            max_wait=max_wait,
+            group=group,
+            min_pending=min_pending,
+            min_ack_pending=min_ack_pending,
+            priority=priority,
+        ) as batch:
             for msg in batch:
                 return msg
         if batch.error is not None:
             raise batch.error
         raise TimeoutError(
-            f"no message from consumer {self._name!r} of stream {self._stream!r} "
-            f"within {max_wait}s"
+            f"no message from consumer {self._name!r} of stream {self._stream!r} within {max_wait}s"
         )
 
-    def _fetch(self, batch: int, max_bytes: int | None, max_wait: float,
-               heartbeat: float | None, pg: PullGroup | None) -> MessageBatch:
+    def _fetch(
+        self,
+        batch: int,
+        max_bytes: int | None,
+        max_wait: float,
+        heartbeat: float | None,
+        pg: PullGroup | None,
+    ) -> MessageBatch:
         check_timeout(max_wait, "max_wait")
         if heartbeat is None:
             heartbeat = d.JS_FETCH_HEARTBEAT if max_wait >= d.JS_FETCH_HEARTBEAT_FROM else None
         else:
             _check_heartbeat(heartbeat, max_wait)
-        body = pull_body(batch, expires=max_wait, max_bytes=max_bytes, heartbeat=heartbeat,
-                         group=None if pg is None else pg.fields())
-        return MessageBatch(self._js.client, self._next_subject, body, batch=batch,
-                            max_bytes=max_bytes, wait=max_wait + d.JS_FETCH_MARGIN,
-                            heartbeat=heartbeat, ack_timeout=self._js.timeout, group=pg,
-                            again=_again(pg, max_wait, heartbeat))
+        body = pull_body(
+            batch,
+            expires=max_wait,
+            max_bytes=max_bytes,
+            heartbeat=heartbeat,
+            group=None if pg is None else pg.fields(),
+        )
+        return MessageBatch(
+            self._js.client,
+            self._next_subject,
+            body,
+            batch=batch,
+            max_bytes=max_bytes,
+            wait=max_wait + d.JS_FETCH_MARGIN,
+            heartbeat=heartbeat,
+            ack_timeout=self._js.timeout,
+            group=pg,
+            again=_again(pg, max_wait, heartbeat),
+        )
 
-    def _group(self, group: str | None, min_pending: int | None,
-               min_ack_pending: int | None, priority: int | None) -> PullGroup | None:
+    def _group(
+        self,
+        group: str | None,
+        min_pending: int | None,
+        min_ack_pending: int | None,
+        priority: int | None,
+    ) -> PullGroup | None:
         return pull_group(self._pins, group, min_pending, min_ack_pending, priority)
 
     def unpin(self, group: str, timeout: float | None = None) -> None:
@@ -258,11 +331,18 @@ class PullConsumer:
 
     # --- continuous pulls ----------------------------------------------------------------
 
-    def messages(self, *, max_messages: int = 500, max_bytes: int | None = None,
-                 max_wait: float = 30.0, heartbeat: float | None = None,
-                 group: str | None = None, min_pending: int | None = None,
-                 min_ack_pending: int | None = None,
-                 priority: int | None = None) -> MessageStream:
+    def messages(
+        self,
+        *,
+        max_messages: int = 500,
+        max_bytes: int | None = None,
+        max_wait: float = 30.0,
+        heartbeat: float | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> MessageStream:
         """Messages pulled ahead continuously: ``for msg in consumer.messages(): ...``.
 
         Up to ``max_messages`` (and ``max_bytes``, when given) are asked for ahead, and
@@ -288,15 +368,29 @@ class PullConsumer:
         Raises:
             InvalidArgumentError: a bad limit, wait, heartbeat or criterion.
         """
-        return self._stream_of(max_messages, max_bytes, max_wait, heartbeat, None,
-                               self._group(group, min_pending, min_ack_pending, priority))
+        return self._stream_of(
+            max_messages,
+            max_bytes,
+            max_wait,
+            heartbeat,
+            None,
+            self._group(group, min_pending, min_ack_pending, priority),
+        )
 
-    def consume(self, cb: Callable[[JsMsg], None], *, max_messages: int = 500,
-                max_bytes: int | None = None, max_wait: float = 30.0,
-                heartbeat: float | None = None,
-                error_cb: ErrorCallback | None = None, group: str | None = None,
-                min_pending: int | None = None, min_ack_pending: int | None = None,
-                priority: int | None = None) -> ConsumeContext:
+    def consume(
+        self,
+        cb: Callable[[JsMsg], None],
+        *,
+        max_messages: int = 500,
+        max_bytes: int | None = None,
+        max_wait: float = 30.0,
+        heartbeat: float | None = None,
+        error_cb: ErrorCallback | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> ConsumeContext:
         """Runs ``cb(msg)`` for every message, in order, on a thread of its own.
 
         The messages come as from :meth:`messages` (same arguments, the priority
@@ -319,13 +413,25 @@ class PullConsumer:
             raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
         if error_cb is not None and not callable(error_cb):
             raise InvalidArgumentError(f"error_cb must be callable or None, got {error_cb!r}")
-        stream = self._stream_of(max_messages, max_bytes, max_wait, heartbeat, error_cb,
-                                 self._group(group, min_pending, min_ack_pending, priority))
+        stream = self._stream_of(
+            max_messages,
+            max_bytes,
+            max_wait,
+            heartbeat,
+            error_cb,
+            self._group(group, min_pending, min_ack_pending, priority),
+        )
         return ConsumeContext(stream, cb, error_cb, self._name, self._js.client)
 
-    def _stream_of(self, max_messages: int, max_bytes: int | None, max_wait: float,
-                   heartbeat: float | None, error_cb: ErrorCallback | None,
-                   pg: PullGroup | None) -> MessageStream:
+    def _stream_of(
+        self,
+        max_messages: int,
+        max_bytes: int | None,
+        max_wait: float,
+        heartbeat: float | None,
+        error_cb: ErrorCallback | None,
+        pg: PullGroup | None,
+    ) -> MessageStream:
         check_int(max_messages, "max_messages", 1)
         if max_bytes is not None:
             check_int(max_bytes, "max_bytes", 1)
@@ -341,9 +447,17 @@ class PullConsumer:
             _check_heartbeat(heartbeat, max_wait)
         label = f"consumer {self._name!r} of stream {self._stream!r}"
         return MessageStream(
-            self._js.client, self._next_subject, label, max_messages=max_messages,
-            max_bytes=max_bytes, max_wait=max_wait, heartbeat=heartbeat,
-            ack_timeout=self._js.timeout, exists=self._exists, error_cb=error_cb, group=pg,
+            self._js.client,
+            self._next_subject,
+            label,
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            max_wait=max_wait,
+            heartbeat=heartbeat,
+            ack_timeout=self._js.timeout,
+            exists=self._exists,
+            error_cb=error_cb,
+            group=pg,
         )
 
     def _exists(self, timeout: float) -> bool:
@@ -355,8 +469,14 @@ class PullConsumer:
         return True
 
 
-def put_consumer(js: JsContext, stream: str, config: ConsumerConfig | None,
-                 fields: dict[str, Any], action: str, timeout: float | None) -> PullConsumer:
+def put_consumer(
+    js: JsContext,
+    stream: str,
+    config: ConsumerConfig | None,
+    fields: dict[str, Any],
+    action: str,
+    timeout: float | None,
+) -> PullConsumer:
     """Creates (``action`` "create"), updates ("update") or either ("") a consumer of
     ``stream`` from ``config`` and ``fields``: ``js.create_consumer`` and its kin, here
     so that streams, ordered consumers and bulk reads make theirs without the context.
@@ -371,8 +491,7 @@ def put_consumer(js: JsContext, stream: str, config: ConsumerConfig | None,
     return PullConsumer(js, stream, ConsumerInfo.from_api(js.api.request(call, body, timeout)))
 
 
-def bind_consumer(js: JsContext, stream: str, name: str, timeout: float | None
-                  ) -> PullConsumer:
+def bind_consumer(js: JsContext, stream: str, name: str, timeout: float | None) -> PullConsumer:
     """An existing consumer (``js.consumer``).
 
     Raises:
@@ -389,8 +508,9 @@ def _ephemeral_name(client: CoreClient) -> str:
     return hashlib.sha256(client.new_inbox().encode()).hexdigest()[:10]
 
 
-def _again(pg: PullGroup | None, max_wait: float | None,
-           heartbeat: float | None) -> PullAgain | None:
+def _again(
+    pg: PullGroup | None, max_wait: float | None, heartbeat: float | None
+) -> PullAgain | None:
     """How a fetch pulls again after its pin was lost (423): the same pull, without the
     id, for what it still wants within the time left (``max_wait`` None: ``no_wait``)."""
     if pg is None:
@@ -405,8 +525,9 @@ def _again(pg: PullGroup | None, max_wait: float | None,
         if expires < d.JS_PIN_RETRY_MIN_WAIT:
             return None
         beat = heartbeat if heartbeat and 2 * heartbeat <= expires else None
-        return pull_body(count, expires=expires, max_bytes=size or None, heartbeat=beat,
-                         group=pg.fields())
+        return pull_body(
+            count, expires=expires, max_bytes=size or None, heartbeat=beat, group=pg.fields()
+        )
 
     return again
 
@@ -440,8 +561,14 @@ class ConsumeContext:
     context manager that stops it.
     """
 
-    def __init__(self, stream: MessageSource, cb: Callable[[JsMsg], None],
-                 error_cb: ErrorCallback | None, name: str, client: CoreClient) -> None:
+    def __init__(
+        self,
+        stream: MessageSource,
+        cb: Callable[[JsMsg], None],
+        error_cb: ErrorCallback | None,
+        name: str,
+        client: CoreClient,
+    ) -> None:
         self._stream = stream
         port = port_of(client)
         otel = port.instrumentation
@@ -449,8 +576,9 @@ class ConsumeContext:
         self._cb = cb if otel is None else otel.wrap_callback(name, cb)
         self._error_cb = error_cb
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"nats_sync-js-consume-{name}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"nats_sync-js-consume-{name}", daemon=True
+        )
         self._remove_listener = port.add_status_listener(self._on_status)
         self._thread.start()
 
@@ -519,8 +647,7 @@ class ConsumeContext:
         if threading.current_thread() is self._thread:
             return  # called from cb: the thread ends after it returns
         if not self.join(timeout):
-            raise DrainTimeoutError(f"consume of {self._stream!r} did not finish within "
-                                    f"{timeout}s")
+            raise DrainTimeoutError(f"consume of {self._stream!r} did not finish within {timeout}s")
 
     def join(self, timeout: float | None = None) -> bool:
         """Waits until it has ended; returns whether it has (False after ``timeout``)."""

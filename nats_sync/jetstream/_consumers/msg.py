@@ -111,7 +111,7 @@ def parse_metadata(reply: str) -> MsgMetadata:
     if not stream or not consumer:
         raise NotJSMessageError(f"ack subject {reply!r} names no stream or consumer")
     domain = tokens[2] if at == _V2_STREAM_AT and tokens[2] not in ("", _NO_DOMAIN) else None
-    numbers = tokens[at + _DELIVERED:at + _PENDING + 1]
+    numbers = tokens[at + _DELIVERED : at + _PENDING + 1]
     if not all(token.isdigit() for token in numbers) or not "".join(numbers).isascii():
         raise NotJSMessageError(_NOT_A_NUMBER.format(reply))
     delivered, stream_seq, consumer_seq, stamp, pending = map(int, numbers)
@@ -140,8 +140,12 @@ def ack_sequence_time_pending(reply: str) -> tuple[int, int, int]:
         raise NotJSMessageError(f"not a JetStream ack subject: {reply!r}")
     seq, stamp, pending = tokens[at + _SSEQ], tokens[at + _STAMP], tokens[at + _PENDING]
     # int() alone would also take "+1" or "1_0"; the server writes plain digits.
-    if not (seq.isdigit() and stamp.isdigit() and pending.isdigit()
-            and (seq + stamp + pending).isascii()):
+    if not (
+        seq.isdigit()
+        and stamp.isdigit()
+        and pending.isdigit()
+        and (seq + stamp + pending).isascii()
+    ):
         raise NotJSMessageError(_NOT_A_NUMBER.format(reply))
     return int(seq), int(stamp), int(pending)
 
@@ -304,17 +308,14 @@ class JsMsg:
     def _claim(self) -> None:
         with _ACK_LOCK:
             if self._acked:
-                raise MsgAlreadyAckdError(
-                    f"message on {self.subject!r} was already acknowledged"
-                )
+                raise MsgAlreadyAckdError(f"message on {self.subject!r} was already acknowledged")
             self._acked = True
 
     def _checked_reply(self) -> str:
         reply = self._msg.reply
         if not reply.startswith("$JS.ACK."):
             raise NotJSMessageError(
-                f"message on {self._msg.subject!r} has no JetStream ack subject "
-                f"(reply {reply!r})"
+                f"message on {self._msg.subject!r} has no JetStream ack subject (reply {reply!r})"
             )
         return reply
 

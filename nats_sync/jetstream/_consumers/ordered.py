@@ -53,8 +53,7 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._consumers.msg import JsMsg
     from nats_sync.jetstream._streams.context_api import JsContext
 
-_DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time",
-                     "last_per_subject")
+_DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
 #: Errors after which the server-side consumer is remade (not the reader's fault).
 _RESET_ON = (ConsumerDeletedError, ConsumerNotFoundError)
 
@@ -70,10 +69,17 @@ class OrderedConsumer:
     ``messages`` and ``consume`` like a pull consumer, without acknowledgements.
     """
 
-    def __init__(self, js: JsContext, stream: str, *,
-                 filter_subjects: Sequence[str] | None = None, deliver_policy: str = "all",
-                 opt_start_seq: int | None = None, opt_start_time: datetime | None = None,
-                 headers_only: bool = False) -> None:
+    def __init__(
+        self,
+        js: JsContext,
+        stream: str,
+        *,
+        filter_subjects: Sequence[str] | None = None,
+        deliver_policy: str = "all",
+        opt_start_seq: int | None = None,
+        opt_start_time: datetime | None = None,
+        headers_only: bool = False,
+    ) -> None:
         if deliver_policy not in _DELIVER_POLICIES:
             raise InvalidArgumentError(
                 f"deliver_policy must be one of {', '.join(_DELIVER_POLICIES)}, "
@@ -124,8 +130,11 @@ class OrderedConsumer:
 
     def _config(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
-            "ack_policy": "none", "mem_storage": True, "num_replicas": 1,
-            "inactive_threshold": d.JS_ORDERED_INACTIVE_THRESHOLD, "max_deliver": 1,
+            "ack_policy": "none",
+            "mem_storage": True,
+            "num_replicas": 1,
+            "inactive_threshold": d.JS_ORDERED_INACTIVE_THRESHOLD,
+            "max_deliver": 1,
         }
         if self._headers_only:
             fields["headers_only"] = True
@@ -153,8 +162,9 @@ class OrderedConsumer:
             if self._stopped.is_set() or self._js.client.is_closed:
                 raise core_errors.ConnectionClosedError("the ordered consumer was stopped")
             try:
-                self._consumer = put_consumer(self._js, self._stream, None, self._config(),
-                                              "create", None)
+                self._consumer = put_consumer(
+                    self._js, self._stream, None, self._config(), "create", None
+                )
                 self._consumer_seq = 0
             except (JetStreamError, core_errors.TimeoutError, core_errors.NatsConnectionError):
                 if time.monotonic() + backoff > deadline:
@@ -206,8 +216,9 @@ class OrderedConsumer:
             deadline = time.monotonic() + max_wait
             while True:
                 consumer = self._current(deadline)
-                batch = consumer.fetch(max_messages,
-                                       max_wait=max(deadline - time.monotonic(), 0.001))
+                batch = consumer.fetch(
+                    max_messages, max_wait=max(deadline - time.monotonic(), 0.001)
+                )
                 taken: list[JsMsg] = []
                 for msg in batch:
                     if not self._accept(msg):
@@ -237,22 +248,24 @@ class OrderedConsumer:
             )
         return got[0]
 
-    def messages(self, *, max_messages: int = 500, max_wait: float = 30.0
-                 ) -> OrderedMessages:
+    def messages(self, *, max_messages: int = 500, max_wait: float = 30.0) -> OrderedMessages:
         """Messages one by one as they come (``for msg in ...``), until ``stop()``."""
         return OrderedMessages(self, max_messages, max_wait)
 
-    def consume(self, cb: Callable[[JsMsg], None], *, max_messages: int = 500,
-                max_wait: float = 30.0,
-                error_cb: Callable[[BaseException], None] | None = None
-                ) -> ConsumeContext:
+    def consume(
+        self,
+        cb: Callable[[JsMsg], None],
+        *,
+        max_messages: int = 500,
+        max_wait: float = 30.0,
+        error_cb: Callable[[BaseException], None] | None = None,
+    ) -> ConsumeContext:
         """Runs ``cb(msg)`` for every message, in order, on a thread of its own (the
         pull consumer's ``ConsumeContext``, over this consumer's messages)."""
         if not callable(cb):
             raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
         messages = self.messages(max_messages=max_messages, max_wait=max_wait)
-        return ConsumeContext(messages, cb, error_cb, f"ordered-{self._stream}",
-                              self._js.client)
+        return ConsumeContext(messages, cb, error_cb, f"ordered-{self._stream}", self._js.client)
 
     def start(self, max_wait: float = 5.0) -> int:
         """Makes the server-side consumer now (if it is not made yet) and returns how
@@ -338,8 +351,9 @@ class OrderedMessages:
         if ordered._reset_needed or self._inner is None:
             self._close_inner()
             consumer = ordered._current(far)
-            self._inner = consumer.messages(max_messages=self._max_messages,
-                                            max_wait=self._max_wait)
+            self._inner = consumer.messages(
+                max_messages=self._max_messages, max_wait=self._max_wait
+            )
         # Short waits, so a stop() or a reconnect is noticed within a second.
         wait = 1.0 if remaining is None else min(remaining, 1.0)
         try:
@@ -385,21 +399,36 @@ class Watch:
         InvalidArgumentError: ``include_history`` with ``updates_only``.
     """
 
-    def __init__(self, js: JsContext, stream: str, subjects: Sequence[str], *,
-                 include_history: bool, updates_only: bool, headers_only: bool = False
-                 ) -> None:
+    def __init__(
+        self,
+        js: JsContext,
+        stream: str,
+        subjects: Sequence[str],
+        *,
+        include_history: bool,
+        updates_only: bool,
+        headers_only: bool = False,
+    ) -> None:
         if include_history and updates_only:
             raise InvalidArgumentError("include_history and updates_only exclude each other")
         if updates_only:
             next_seq = js.stream_info(stream).state.last_seq + 1
             self._ordered = OrderedConsumer(
-                js, stream, filter_subjects=subjects, deliver_policy="by_start_sequence",
-                opt_start_seq=next_seq, headers_only=headers_only)
+                js,
+                stream,
+                filter_subjects=subjects,
+                deliver_policy="by_start_sequence",
+                opt_start_seq=next_seq,
+                headers_only=headers_only,
+            )
         else:
             self._ordered = OrderedConsumer(
-                js, stream, filter_subjects=subjects,
+                js,
+                stream,
+                filter_subjects=subjects,
                 deliver_policy="all" if include_history else "last_per_subject",
-                headers_only=headers_only)
+                headers_only=headers_only,
+            )
         try:
             pending = self._ordered.start(js.timeout)
         except BaseException:

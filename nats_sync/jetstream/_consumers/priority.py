@@ -72,7 +72,8 @@ def check_group_name(group: object) -> str:
     """
     if not isinstance(group, str) or _GROUP_NAME.fullmatch(group) is None:
         raise InvalidGroupNameError(
-            f"priority group must be 1-16 of A-Z a-z 0-9 - _ / =, got {group!r}")
+            f"priority group must be 1-16 of A-Z a-z 0-9 - _ / =, got {group!r}"
+        )
     return group
 
 
@@ -81,8 +82,11 @@ def refusal(status: int, description: str) -> APIError | None:
     lowered = description.lower()
     for text, cls in _REFUSALS:
         if text in lowered:
-            return cls(f"the pull request was refused: {status} {description}",
-                       code=status, description=description)
+            return cls(
+                f"the pull request was refused: {status} {description}",
+                code=status,
+                description=description,
+            )
     return None
 
 
@@ -121,8 +125,14 @@ class PullGroup:
         priority: ``prioritized``: 0 (served first) to 9.
     """
 
-    def __init__(self, pins: PinTracker, group: str, min_pending: int | None,
-                 min_ack_pending: int | None, priority: int | None) -> None:
+    def __init__(
+        self,
+        pins: PinTracker,
+        group: str,
+        min_pending: int | None,
+        min_ack_pending: int | None,
+        priority: int | None,
+    ) -> None:
         self.group = group
         self._pins = pins
         self._fields: dict[str, Any] = {"group": group}
@@ -161,8 +171,13 @@ class PullGroup:
             self.sent = None
 
 
-def pull_group(pins: PinTracker, group: str | None, min_pending: int | None,
-               min_ack_pending: int | None, priority: int | None) -> PullGroup | None:
+def pull_group(
+    pins: PinTracker,
+    group: str | None,
+    min_pending: int | None,
+    min_ack_pending: int | None,
+    priority: int | None,
+) -> PullGroup | None:
     """The checked :class:`PullGroup` of a read's keywords (None without a group).
 
     Raises:
@@ -178,11 +193,13 @@ def pull_group(pins: PinTracker, group: str | None, min_pending: int | None,
         check_int(priority, "priority", PRIORITY_MIN)
         if priority > PRIORITY_MAX:
             raise InvalidArgumentError(
-                f"priority must be {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority!r}")
+                f"priority must be {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority!r}"
+            )
     if group is None:
         if min_pending is not None or min_ack_pending is not None or priority is not None:
             raise InvalidArgumentError(
                 "min_pending, min_ack_pending and priority need a group (the priority "
-                "group the read belongs to)")
+                "group the read belongs to)"
+            )
         return None
     return PullGroup(pins, check_group_name(group), min_pending, min_ack_pending, priority)

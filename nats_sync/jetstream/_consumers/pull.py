@@ -106,10 +106,20 @@ class MessageBatch:
     thread at a time (other threads wait on a lock).
     """
 
-    def __init__(self, client: CoreClient, subject: str, body: bytes, *, batch: int,
-                 max_bytes: int | None, wait: float, heartbeat: float | None,
-                 ack_timeout: float, group: PullGroup | None = None,
-                 again: PullAgain | None = None) -> None:
+    def __init__(
+        self,
+        client: CoreClient,
+        subject: str,
+        body: bytes,
+        *,
+        batch: int,
+        max_bytes: int | None,
+        wait: float,
+        heartbeat: float | None,
+        ack_timeout: float,
+        group: PullGroup | None = None,
+        again: PullAgain | None = None,
+    ) -> None:
         self._client = client
         self._subject = subject
         self._group = group
@@ -125,7 +135,8 @@ class MessageBatch:
         self._lock = threading.Lock()
         self._inbox = inbox = client.new_inbox()
         self._sub = client.subscribe(
-            inbox, pending_msgs_limit=max(d.DEFAULT_SUB_PENDING_MSGS_LIMIT, batch + 16),
+            inbox,
+            pending_msgs_limit=max(d.DEFAULT_SUB_PENDING_MSGS_LIMIT, batch + 16),
             pending_bytes_limit=max(d.DEFAULT_SUB_PENDING_BYTES_LIMIT, 2 * self._max_bytes),
         )
         self._release = weakref.finalize(self, _forget, self._sub)
@@ -179,8 +190,12 @@ class MessageBatch:
     def __enter__(self) -> MessageBatch:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def _pump(self) -> bool:
@@ -194,9 +209,12 @@ class MessageBatch:
                 if now >= self._deadline:
                     self._finish(None)
                 else:
-                    self._finish(NoHeartbeatError(
-                        f"no message or heartbeat for {2 * self._heartbeat}s: the pull "
-                        "request is lost (server gone or restarted?)"))
+                    self._finish(
+                        NoHeartbeatError(
+                            f"no message or heartbeat for {2 * self._heartbeat}s: the pull "
+                            "request is lost (server gone or restarted?)"
+                        )
+                    )
                 return False
             try:
                 msg = sub.next_msg(wait)
@@ -217,7 +235,8 @@ class MessageBatch:
                 if self._max_bytes:
                     self._bytes += message_size(msg)
                 if len(self._msgs) >= self._limit or (
-                        self._max_bytes and self._bytes >= self._max_bytes):
+                    self._max_bytes and self._bytes >= self._max_bytes
+                ):
                     self._finish(None)
                 return True
             status = classify(msg)
@@ -236,8 +255,13 @@ class MessageBatch:
         if self._group is not None:
             self._group.lost()
         left = self._deadline - time.monotonic()
-        body = None if self._again is None else self._again(
-            self._limit - len(self._msgs), max(self._max_bytes - self._bytes, 0), left)
+        body = (
+            None
+            if self._again is None
+            else self._again(
+                self._limit - len(self._msgs), max(self._max_bytes - self._bytes, 0), left
+            )
+        )
         if body is None:
             return False
         try:
@@ -285,11 +309,21 @@ class MessageStream:
         group: the priority group the pulls name, with its criteria and pin.
     """
 
-    def __init__(self, client: CoreClient, subject: str, label: str, *, max_messages: int,
-                 max_bytes: int | None, max_wait: float, heartbeat: float,
-                 ack_timeout: float, exists: Callable[[float], bool],
-                 error_cb: ErrorCallback | None = None,
-                 group: PullGroup | None = None) -> None:
+    def __init__(
+        self,
+        client: CoreClient,
+        subject: str,
+        label: str,
+        *,
+        max_messages: int,
+        max_bytes: int | None,
+        max_wait: float,
+        heartbeat: float,
+        ack_timeout: float,
+        exists: Callable[[float], bool],
+        error_cb: ErrorCallback | None = None,
+        group: PullGroup | None = None,
+    ) -> None:
         self._client = client
         self._group = group
         self._subject = subject
@@ -383,7 +417,8 @@ class MessageStream:
                     self._on_idle()
                     if deadline is not None and time.monotonic() >= deadline:
                         raise TimeoutError(
-                            f"no message from {self._label} within {timeout}s") from None
+                            f"no message from {self._label} within {timeout}s"
+                        ) from None
                     continue
                 except ConnectionClosedError:
                     self._end(_CLOSED, None)
@@ -399,8 +434,7 @@ class MessageStream:
                         if self._pending_msgs > 0:
                             self._pending_msgs -= 1
                         if self._max_bytes:
-                            self._pending_bytes = max(
-                                0, self._pending_bytes - message_size(msg))
+                            self._pending_bytes = max(0, self._pending_bytes - message_size(msg))
                         self._heartbeat_due = self._idle_due(now)
                         self._backoff = 0.0
                     self._taking = False
@@ -465,8 +499,12 @@ class MessageStream:
     def __enter__(self) -> MessageStream:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def _end(self, state: int, error: BaseException | None) -> None:
@@ -532,8 +570,10 @@ class MessageStream:
         """Under ``_lock``: the pull to send now, if the buffer is half empty; counts it
         as pending."""
         if self._max_bytes:
-            if (self._pending_msgs > self._threshold_msgs
-                    and self._pending_bytes > self._threshold_bytes):
+            if (
+                self._pending_msgs > self._threshold_msgs
+                and self._pending_bytes > self._threshold_bytes
+            ):
                 return None
             batch = self._max_msgs - self._pending_msgs
             size = self._max_bytes - self._pending_bytes
@@ -553,9 +593,13 @@ class MessageStream:
         """Publishes a pull ``_take_pull`` counted; False (and it is uncounted) when
         it could not be sent."""
         group = self._group
-        body = pull_body(batch, expires=self._expires, max_bytes=size or None,
-                         heartbeat=self._heartbeat,
-                         group=None if group is None else group.fields())
+        body = pull_body(
+            batch,
+            expires=self._expires,
+            max_bytes=size or None,
+            heartbeat=self._heartbeat,
+            group=None if group is None else group.fields(),
+        )
         try:
             self._client.publish(self._subject, body, reply=self._inbox)
             self._unsent = None
@@ -599,8 +643,9 @@ class MessageStream:
             elif kind == "no_responders":
                 self._check_due = True
                 self._retry_at = now + self._backoff
-                self._backoff = min(max(self._backoff * 2, d.JS_PULL_RETRY_FIRST),
-                                    d.JS_PULL_RETRY_MAX)
+                self._backoff = min(
+                    max(self._backoff * 2, d.JS_PULL_RETRY_FIRST), d.JS_PULL_RETRY_MAX
+                )
         if kind == "terminal":
             self._end(_FAILED, status.error)
 
@@ -629,16 +674,23 @@ class MessageStream:
         taken as lost (they are asked for again)."""
         now = time.monotonic()
         with self._lock:
-            if (self._state != _ACTIVE or not self._connected or not self._awaiting()
-                    or now < self._heartbeat_due):
+            if (
+                self._state != _ACTIVE
+                or not self._connected
+                or not self._awaiting()
+                or now < self._heartbeat_due
+            ):
                 return
             self._pending_msgs = self._pending_bytes = 0
             if self._recount:
                 self._recount = False  # asked afresh on purpose: no heartbeat was missed
             else:
-                self._warnings.append(NoHeartbeatError(
-                    f"no message or heartbeat from {self._label} for "
-                    f"{2 * self._heartbeat}s; pulling again"))
+                self._warnings.append(
+                    NoHeartbeatError(
+                        f"no message or heartbeat from {self._label} for "
+                        f"{2 * self._heartbeat}s; pulling again"
+                    )
+                )
             self._heartbeat_due = self._idle_due(now)
 
     def _doubt_count(self) -> None:
@@ -646,8 +698,9 @@ class MessageStream:
         with self._lock:
             self._taking = False
             self._recount = True
-            self._heartbeat_due = min(self._heartbeat_due,
-                                      time.monotonic() + d.JS_PULL_RECOUNT_AFTER)
+            self._heartbeat_due = min(
+                self._heartbeat_due, time.monotonic() + d.JS_PULL_RECOUNT_AFTER
+            )
 
     def _idle_due(self, now: float) -> float:
         """Under ``_lock``: when an open request still silent is taken as lost."""
@@ -693,4 +746,3 @@ def report(error: BaseException, error_cb: ErrorCallback | None, text: str) -> N
         error_cb(error)
     except Exception:
         log.exception("nats_sync: error_cb raised while handling %r", error)
-

@@ -54,8 +54,9 @@ from nats_sync.jetstream.errors import (
 if TYPE_CHECKING:
     from nats_sync.msg import Msg
 
-Kind = Literal["message", "heartbeat", "done", "reset", "warning", "no_responders",
-               "pin_lost", "terminal"]
+Kind = Literal[
+    "message", "heartbeat", "done", "reset", "warning", "no_responders", "pin_lost", "terminal"
+]
 
 
 @dataclass(frozen=True)
@@ -99,45 +100,80 @@ def classify(msg: Msg) -> PullStatus:
         return PullStatus("done", *_pending_headers(msg))
     if status == 409:
         if "consumer deleted" in lowered:
-            return PullStatus("terminal", error=ConsumerDeletedError(
-                f"the consumer was deleted ({status} {description})"))
+            return PullStatus(
+                "terminal",
+                error=ConsumerDeletedError(f"the consumer was deleted ({status} {description})"),
+            )
         if "leadership change" in lowered:
             return PullStatus("reset")
         if any(text in lowered for text in _ENDS_REQUEST):
             return PullStatus("done", *_pending_headers(msg))
         if "push based" in lowered:
-            return PullStatus("terminal", error=StatusError(
-                f"{status} {description}: pull requests need a pull consumer",
-                status=status, description=description))
-        return PullStatus("warning", error=StatusError(
-            f"the pull request was refused: {status} {description}",
-            status=status, description=description))
+            return PullStatus(
+                "terminal",
+                error=StatusError(
+                    f"{status} {description}: pull requests need a pull consumer",
+                    status=status,
+                    description=description,
+                ),
+            )
+        return PullStatus(
+            "warning",
+            error=StatusError(
+                f"the pull request was refused: {status} {description}",
+                status=status,
+                description=description,
+            ),
+        )
     if status == d.STATUS_PIN_MISMATCH:
-        return PullStatus("pin_lost", *_pending_headers(msg), error=PinIdMismatchError(
-            f"{status} {description}: the pin moved to another reader",
-            status=status, description=description))
+        return PullStatus(
+            "pin_lost",
+            *_pending_headers(msg),
+            error=PinIdMismatchError(
+                f"{status} {description}: the pin moved to another reader",
+                status=status,
+                description=description,
+            ),
+        )
     if status == 400:
         error = refusal(status, description)
         if error is not None:
             return PullStatus("terminal", error=error)
     if status == d.STATUS_NO_RESPONDERS:
-        text = ("consumer not found: no responders for the pull request (the consumer "
-                "does not exist, or its server is not ready)")
-        return PullStatus("no_responders", error=ConsumerNotFoundError(
-            text, code=404, err_code=10014, description=text))
-    return PullStatus("terminal", error=StatusError(
-        f"unexpected status {status} {description}".rstrip(),
-        status=status, description=description))
+        text = (
+            "consumer not found: no responders for the pull request (the consumer "
+            "does not exist, or its server is not ready)"
+        )
+        return PullStatus(
+            "no_responders",
+            error=ConsumerNotFoundError(text, code=404, err_code=10014, description=text),
+        )
+    return PullStatus(
+        "terminal",
+        error=StatusError(
+            f"unexpected status {status} {description}".rstrip(),
+            status=status,
+            description=description,
+        ),
+    )
 
 
 def _pending_headers(msg: Msg) -> tuple[int | None, int | None]:
-    return (header_int(msg.headers, "Nats-Pending-Messages"),
-            header_int(msg.headers, "Nats-Pending-Bytes"))
+    return (
+        header_int(msg.headers, "Nats-Pending-Messages"),
+        header_int(msg.headers, "Nats-Pending-Bytes"),
+    )
 
 
-def pull_body(batch: int, *, expires: float | None = None, max_bytes: int | None = None,
-              no_wait: bool = False, heartbeat: float | None = None,
-              group: Mapping[str, Any] | None = None) -> bytes:
+def pull_body(
+    batch: int,
+    *,
+    expires: float | None = None,
+    max_bytes: int | None = None,
+    no_wait: bool = False,
+    heartbeat: float | None = None,
+    group: Mapping[str, Any] | None = None,
+) -> bytes:
     """The JSON of a pull request (durations in seconds here, ns on the wire);
     ``group``: a priority group's fields (``PullGroup.fields()``)."""
     body: dict[str, Any] = {"batch": batch}

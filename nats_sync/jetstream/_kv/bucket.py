@@ -86,7 +86,8 @@ def create_bucket(js: JsContext, config: KeyValueConfig, timeout: float | None) 
     stream_config = config.to_stream_config()
     if stream_config.subject_delete_marker_ttl and js.api_level(timeout) < 1:
         raise LimitMarkersNotSupportedError(
-            "limit_marker_ttl needs nats-server 2.11+ (JetStream API level 1)")
+            "limit_marker_ttl needs nats-server 2.11+ (JetStream API level 1)"
+        )
     stream = put_stream(js, "CREATE", stream_config, timeout)
     return KeyValue(js, config.bucket, stream.cached_info)
 
@@ -159,8 +160,7 @@ class KeyValue:
 
     # --- reading --------------------------------------------------------------------------
 
-    def get(self, key: str, revision: int | None = None, *, timeout: float | None = None
-            ) -> Entry:
+    def get(self, key: str, revision: int | None = None, *, timeout: float | None = None) -> Entry:
         """The key's current value, or the one stored at ``revision``.
 
         Raises:
@@ -169,8 +169,10 @@ class KeyValue:
         """
         entry = self._get_entry(key, revision, timeout)
         if entry.operation != "PUT":
-            raise KeyDeletedError(f"key {key!r} in bucket {self._bucket!r} was deleted "
-                                  f"(revision {entry.revision}, {entry.operation})")
+            raise KeyDeletedError(
+                f"key {key!r} in bucket {self._bucket!r} was deleted "
+                f"(revision {entry.revision}, {entry.operation})"
+            )
         return entry
 
     def _get_entry(self, key: str, revision: int | None, timeout: float | None) -> Entry:
@@ -187,11 +189,19 @@ class KeyValue:
             raise KeyNotFoundError(
                 f"revision {revision} of bucket {self._bucket!r} is not of key {key!r}"
             )
-        return Entry(bucket=self._bucket, key=key, value=stored.data, revision=stored.seq,
-                     delta=0, created=stored.time, operation=operation_of(stored.headers))
+        return Entry(
+            bucket=self._bucket,
+            key=key,
+            value=stored.data,
+            revision=stored.seq,
+            delta=0,
+            created=stored.time,
+            operation=operation_of(stored.headers),
+        )
 
-    def _direct_get(self, subject: str, revision: int | None, timeout: float | None
-                    ) -> StoredMsg | None:
+    def _direct_get(
+        self, subject: str, revision: int | None, timeout: float | None
+    ) -> StoredMsg | None:
         """The message by direct get; None when nobody answers direct gets."""
         api = self._js.api
         if revision is None:
@@ -209,10 +219,8 @@ class KeyValue:
             raise StatusError(status=reply.status, description=reply.description)
         return stored_from_direct(self._stream.name, reply)
 
-    def _leader_get(self, subject: str, revision: int | None, timeout: float | None
-                    ) -> StoredMsg:
-        body: dict[str, Any] = ({"last_by_subj": subject} if revision is None
-                                else {"seq": revision})
+    def _leader_get(self, subject: str, revision: int | None, timeout: float | None) -> StoredMsg:
+        body: dict[str, Any] = {"last_by_subj": subject} if revision is None else {"seq": revision}
         try:
             reply = self._js.api.request(f"STREAM.MSG.GET.{self._stream.name}", body, timeout)
         except MessageNotFoundError:
@@ -220,12 +228,11 @@ class KeyValue:
         return stored_msg_from_api(self._stream.name, reply.get("message") or {})
 
     def _not_found(self, subject: str, revision: int | None) -> str:
-        key = subject[len(self._prefix):]
+        key = subject[len(self._prefix) :]
         at = "" if revision is None else f" at revision {revision}"
         return f"key {key!r} not found in bucket {self._bucket!r}{at}"
 
-    def get_many(self, keys: Iterable[str], *, timeout: float | None = None
-                 ) -> dict[str, bytes]:
+    def get_many(self, keys: Iterable[str], *, timeout: float | None = None) -> dict[str, bytes]:
         """The current value of each of ``keys`` that has one, in few round trips.
 
         Keys never set, deleted or purged are left out of the result; a key given more
@@ -256,7 +263,8 @@ class KeyValue:
         """
         if isinstance(keys, (str, bytes)):
             raise InvalidArgumentError(
-                f"keys must be an iterable of keys, not a single {type(keys).__name__}")
+                f"keys must be an iterable of keys, not a single {type(keys).__name__}"
+            )
         if timeout is not None:
             check_timeout(timeout)
         wanted = list(dict.fromkeys(check_key(key) for key in keys))
@@ -285,13 +293,22 @@ class KeyValue:
         if not stored:
             raise KeyNotFoundError(self._not_found(subject, None))
         last = len(stored) - 1
-        return [Entry(bucket=self._bucket, key=key, value=msg.data, revision=msg.seq,
-                      delta=last - index, created=msg.time,
-                      operation=operation_of(msg.headers))
-                for index, msg in enumerate(stored)]
+        return [
+            Entry(
+                bucket=self._bucket,
+                key=key,
+                value=msg.data,
+                revision=msg.seq,
+                delta=last - index,
+                created=msg.time,
+                operation=operation_of(msg.headers),
+            )
+            for index, msg in enumerate(stored)
+        ]
 
-    def keys(self, filters: Sequence[str] | None = None, *, timeout: float | None = None
-             ) -> list[str]:
+    def keys(
+        self, filters: Sequence[str] | None = None, *, timeout: float | None = None
+    ) -> list[str]:
         """The keys that have a value (matching one of ``filters`` when given).
 
         Raises:
@@ -299,12 +316,15 @@ class KeyValue:
         """
         found = list(self.list_keys(filters, timeout=timeout))
         if not found:
-            raise NoKeysError(f"no keys in bucket {self._bucket!r}"
-                              + (f" matching {list(filters)}" if filters else ""))
+            raise NoKeysError(
+                f"no keys in bucket {self._bucket!r}"
+                + (f" matching {list(filters)}" if filters else "")
+            )
         return found
 
-    def list_keys(self, filters: Sequence[str] | None = None, *,
-                  timeout: float | None = None) -> Iterator[str]:
+    def list_keys(
+        self, filters: Sequence[str] | None = None, *, timeout: float | None = None
+    ) -> Iterator[str]:
         """The keys that have a value (matching one of ``filters``), as they are read.
 
         The server filters: only the last entry of each matching key is sent, headers
@@ -325,8 +345,9 @@ class KeyValue:
         patterns = [check_filter(pattern) for pattern in filters]
         return patterns or [">"]
 
-    def _scan(self, patterns: list[str], *, ignore_deletes: bool, timeout: float | None
-              ) -> Iterator[Entry]:
+    def _scan(
+        self, patterns: list[str], *, ignore_deletes: bool, timeout: float | None
+    ) -> Iterator[Entry]:
         """The last entry of every key matching ``patterns``, headers only."""
         watcher = self.watch(patterns, ignore_deletes=ignore_deletes, meta_only=True)
         wait = timeout or self._js.timeout
@@ -342,16 +363,25 @@ class KeyValue:
         info = self._stream.info(timeout=timeout)
         config = info.config
         return KeyValueStatus(
-            bucket=self._bucket, values=info.state.messages,
-            history=config.max_msgs_per_subject or 1, ttl=config.max_age or 0.0,
+            bucket=self._bucket,
+            values=info.state.messages,
+            history=config.max_msgs_per_subject or 1,
+            ttl=config.max_age or 0.0,
             bytes=info.state.bytes,
             is_compressed=config.compression not in (None, "", "none"),
-            limit_marker_ttl=config.subject_delete_marker_ttl or 0.0, info=info,
+            limit_marker_ttl=config.subject_delete_marker_ttl or 0.0,
+            info=info,
         )
 
-    def watch(self, keys: str | Sequence[str] = ">", *, include_history: bool = False,
-              ignore_deletes: bool = False, meta_only: bool = False,
-              updates_only: bool = False) -> KeyWatcher:
+    def watch(
+        self,
+        keys: str | Sequence[str] = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+    ) -> KeyWatcher:
         """Watches the keys matching ``keys`` (one filter or several).
 
         The watcher first gives the current entry of each matching key (every kept
@@ -367,16 +397,33 @@ class KeyValue:
             updates_only: only changes stored after the watch began.
         """
         subjects = [self._prefix + pattern for pattern in self._filters(keys)]
-        return KeyWatcher(self._js, self._bucket, self._stream.name, subjects,
-                          include_history=include_history, ignore_deletes=ignore_deletes,
-                          meta_only=meta_only, updates_only=updates_only)
+        return KeyWatcher(
+            self._js,
+            self._bucket,
+            self._stream.name,
+            subjects,
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+        )
 
-    def watch_all(self, *, include_history: bool = False, ignore_deletes: bool = False,
-                  meta_only: bool = False, updates_only: bool = False) -> KeyWatcher:
+    def watch_all(
+        self,
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+    ) -> KeyWatcher:
         """Watches every key (``watch(">")``)."""
-        return self.watch(">", include_history=include_history,
-                          ignore_deletes=ignore_deletes, meta_only=meta_only,
-                          updates_only=updates_only)
+        return self.watch(
+            ">",
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+        )
 
     # --- writing --------------------------------------------------------------------------
 
@@ -385,8 +432,14 @@ class KeyValue:
         subject = self._prefix + check_key(key, writing=True)
         return self._js.publish(subject, _value(value), timeout=timeout).seq
 
-    def create(self, key: str, value: bytes, *, ttl: float | str | None = None,
-               timeout: float | None = None) -> int:
+    def create(
+        self,
+        key: str,
+        value: bytes,
+        *,
+        ttl: float | str | None = None,
+        timeout: float | None = None,
+    ) -> int:
         """Stores ``value`` only if ``key`` has none (never set, deleted or purged).
 
         Args:
@@ -400,8 +453,9 @@ class KeyValue:
         subject = self._prefix + check_key(key, writing=True)
         data = _value(value)
         try:
-            return self._js.publish(subject, data, timeout=timeout,
-                                    expected_last_subject_seq=0, ttl=ttl).seq
+            return self._js.publish(
+                subject, data, timeout=timeout, expected_last_subject_seq=0, ttl=ttl
+            ).seq
         except WrongLastSequenceError as err:
             try:
                 latest = self._get_entry(key, None, timeout)
@@ -412,8 +466,7 @@ class KeyValue:
         # Deleted or purged: a create is an update on the marker's revision.
         return self._update(subject, key, data, latest.revision, timeout, ttl)
 
-    def update(self, key: str, value: bytes, last: int, *, timeout: float | None = None
-               ) -> int:
+    def update(self, key: str, value: bytes, last: int, *, timeout: float | None = None) -> int:
         """Stores ``value`` only if the key's latest revision is ``last``
         (compare-and-swap); returns the new revision.
 
@@ -425,16 +478,23 @@ class KeyValue:
             raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
         return self._update(subject, key, _value(value), last, timeout, None)
 
-    def _update(self, subject: str, key: str, data: bytes, last: int,
-                timeout: float | None, ttl: float | str | None) -> int:
+    def _update(
+        self,
+        subject: str,
+        key: str,
+        data: bytes,
+        last: int,
+        timeout: float | None,
+        ttl: float | str | None,
+    ) -> int:
         try:
-            return self._js.publish(subject, data, timeout=timeout,
-                                    expected_last_subject_seq=last, ttl=ttl).seq
+            return self._js.publish(
+                subject, data, timeout=timeout, expected_last_subject_seq=last, ttl=ttl
+            ).seq
         except WrongLastSequenceError as err:
             raise _cas_lost(err, key, self._bucket) from None
 
-    def delete(self, key: str, *, last: int | None = None, timeout: float | None = None
-               ) -> None:
+    def delete(self, key: str, *, last: int | None = None, timeout: float | None = None) -> None:
         """Marks ``key`` deleted (its history stays); with ``last``, only if its latest
         revision is ``last``.
 
@@ -443,8 +503,9 @@ class KeyValue:
         """
         self._marker(key, "DEL", last, timeout)
 
-    def purge(self, key: str, *, ttl: float | str | None = None,
-              timeout: float | None = None) -> None:
+    def purge(
+        self, key: str, *, ttl: float | str | None = None, timeout: float | None = None
+    ) -> None:
         """Marks ``key`` purged and drops every older entry it had.
 
         Args:
@@ -456,8 +517,14 @@ class KeyValue:
         """
         self._marker(key, "PURGE", None, timeout, ttl)
 
-    def _marker(self, key: str, operation: str, last: int | None,
-                timeout: float | None, ttl: float | str | None = None) -> None:
+    def _marker(
+        self,
+        key: str,
+        operation: str,
+        last: int | None,
+        timeout: float | None,
+        ttl: float | str | None = None,
+    ) -> None:
         subject = self._prefix + check_key(key, writing=True)
         if last is not None and bad_int(last, 0):
             raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
@@ -465,13 +532,18 @@ class KeyValue:
         if operation == "PURGE":
             headers["Nats-Rollup"] = "sub"
         try:
-            self._js.publish(subject, b"", headers=headers, timeout=timeout,
-                             expected_last_subject_seq=last, ttl=ttl)
+            self._js.publish(
+                subject,
+                b"",
+                headers=headers,
+                timeout=timeout,
+                expected_last_subject_seq=last,
+                ttl=ttl,
+            )
         except WrongLastSequenceError as err:
             raise _cas_lost(err, key, self._bucket) from None
 
-    def purge_deletes(self, *, older_than: float = 1800.0, timeout: float | None = None
-                      ) -> None:
+    def purge_deletes(self, *, older_than: float = 1800.0, timeout: float | None = None) -> None:
         """Removes the keys whose latest entry is a delete or purge marker: markers
         older than ``older_than`` seconds go too, newer ones stay (alone).
 
@@ -479,13 +551,19 @@ class KeyValue:
         """
         if isinstance(older_than, bool) or not isinstance(older_than, (int, float)):
             raise InvalidArgumentError(f"older_than must be seconds, got {older_than!r}")
-        markers = [entry for entry in self._scan([">"], ignore_deletes=False, timeout=timeout)
-                   if entry.operation != "PUT"]
+        markers = [
+            entry
+            for entry in self._scan([">"], ignore_deletes=False, timeout=timeout)
+            if entry.operation != "PUT"
+        ]
         now = datetime.now().astimezone()
         for entry in markers:
             keep = 0
-            if older_than > 0 and entry.created is not None and (
-                    now - entry.created).total_seconds() < older_than:
+            if (
+                older_than > 0
+                and entry.created is not None
+                and (now - entry.created).total_seconds() < older_than
+            ):
                 keep = 1
             self._stream.purge(subject=self._prefix + entry.key, keep=keep, timeout=timeout)
 
@@ -502,6 +580,8 @@ def _value(value: object) -> bytes:
 
 def _cas_lost(err: WrongLastSequenceError, key: str, bucket: str) -> KeyWrongLastSequenceError:
     return KeyWrongLastSequenceError(
-        f"key {key!r} in bucket {bucket!r}: {err.description}", code=err.code,
-        err_code=err.err_code, description=err.description,
+        f"key {key!r} in bucket {bucket!r}: {err.description}",
+        code=err.code,
+        err_code=err.err_code,
+        description=err.description,
     )

@@ -58,9 +58,16 @@ def check_filter(pattern: object) -> str:
         InvalidKeyError: it is not.
     """
     tokens = pattern.split(".") if isinstance(pattern, str) else []
-    if not isinstance(pattern, str) or not pattern or not _FILTER_RE.match(pattern) or any(
+    if (
+        not isinstance(pattern, str)
+        or not pattern
+        or not _FILTER_RE.match(pattern)
+        or any(
             not token or ("*" in token and token != "*") or (">" in token and token != ">")
-            for token in tokens) or ">" in tokens[:-1]:
+            for token in tokens
+        )
+        or ">" in tokens[:-1]
+    ):
         raise InvalidKeyError(
             f"key filter {pattern!r} is not a key, '>', or a key with '*' tokens or a final '>'"
         )
@@ -119,13 +126,15 @@ class KeyValueConfig:
         """
         if config is not None and not isinstance(config, KeyValueConfig):
             raise InvalidArgumentError(
-                f"config must be a KeyValueConfig, got {type(config).__name__}")
+                f"config must be a KeyValueConfig, got {type(config).__name__}"
+            )
         known = {spec.name for spec in dataclasses.fields(cls)}
         unknown = sorted(set(fields) - known)
         if unknown:
             raise InvalidArgumentError(
                 f"unknown KeyValueConfig field(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}")
+                f"known: {', '.join(sorted(known))}"
+            )
         if config is None:
             if "bucket" not in fields:
                 raise InvalidArgumentError("create_key_value needs a bucket name (bucket=...)")
@@ -149,8 +158,7 @@ class KeyValueConfig:
             )
         if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or self.ttl < 0:
             raise InvalidArgumentError(f"ttl must be seconds >= 0, got {self.ttl!r}")
-        for value, what in ((self.max_value_size, "max_value_size"),
-                            (self.max_bytes, "max_bytes")):
+        for value, what in ((self.max_value_size, "max_value_size"), (self.max_bytes, "max_bytes")):
             if bad_int(value, -1) or value == 0:
                 raise InvalidArgumentError(f"{what} must be an int >= 1 or -1, got {value!r}")
         if self.storage not in ("file", "memory"):
@@ -158,23 +166,38 @@ class KeyValueConfig:
         if bad_int(self.replicas, 1):
             raise InvalidArgumentError(f"replicas must be an int >= 1, got {self.replicas!r}")
         marker_ttl = self.limit_marker_ttl
-        if marker_ttl is not None and (isinstance(marker_ttl, bool) or not isinstance(
-                marker_ttl, (int, float)) or not marker_ttl >= 1):
+        if marker_ttl is not None and (
+            isinstance(marker_ttl, bool)
+            or not isinstance(marker_ttl, (int, float))
+            or not marker_ttl >= 1
+        ):
             raise InvalidArgumentError(
-                f"limit_marker_ttl must be seconds >= 1 (or None), got {marker_ttl!r}")
+                f"limit_marker_ttl must be seconds >= 1 (or None), got {marker_ttl!r}"
+            )
         duplicate_window = 120.0
         if self.ttl and self.ttl < duplicate_window:
             duplicate_window = float(self.ttl)
         return StreamConfig(
-            name=stream_name(bucket), subjects=[f"$KV.{bucket}.>"],
-            description=self.description, max_msgs_per_subject=self.history,
-            max_bytes=self.max_bytes, max_age=float(self.ttl),
-            max_msg_size=self.max_value_size, storage=self.storage,
-            num_replicas=self.replicas, allow_rollup_hdrs=True, deny_delete=True,
-            discard="new", duplicate_window=duplicate_window, max_msgs=-1,
-            max_consumers=-1, allow_direct=True,
+            name=stream_name(bucket),
+            subjects=[f"$KV.{bucket}.>"],
+            description=self.description,
+            max_msgs_per_subject=self.history,
+            max_bytes=self.max_bytes,
+            max_age=float(self.ttl),
+            max_msg_size=self.max_value_size,
+            storage=self.storage,
+            num_replicas=self.replicas,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+            discard="new",
+            duplicate_window=duplicate_window,
+            max_msgs=-1,
+            max_consumers=-1,
+            allow_direct=True,
             compression="s2" if self.compression else None,
-            placement=self.placement, republish=self.republish, metadata=self.metadata,
+            placement=self.placement,
+            republish=self.republish,
+            metadata=self.metadata,
             allow_msg_ttl=True if marker_ttl else None,
             subject_delete_marker_ttl=float(marker_ttl) if marker_ttl else None,
         )

@@ -61,8 +61,9 @@ class NoBatchedGetsError(Exception):
     """The server or the bucket takes no batched direct gets: read the keys one by one."""
 
 
-def latest_values(js: JsContext, bucket: str, stream: str, keys: Sequence[str],
-                  timeout: float) -> dict[str, bytes]:
+def latest_values(
+    js: JsContext, bucket: str, stream: str, keys: Sequence[str], timeout: float
+) -> dict[str, bytes]:
     """The current value of each of ``keys`` (valid, distinct) that has one.
 
     Raises:
@@ -72,16 +73,16 @@ def latest_values(js: JsContext, bucket: str, stream: str, keys: Sequence[str],
     """
     prefix = f"$KV.{bucket}."
     try:
-        return latest_by_subject(js, stream, [prefix + key for key in keys], timeout,
-                                 strip=prefix)
+        return latest_by_subject(js, stream, [prefix + key for key in keys], timeout, strip=prefix)
     except TimeoutError:
         raise TimeoutError(
             f"bucket {bucket!r} did not answer a lookup of {len(keys)} keys within {timeout}s"
         ) from None
 
 
-def latest_by_subject(js: JsContext, stream: str, subjects: Sequence[str], timeout: float,
-                      *, strip: str = "") -> dict[str, bytes]:
+def latest_by_subject(
+    js: JsContext, stream: str, subjects: Sequence[str], timeout: float, *, strip: str = ""
+) -> dict[str, bytes]:
     """The latest message's data of every subject of ``stream`` matching ``subjects``
     (wildcards allowed), by the subject without its ``strip`` prefix; subjects whose
     latest message is a delete or purge marker are left out. Also what counters'
@@ -100,7 +101,7 @@ def latest_by_subject(js: JsContext, stream: str, subjects: Sequence[str], timeo
         subject = header_value(headers, "Nats-Subject")
         if subject is None or not subject.startswith(strip):
             return
-        key = subject[len(strip):]
+        key = subject[len(strip) :]
         # A value has neither marker header; only a marker needs operation_of's look.
         if not _MARKER_HEADERS.intersection(headers or ()) or operation_of(headers) == "PUT":
             values[key] = reply.data
@@ -111,9 +112,17 @@ def latest_by_subject(js: JsContext, stream: str, subjects: Sequence[str], timeo
     return values
 
 
-def read_last(js: JsContext, stream: str, subjects: Sequence[str], timeout: float,
-              take: Callable[[Msg], None], *, up_to_seq: int | None = None,
-              up_to_time: datetime | None = None, batch: int | None = None) -> None:
+def read_last(
+    js: JsContext,
+    stream: str,
+    subjects: Sequence[str],
+    timeout: float,
+    take: Callable[[Msg], None],
+    *,
+    up_to_seq: int | None = None,
+    up_to_time: datetime | None = None,
+    batch: int | None = None,
+) -> None:
     """Hands ``take`` the latest stored message (a direct get reply) of every subject of
     ``stream`` matching ``subjects``, each request's in stream order.
 
@@ -135,8 +144,9 @@ def read_last(js: JsContext, stream: str, subjects: Sequence[str], timeout: floa
     _Lookup(js.client, call, take, timeout, extra).run(requests)
 
 
-def matching_subjects(js: JsContext, stream: str, patterns: Sequence[str],
-                      timeout: float) -> tuple[list[str], int]:
+def matching_subjects(
+    js: JsContext, stream: str, patterns: Sequence[str], timeout: float
+) -> tuple[list[str], int]:
     """The stream's subjects matching ``patterns`` (stream info, page by page), sorted
     per pattern, and the stream's last sequence as of the first answer."""
     found: dict[str, None] = {}
@@ -144,8 +154,9 @@ def matching_subjects(js: JsContext, stream: str, patterns: Sequence[str],
     for pattern in patterns:
         offset = 0
         while True:
-            reply = js.api.request(f"STREAM.INFO.{stream}",
-                                   {"subjects_filter": pattern, "offset": offset}, timeout)
+            reply = js.api.request(
+                f"STREAM.INFO.{stream}", {"subjects_filter": pattern, "offset": offset}, timeout
+            )
             state = reply.get("state") or {}
             if last_seq < 0:
                 last_seq = int(state.get("last_seq") or 0)
@@ -178,8 +189,14 @@ def chunk_subjects(subjects: Sequence[str], max_payload: int) -> list[list[str]]
 class _Lookup:
     """One pipelined lookup: its requests in flight and the values found so far."""
 
-    def __init__(self, client: CoreClient, call: str, take: Callable[[Msg], None],
-                 timeout: float, extra: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        client: CoreClient,
+        call: str,
+        take: Callable[[Msg], None],
+        timeout: float,
+        extra: dict[str, Any],
+    ) -> None:
         self._client = client
         self._call = call
         self._take = take
@@ -210,12 +227,19 @@ class _Lookup:
             sub.unsubscribe()
 
     def _send(self, token: str, subjects: list[str], resume: dict[str, int]) -> None:
-        body: dict[str, Any] = {"multi_last": subjects, "max_bytes": d.KV_MULTI_LAST_MAX_BYTES,
-                                **self._extra, **resume}
+        body: dict[str, Any] = {
+            "multi_last": subjects,
+            "max_bytes": d.KV_MULTI_LAST_MAX_BYTES,
+            **self._extra,
+            **resume,
+        }
         if "up_to_seq" in resume:
             body.pop("up_to_time", None)  # the snapshot's sequence says it exactly now
-        self._client.publish(self._call, json.dumps(body, separators=(",", ":")).encode(),
-                             reply=f"{self._inbox}.{token}")
+        self._client.publish(
+            self._call,
+            json.dumps(body, separators=(",", ":")).encode(),
+            reply=f"{self._inbox}.{token}",
+        )
         self._awaiting[token] = subjects
 
     def _handle(self, reply: Msg) -> bool:
@@ -230,7 +254,7 @@ class _Lookup:
             self._answered = True
             self._take(reply)
             return False
-        token = reply.subject[len(self._inbox) + 1:]
+        token = reply.subject[len(self._inbox) + 1 :]
         subjects = self._awaiting.pop(token, None)
         if subjects is None:
             return False  # not a request of ours (never expected on a fresh inbox)
@@ -252,8 +276,10 @@ class _Lookup:
 def _resume(eob: Msg) -> dict[str, int] | None:
     """What continues a request its byte limit paused; None when it is complete."""
     headers = eob.headers
-    pending, last, up_to = (header_int(headers, name) for name in (
-        "Nats-Num-Pending", "Nats-Last-Sequence", "Nats-UpTo-Sequence"))
+    pending, last, up_to = (
+        header_int(headers, name)
+        for name in ("Nats-Num-Pending", "Nats-Last-Sequence", "Nats-UpTo-Sequence")
+    )
     if not pending or last is None:
         return None
     resume = {"seq": last + 1}
@@ -262,9 +288,16 @@ def _resume(eob: Msg) -> dict[str, int] | None:
     return resume
 
 
-def last_msgs_for(js: JsContext, stream: str, patterns: Sequence[str], timeout: float, *,
-                  up_to_seq: int | None, up_to_time: datetime | None,
-                  batch: int | None) -> list[Msg]:
+def last_msgs_for(
+    js: JsContext,
+    stream: str,
+    patterns: Sequence[str],
+    timeout: float,
+    *,
+    up_to_seq: int | None,
+    up_to_time: datetime | None,
+    batch: int | None,
+) -> list[Msg]:
     """The latest message (a direct get reply) of every subject of ``stream`` matching
     ``patterns``, as of ``up_to_seq``/``up_to_time``, in stream order (see
     ``Stream.get_last_msgs_for``). More than one request without either bound reads
@@ -288,8 +321,16 @@ def last_msgs_for(js: JsContext, stream: str, patterns: Sequence[str], timeout: 
         if not up_to_seq:
             return []
     try:
-        read_last(js, stream, patterns, timeout, take, up_to_seq=up_to_seq,
-                  up_to_time=up_to_time, batch=batch)
+        read_last(
+            js,
+            stream,
+            patterns,
+            timeout,
+            take,
+            up_to_seq=up_to_seq,
+            up_to_time=up_to_time,
+            batch=batch,
+        )
     except StatusError as err:
         if err.status != d.STATUS_TOO_MANY_RESULTS:
             raise
@@ -300,6 +341,14 @@ def last_msgs_for(js: JsContext, stream: str, patterns: Sequence[str], timeout: 
             if not last_seq:
                 return []
             up_to_seq = last_seq
-        read_last(js, stream, exact, timeout, take, up_to_seq=up_to_seq,
-                  up_to_time=up_to_time, batch=batch)
+        read_last(
+            js,
+            stream,
+            exact,
+            timeout,
+            take,
+            up_to_seq=up_to_seq,
+            up_to_time=up_to_time,
+            batch=batch,
+        )
     return [found[seq] for seq in sorted(found)]

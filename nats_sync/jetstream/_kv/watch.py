@@ -87,14 +87,29 @@ class KeyWatcher:
     manager (``stop()`` on exit).
     """
 
-    def __init__(self, js: JsContext, bucket: str, stream: str, subjects: list[str], *,
-                 include_history: bool, ignore_deletes: bool, meta_only: bool,
-                 updates_only: bool) -> None:
+    def __init__(
+        self,
+        js: JsContext,
+        bucket: str,
+        stream: str,
+        subjects: list[str],
+        *,
+        include_history: bool,
+        ignore_deletes: bool,
+        meta_only: bool,
+        updates_only: bool,
+    ) -> None:
         self._bucket = bucket
         self._prefix_length = len(f"$KV.{bucket}.")
         self._ignore_deletes = ignore_deletes
-        self._watch = Watch(js, stream, subjects, include_history=include_history,
-                            updates_only=updates_only, headers_only=meta_only)
+        self._watch = Watch(
+            js,
+            stream,
+            subjects,
+            include_history=include_history,
+            updates_only=updates_only,
+            headers_only=meta_only,
+        )
 
     def __repr__(self) -> str:
         return f"<nats_sync.jetstream.KeyWatcher on {self._bucket!r}>"
@@ -142,9 +157,15 @@ class KeyWatcher:
 
     def _entry(self, msg: JsMsg) -> Entry:
         meta = msg.metadata
-        return Entry(bucket=self._bucket, key=msg.subject[self._prefix_length:],
-                     value=msg.data, revision=meta.sequence.stream, delta=meta.num_pending,
-                     created=meta.timestamp, operation=operation_of(msg.headers))
+        return Entry(
+            bucket=self._bucket,
+            key=msg.subject[self._prefix_length :],
+            value=msg.data,
+            revision=meta.sequence.stream,
+            delta=meta.num_pending,
+            created=meta.timestamp,
+            operation=operation_of(msg.headers),
+        )
 
     def stop(self) -> None:
         """Ends the watch at once (a reader blocked in ``updates`` wakes up) and removes

@@ -120,12 +120,20 @@ class ObjectStoreConfig:
         if self.storage not in ("file", "memory"):
             raise InvalidArgumentError(f"storage must be 'file' or 'memory', got {self.storage!r}")
         return StreamConfig(
-            name=f"OBJ_{bucket}", subjects=[f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
-            description=self.description, max_age=self.ttl, max_bytes=self.max_bytes,
-            storage=self.storage, num_replicas=self.replicas, discard="new",
-            allow_rollup_hdrs=True, allow_direct=True,
-            compression="s2" if self.compression else None, metadata=self.metadata,
-            placement=self.placement, allow_batched=self.allow_batched,
+            name=f"OBJ_{bucket}",
+            subjects=[f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
+            description=self.description,
+            max_age=self.ttl,
+            max_bytes=self.max_bytes,
+            storage=self.storage,
+            num_replicas=self.replicas,
+            discard="new",
+            allow_rollup_hdrs=True,
+            allow_direct=True,
+            compression="s2" if self.compression else None,
+            metadata=self.metadata,
+            placement=self.placement,
+            allow_batched=self.allow_batched,
         )
 
 

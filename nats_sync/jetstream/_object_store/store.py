@@ -126,11 +126,16 @@ class ObjectStore:
 
     # --- put -------------------------------------------------------------------------
 
-    def put(self, name: str, data: bytes | bytearray | memoryview | IO[bytes] | BinaryIO, *,
-            description: str | None = None,
-            headers: Mapping[str, str | Sequence[str]] | None = None,
-            metadata: Mapping[str, str] | None = None,
-            chunk_size: int = d.OBJ_CHUNK_SIZE) -> ObjectInfo:
+    def put(
+        self,
+        name: str,
+        data: bytes | bytearray | memoryview | IO[bytes] | BinaryIO,
+        *,
+        description: str | None = None,
+        headers: Mapping[str, str | Sequence[str]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        chunk_size: int = d.OBJ_CHUNK_SIZE,
+    ) -> ObjectInfo:
         """Stores an object (replacing one of that name), a chunk at a time.
 
         Args:
@@ -156,8 +161,12 @@ class ObjectStore:
             raise InvalidArgumentError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
         reader = _reader(data)
         meta = ObjectInfo(
-            name=name, description=description, headers=_headers(headers),
-            metadata=_metadata(metadata), bucket=self._bucket, nuid=_new_nuid(),
+            name=name,
+            description=description,
+            headers=_headers(headers),
+            metadata=_metadata(metadata),
+            bucket=self._bucket,
+            nuid=_new_nuid(),
             options={"max_chunk_size": chunk_size},
         )
         try:
@@ -171,8 +180,7 @@ class ObjectStore:
             else:
                 hasher = self._put_chunks(chunk_subject, reader, chunk_size, meta)
                 meta.digest = digest_text(hasher)
-                self._js.publish(self._meta_subject(name), _json(meta.to_api()),
-                                 headers=_ROLLUP)
+                self._js.publish(self._meta_subject(name), _json(meta.to_api()), headers=_ROLLUP)
         except BaseException:
             self._purge_quietly(chunk_subject)
             raise
@@ -181,8 +189,9 @@ class ObjectStore:
             self._stream.purge(subject=self._chunk_subject(previous.nuid))
         return meta
 
-    def _put_chunks(self, subject: str, reader: IO[bytes], chunk_size: int,
-                    meta: ObjectInfo) -> Any:
+    def _put_chunks(
+        self, subject: str, reader: IO[bytes], chunk_size: int, meta: ObjectInfo
+    ) -> Any:
         hasher = hashlib.sha256()
         window = max(2, d.OBJ_WINDOW_BYTES // chunk_size)
         in_flight: deque[Future[PubAck]] = deque()
@@ -208,8 +217,9 @@ class ObjectStore:
                     pass  # the first failure is the one being raised
         return hasher
 
-    def _put_batch(self, subject: str, reader: IO[bytes], chunk_size: int,
-                   meta: ObjectInfo) -> None:
+    def _put_batch(
+        self, subject: str, reader: IO[bytes], chunk_size: int, meta: ObjectInfo
+    ) -> None:
         """The chunks and the info as one fast-ingest batch (gap ``fail``).
 
         Raises:
@@ -219,8 +229,9 @@ class ObjectStore:
         """
         window = max(2, d.OBJ_WINDOW_BYTES // chunk_size)
         refused: list[JetStreamError] = []
-        batch = FastPublisher(self._js, flow=max(1, window // 2), max_outstanding_acks=2,
-                              error_cb=refused.append)
+        batch = FastPublisher(
+            self._js, flow=max(1, window // 2), max_outstanding_acks=2, error_cb=refused.append
+        )
         hasher = hashlib.sha256()
         try:
             while chunk := _read_chunk(reader, chunk_size):
@@ -229,8 +240,9 @@ class ObjectStore:
                 meta.chunks += 1
                 batch.add(subject, chunk)
             meta.digest = digest_text(hasher)
-            final = batch.commit(self._meta_subject(meta.name), _json(meta.to_api()),
-                                 headers=_ROLLUP)
+            final = batch.commit(
+                self._meta_subject(meta.name), _json(meta.to_api()), headers=_ROLLUP
+            )
         except BaseException as failure:
             # Ended (the server's final ack awaited) before the purge, so that no chunk
             # of it is stored after it.
@@ -263,9 +275,7 @@ class ObjectStore:
         try:
             stored = self._stream.get_last_msg(self._meta_subject(name))
         except MessageNotFoundError:
-            raise ObjectNotFoundError(
-                f"no object {name!r} in bucket {self._bucket!r}"
-            ) from None
+            raise ObjectNotFoundError(f"no object {name!r} in bucket {self._bucket!r}") from None
         info = self._decode(stored)
         if info.deleted and not show_deleted:
             raise ObjectNotFoundError(f"object {name!r} in bucket {self._bucket!r} was deleted")
@@ -317,8 +327,9 @@ class ObjectStore:
         info = self.get_info(name)
         link = (info.options or {}).get("link")
         if link:
-            raise ObjectStoreError(f"object {name!r} is a link to {link!r}; "
-                                   "links are not supported yet")
+            raise ObjectStoreError(
+                f"object {name!r} is a link to {link!r}; links are not supported yet"
+            )
         hasher = hashlib.sha256()
         size = chunks = 0
         if info.chunks > 0:
@@ -335,22 +346,28 @@ class ObjectStore:
             )
         if not _same_digest(info.digest, digest):
             raise DigestMismatchError(
-                f"object {name!r}: the bytes read have digest {digest}, its info says "
-                f"{info.digest}"
+                f"object {name!r}: the bytes read have digest {digest}, its info says {info.digest}"
             )
         return info
 
     def _chunks(self, info: ObjectInfo) -> Iterator[StoredMsg]:
         chunk_size = int((info.options or {}).get("max_chunk_size") or d.OBJ_CHUNK_SIZE)
         batch = max(1, d.OBJ_WINDOW_BYTES // max(chunk_size, 1))
-        yield from self._stream.get_msgs(subject=self._chunk_subject(info.nuid), batch=batch,
-                                         max_bytes=d.OBJ_WINDOW_BYTES)
+        yield from self._stream.get_msgs(
+            subject=self._chunk_subject(info.nuid), batch=batch, max_bytes=d.OBJ_WINDOW_BYTES
+        )
 
     # --- change ----------------------------------------------------------------------
 
-    def update_meta(self, current: str, /, *, name: str | None = None,
-                    description: str | None = None,
-                    metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+    def update_meta(
+        self,
+        current: str,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ObjectInfo:
         """Changes an object's name, description or metadata (None keeps each); the
         chunks stay where they are.
 
@@ -411,16 +428,27 @@ class ObjectStore:
             latest[stored.subject] = self._decode(stored)
         return [info for info in latest.values() if show_deleted or not info.deleted]
 
-    def watch(self, *, include_history: bool = False, ignore_deletes: bool = False,
-              updates_only: bool = False) -> ObjectWatcher:
+    def watch(
+        self,
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        updates_only: bool = False,
+    ) -> ObjectWatcher:
         """Watches the bucket's infos: the current ones, then every change.
 
         ``updates(timeout)`` returns the next info, or None once after the current ones
         (never with ``updates_only``); iteration yields infos only.
         """
-        return ObjectWatcher(self._js, self._stream, f"$O.{self._bucket}.M.>",
-                             decode=self._decode, include_history=include_history,
-                             ignore_deletes=ignore_deletes, updates_only=updates_only)
+        return ObjectWatcher(
+            self._js,
+            self._stream,
+            f"$O.{self._bucket}.M.>",
+            decode=self._decode,
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            updates_only=updates_only,
+        )
 
     def seal(self) -> ObjectStoreStatus:
         """Makes the bucket read-only for good."""
@@ -435,10 +463,16 @@ class ObjectStore:
     def _status(self, info: StreamInfo) -> ObjectStoreStatus:
         config = info.config
         return ObjectStoreStatus(
-            bucket=self._bucket, description=config.description, ttl=config.max_age or None,
-            storage=config.storage, replicas=config.num_replicas, sealed=bool(config.sealed),
-            size=info.state.bytes, metadata=config.metadata,
-            compressed=config.compression == "s2", info=info,
+            bucket=self._bucket,
+            description=config.description,
+            ttl=config.max_age or None,
+            storage=config.storage,
+            replicas=config.num_replicas,
+            sealed=bool(config.sealed),
+            size=info.state.bytes,
+            metadata=config.metadata,
+            compressed=config.compression == "s2",
+            info=info,
         )
 
 
@@ -477,8 +511,9 @@ def delete_object_store(js: JsContext, bucket: str) -> None:
 # --- helpers -----------------------------------------------------------------------------
 
 
-def _batch_failure(refused: list[JetStreamError], closed: BatchClosedError | None
-                   ) -> JetStreamError:
+def _batch_failure(
+    refused: list[JetStreamError], closed: BatchClosedError | None
+) -> JetStreamError:
     """Why a put's batch stored less than all of it: the stream's refusal, if it gave
     one, else the gap (or the batch's end)."""
     for error in refused:

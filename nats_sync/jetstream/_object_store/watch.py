@@ -38,14 +38,23 @@ class ObjectWatcher:
     ones. A context manager: leaving it stops the watcher.
     """
 
-    def __init__(self, js: JsContext, stream: Stream, subject: str, *,
-                 decode: Callable[[StoredMsg], ObjectInfo], include_history: bool,
-                 ignore_deletes: bool, updates_only: bool) -> None:
+    def __init__(
+        self,
+        js: JsContext,
+        stream: Stream,
+        subject: str,
+        *,
+        decode: Callable[[StoredMsg], ObjectInfo],
+        include_history: bool,
+        ignore_deletes: bool,
+        updates_only: bool,
+    ) -> None:
         self._stream_name = stream.name
         self._decode = decode
         self._ignore_deletes = ignore_deletes
-        self._watch = Watch(js, stream.name, [subject], include_history=include_history,
-                            updates_only=updates_only)
+        self._watch = Watch(
+            js, stream.name, [subject], include_history=include_history, updates_only=updates_only
+        )
 
     def __repr__(self) -> str:
         return f"<nats_sync.jetstream.ObjectWatcher on {self._stream_name!r}>"
@@ -67,9 +76,16 @@ class ObjectWatcher:
             if msg is None:
                 return None
             meta = msg.metadata
-            info = self._decode(StoredMsg(stream=self._stream_name, subject=msg.subject,
-                                          seq=meta.sequence.stream, data=msg.data,
-                                          headers=None, time=meta.timestamp))
+            info = self._decode(
+                StoredMsg(
+                    stream=self._stream_name,
+                    subject=msg.subject,
+                    seq=meta.sequence.stream,
+                    data=msg.data,
+                    headers=None,
+                    time=meta.timestamp,
+                )
+            )
             if info.deleted and self._ignore_deletes:
                 continue
             return info

@@ -83,11 +83,13 @@ def decode_ack(msg: Msg, subject: str) -> PubAck:
     stream = reply.get("stream")
     seq = reply.get("seq")
     if not isinstance(stream, str) or not isinstance(seq, int) or isinstance(seq, bool):
-        raise JetStreamError(f"the reply to the publish to {subject!r} is not an "
-                             f"acknowledgement: {msg.data[:80]!r}")
+        raise JetStreamError(
+            f"the reply to the publish to {subject!r} is not an acknowledgement: {msg.data[:80]!r}"
+        )
     if reply.keys() <= _ACK_KEYS:  # what every server sends: no generic decoding needed
-        return PubAck(stream, seq, reply.get("duplicate") is True, reply.get("domain"),
-                      reply.get("val"))
+        return PubAck(
+            stream, seq, reply.get("duplicate") is True, reply.get("domain"), reply.get("val")
+        )
     return PubAck.from_api(reply)
 
 
@@ -125,10 +127,17 @@ class AckFutureBase(Future[PubAck]):
     settles it (``set_result`` and ``set_exception`` raise ``RuntimeError``).
     """
 
-    def __init__(self, owner: AckOwner, subject: str, payload: bytes,
-                 headers: Headers | bytes,
-                 timeout: float, retries_left: int, retry_wait: float,
-                 run_callback: Callable[..., None]) -> None:  # Future's: see subclasses
+    def __init__(
+        self,
+        owner: AckOwner,
+        subject: str,
+        payload: bytes,
+        headers: Headers | bytes,
+        timeout: float,
+        retries_left: int,
+        retry_wait: float,
+        run_callback: Callable[..., None],
+    ) -> None:  # Future's: see subclasses
         # What most messages share is a class attribute (see below): fewer stores.
         self._run_callback = run_callback
         self._owner = owner
@@ -377,8 +386,7 @@ class _Listeners:
 
 #: ``Future``'s own, which :class:`AckFutureBase` closes to users.
 _future_set_result: Callable[[Future[Any], Any], None] = Future.set_result
-_future_set_exception: Callable[[Future[Any], BaseException | None], None] = (
-    Future.set_exception)
+_future_set_exception: Callable[[Future[Any], BaseException | None], None] = Future.set_exception
 
 
 class PlainAckFuture(AckFutureBase):
@@ -391,13 +399,21 @@ class PlainAckFuture(AckFutureBase):
     ``wait(..., FIRST_EXCEPTION)`` counts them as a result.
     """
 
-    def __init__(self, owner: AckOwner, subject: str, payload: bytes,
-                 headers: Headers | bytes,
-                 timeout: float, retries_left: int, retry_wait: float,
-                 run_callback: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        owner: AckOwner,
+        subject: str,
+        payload: bytes,
+        headers: Headers | bytes,
+        timeout: float,
+        retries_left: int,
+        retry_wait: float,
+        run_callback: Callable[..., None],
+    ) -> None:
         Future.__init__(self)
-        super().__init__(owner, subject, payload, headers, timeout, retries_left,
-                         retry_wait, run_callback)
+        super().__init__(
+            owner, subject, payload, headers, timeout, retries_left, retry_wait, run_callback
+        )
 
     #: Set (after the outcome and Future's own state) when the future completes.
     _done = False
@@ -449,7 +465,8 @@ class PlainAckFuture(AckFutureBase):
 
 #: The names a fresh ``Future`` holds, which :class:`LeanAckFuture` stands in for.
 _FUTURE_FIELDS = frozenset(
-    ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"))
+    ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks")
+)
 
 
 def future_layout_is_known() -> bool:
@@ -461,9 +478,14 @@ def future_layout_is_known() -> bool:
     if frozenset(vars(Future())) != _FUTURE_FIELDS:
         return False
     stand_in: Future[None] = Future.__new__(Future)
-    stand_in.__dict__.update(_condition=threading.Condition(), _state=_RUNNING_STATE,
-                             _result=None, _exception=None, _waiters=[],
-                             _done_callbacks=[])
+    stand_in.__dict__.update(
+        _condition=threading.Condition(),
+        _state=_RUNNING_STATE,
+        _result=None,
+        _exception=None,
+        _waiters=[],
+        _done_callbacks=[],
+    )
     try:
         running = futures.wait([stand_in], timeout=0).not_done == {stand_in}
         stand_in.__dict__["_state"] = _FINISHED_STATE

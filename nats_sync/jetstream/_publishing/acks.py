@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it
 
+
 class _Session:
     """The inbox route, status listener and ack timer thread of a context's
     ``publish_async`` while it is in use."""
@@ -133,13 +134,20 @@ class AsyncPublisher:
     # --- publish_async ---------------------------------------------------------------
 
     def publish_async(
-        self, subject: str, payload: bytes = b"", *, headers: Headers = None,
-        timeout: float | None = None, msg_id: str | None = None,
-        expected_stream: str | None = None, expected_last_seq: int | None = None,
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: Headers = None,
+        timeout: float | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None,
         retry_attempts: int = _DEFAULT_RETRY_ATTEMPTS,
-        retry_wait: float = _DEFAULT_RETRY_WAIT, ttl: float | str | None = None,
+        retry_wait: float = _DEFAULT_RETRY_WAIT,
+        ttl: float | str | None = None,
     ) -> Future[PubAck]:
         """See ``JetStream.publish_async`` (the context binds this method in its place:
         same signature, held to it by ``tests/unit/test_publish_options.py``)."""
@@ -148,17 +156,30 @@ class AsyncPublisher:
         if retry_attempts != _DEFAULT_RETRY_ATTEMPTS or retry_wait != _DEFAULT_RETRY_WAIT:
             check_retries(retry_attempts, retry_wait)
         merged: Headers | bytes
-        if (msg_id is None and expected_stream is None and expected_last_seq is None
-                and expected_last_subject_seq is None and expected_last_msg_id is None
-                and ttl is None):
+        if (
+            msg_id is None
+            and expected_stream is None
+            and expected_last_seq is None
+            and expected_last_subject_seq is None
+            and expected_last_msg_id is None
+            and ttl is None
+        ):
             merged = headers  # publish_headers' first case, without its call
         else:
-            merged = publish_headers(headers, msg_id, expected_stream, expected_last_seq,
-                                     expected_last_subject_seq, expected_last_msg_id, ttl)
+            merged = publish_headers(
+                headers,
+                msg_id,
+                expected_stream,
+                expected_last_seq,
+                expected_last_subject_seq,
+                expected_last_msg_id,
+                ttl,
+            )
         session = self._session or self._open_session()
         route = session.route
-        waiter = AckFuture(self, subject, payload, merged, timeout, retry_attempts,
-                           retry_wait, route.run_callback)
+        waiter = AckFuture(
+            self, subject, payload, merged, timeout, retry_attempts, retry_wait, route.run_callback
+        )
         if len(self._in_flight) >= self._max_pending_acks or session.closed:
             self._wait_for_room(session)
             if session.closed:
@@ -189,8 +210,7 @@ class AsyncPublisher:
         if deadline < self._next_wake:  # only an earlier deadline than planned wakes it
             with self._lock:
                 self._wake.notify_all()
-        self._port.publish_inbox(waiter.subject, waiter._payload, reply.encode(),
-                                 waiter._headers)
+        self._port.publish_inbox(waiter.subject, waiter._payload, reply.encode(), waiter._headers)
 
     def pending(self) -> int:
         """See ``JetStream.publish_async_pending``."""
@@ -202,8 +222,9 @@ class AsyncPublisher:
             check_timeout(timeout, zero_ok=True)
         deadline = None if timeout is None else time.monotonic() + timeout
         if wait_until(self._lock, self._done_sleepers, self._none_in_flight, deadline) is None:
-            raise TimeoutError(f"{len(self._in_flight)} publish acks still "
-                               f"awaited after {timeout}s")
+            raise TimeoutError(
+                f"{len(self._in_flight)} publish acks still awaited after {timeout}s"
+            )
 
     def _none_in_flight(self) -> bool | None:
         return None if self._in_flight else True
@@ -274,15 +295,17 @@ class AsyncPublisher:
                 return session
             session = _Session(self._port.inbox_route())
             session.remove_listener = self._port.add_status_listener(
-                lambda event: self._on_status(event, session))
+                lambda event: self._on_status(event, session)
+            )
             with self._lock:
                 self._session = session
                 # Idle counts from now: the timer must not retire it before its first use.
                 self._idle_since = time.monotonic()
                 if self._client.is_closed:  # closed before the listener was there
                     session.closed = True
-            session.timer = threading.Thread(target=self._run_timer, args=(session,),
-                                             name="nats_sync-js-acks", daemon=True)
+            session.timer = threading.Thread(
+                target=self._run_timer, args=(session,), name="nats_sync-js-acks", daemon=True
+            )
             session.timer.start()
             return session
 
@@ -345,8 +368,11 @@ class AsyncPublisher:
                         return
                     # Not past the next look for orphans either: one added to the
                     # window without a deadline (Ctrl-C) must not wait for the idle exit.
-                    next_wake = min(next_wake, self._idle_since + d.JS_ACK_TIMER_IDLE_EXIT,
-                                    now + d.JS_ACK_ORPHAN_SCAN)
+                    next_wake = min(
+                        next_wake,
+                        self._idle_since + d.JS_ACK_TIMER_IDLE_EXIT,
+                        now + d.JS_ACK_ORPHAN_SCAN,
+                    )
                 else:
                     # Settled entries leave the deques only here: sweep them at least
                     # this often, so that a long ack timeout does not keep them all.
@@ -391,9 +417,12 @@ class AsyncPublisher:
                 continue
             if self._suspects.get(waiter) == reply:
                 if not waiter.done():
-                    waiter.fail(PublishAckTimeoutError(
-                        f"the publish_async call for {waiter.subject!r} was interrupted "
-                        "before its ack could be awaited"))
+                    waiter.fail(
+                        PublishAckTimeoutError(
+                            f"the publish_async call for {waiter.subject!r} was interrupted "
+                            "before its ack could be awaited"
+                        )
+                    )
             else:
                 suspects[waiter] = reply
         self._suspects = suspects
@@ -414,11 +443,15 @@ class AsyncPublisher:
             while queue:
                 _, reply, waiter = queue.popleft()
                 if mux.cancel(reply) is waiter:
-                    waiter.fail(ConnectionClosedError(
-                        f"the client closed before the ack for {waiter.subject!r}"))
+                    waiter.fail(
+                        ConnectionClosedError(
+                            f"the client closed before the ack for {waiter.subject!r}"
+                        )
+                    )
         for _, waiter in retries:
-            waiter.fail(ConnectionClosedError(
-                f"the client closed before the ack for {waiter.subject!r}"))
+            waiter.fail(
+                ConnectionClosedError(f"the client closed before the ack for {waiter.subject!r}")
+            )
 
     # --- helpers -----------------------------------------------------------------------
 

@@ -98,8 +98,10 @@ _FAILED = "failed"
 
 
 def _too_large(limit: int) -> BatchTooLargeError:
-    detail = (f"an atomic batch holds at most {limit} messages (the server's "
-              "max_batch_size, 1,000 by default); nothing more was sent")
+    detail = (
+        f"an atomic batch holds at most {limit} messages (the server's "
+        "max_batch_size, 1,000 by default); nothing more was sent"
+    )
     return BatchTooLargeError(detail, code=400, err_code=10199, description=detail)
 
 
@@ -130,8 +132,13 @@ class AtomicBatch:
         InvalidArgumentError: ``timeout`` or ``max_messages`` is not valid.
     """
 
-    def __init__(self, js: JsContext, *, timeout: float | None = None,
-                 max_messages: int = d.JS_ATOMIC_MAX_MESSAGES) -> None:
+    def __init__(
+        self,
+        js: JsContext,
+        *,
+        timeout: float | None = None,
+        max_messages: int = d.JS_ATOMIC_MAX_MESSAGES,
+    ) -> None:
         if timeout is not None:
             check_timeout(timeout)
         check_int(max_messages, "max_messages", 1)
@@ -173,9 +180,15 @@ class AtomicBatch:
         return self._state != _OPEN
 
     def add(
-        self, subject: str, data: bytes = b"", *, headers: Headers = None,
-        msg_id: str | None = None, expected_last_seq: int | None = None,
-        expected_last_subject_seq: int | None = None, ttl: float | str | None = None,
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        headers: Headers = None,
+        msg_id: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        ttl: float | str | None = None,
     ) -> None:
         """Sends one message of the batch; it is stored only when the batch commits.
 
@@ -213,8 +226,9 @@ class AtomicBatch:
         """
         with self._lock:
             self._check_open()
-            prepared = self._prepare(subject, headers, msg_id, expected_last_seq,
-                                     expected_last_subject_seq, ttl)
+            prepared = self._prepare(
+                subject, headers, msg_id, expected_last_seq, expected_last_subject_seq, ttl
+            )
             if self._added + 1 > self._max_messages:
                 raise _too_large(self._max_messages)
             if self._seq == 0:
@@ -228,9 +242,14 @@ class AtomicBatch:
             self._added += 1
 
     def commit(
-        self, subject: str | None = None, data: bytes | None = None, *,
-        headers: Headers = None, msg_id: str | None = None,
-        expected_last_seq: int | None = None, expected_last_subject_seq: int | None = None,
+        self,
+        subject: str | None = None,
+        data: bytes | None = None,
+        *,
+        headers: Headers = None,
+        msg_id: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
         ttl: float | str | None = None,
     ) -> BatchAck:
         """Commits the batch: the stream stores every message, or none.
@@ -260,22 +279,32 @@ class AtomicBatch:
         with self._lock:
             self._check_open()
             if subject is None:
-                if data is not None or headers is not None or msg_id is not None or (
-                        expected_last_seq is not None or ttl is not None
-                        or expected_last_subject_seq is not None):
+                if (
+                    data is not None
+                    or headers is not None
+                    or msg_id is not None
+                    or (
+                        expected_last_seq is not None
+                        or ttl is not None
+                        or expected_last_subject_seq is not None
+                    )
+                ):
                     raise InvalidArgumentError(
                         "commit() without a subject sends no message: pass the subject "
-                        "with data, headers or the other keywords")
+                        "with data, headers or the other keywords"
+                    )
                 if self._added == 0:
                     raise InvalidArgumentError(
-                        "the batch is empty: add a message or commit with one")
+                        "the batch is empty: add a message or commit with one"
+                    )
                 prepared: dict[str, Any] = {_BATCH_ID: self._id, _BATCH_COMMIT: "eob"}
                 # The first message's subject: the stream confirmed it is one of its own.
                 subject = self._subjects[0]
                 payload = b""
             else:
-                prepared = self._prepare(subject, headers, msg_id, expected_last_seq,
-                                         expected_last_subject_seq, ttl)
+                prepared = self._prepare(
+                    subject, headers, msg_id, expected_last_seq, expected_last_subject_seq, ttl
+                )
                 if self._added + 1 > self._max_messages:
                     raise _too_large(self._max_messages)
                 prepared[_BATCH_COMMIT] = "1"
@@ -303,8 +332,12 @@ class AtomicBatch:
     def __enter__(self) -> AtomicBatch:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.discard()
 
     def __repr__(self) -> str:
@@ -319,8 +352,12 @@ class AtomicBatch:
         raise error from self._cause
 
     def _prepare(
-        self, subject: str, headers: Headers, msg_id: str | None,
-        expected_last_seq: int | None, expected_last_subject_seq: int | None,
+        self,
+        subject: str,
+        headers: Headers,
+        msg_id: str | None,
+        expected_last_seq: int | None,
+        expected_last_subject_seq: int | None,
         ttl: float | str | None,
     ) -> dict[str, Any]:
         """The headers of one message but the batch sequence; validates everything that
@@ -328,19 +365,27 @@ class AtomicBatch:
         check_text(subject, "subject")
         if headers is not None and not isinstance(headers, Mapping):
             raise InvalidArgumentError(
-                f"headers must be a mapping of name -> value, got {type(headers).__name__}")
+                f"headers must be a mapping of name -> value, got {type(headers).__name__}"
+            )
         if expected_last_seq is not None and self._added:
             raise InvalidArgumentError(
                 "expected_last_seq is only allowed on the first message of an atomic batch "
                 "(the server checks it against the stream as it was before the batch); "
-                "use expected_last_subject_seq on later messages")
-        merged = dict(js_headers(headers, msg_id=msg_id, expected_last_seq=expected_last_seq,
-                                 expected_last_subject_seq=expected_last_subject_seq,
-                                 ttl=ttl) or {})
+                "use expected_last_subject_seq on later messages"
+            )
+        merged = dict(
+            js_headers(
+                headers,
+                msg_id=msg_id,
+                expected_last_seq=expected_last_seq,
+                expected_last_subject_seq=expected_last_subject_seq,
+                ttl=ttl,
+            )
+            or {}
+        )
         for name in list(merged):
             if name.lower() in _BATCH_HEADERS:
-                raise InvalidArgumentError(
-                    f"header {name!r} is the batch's own; the batch sets it")
+                raise InvalidArgumentError(f"header {name!r} is the batch's own; the batch sets it")
         merged[_BATCH_ID] = self._id
         return merged
 
@@ -368,7 +413,8 @@ class AtomicBatch:
         if reply is None:
             error: BaseException = PublishAckTimeoutError(
                 f"no reply to the first message of atomic batch {self._id} on {subject!r} "
-                f"within {self._timeout}s; the batch was discarded (nothing stored)")
+                f"within {self._timeout}s; the batch was discarded (nothing stored)"
+            )
             self._fail(error)
             raise error
         failure = self._refusal(reply, 1)
@@ -393,7 +439,8 @@ class AtomicBatch:
             error: BaseException = PublishAckTimeoutError(
                 f"no acknowledgement of the commit of atomic batch {self._id} within "
                 f"{self._timeout}s: the batch may or may not be stored (its messages carry "
-                f"Nats-Batch-Id {self._id})")
+                f"Nats-Batch-Id {self._id})"
+            )
             self._state = _FAILED
             self._cause = error
             self._staged = False  # committed, or gone: a gap message would change nothing
@@ -410,12 +457,14 @@ class AtomicBatch:
                 raise self._refused  # noqa: B904
             self._fail(refused)
             if eob and isinstance(refused, BatchCommitInvalidError):
-                hint = (f"{refused.description}: the end-of-batch commit needs "
-                        "nats-server 2.14+; commit with the last message instead (nothing "
-                        "was stored)")
-                raise BatchCommitInvalidError(hint, code=refused.code,
-                                              err_code=refused.err_code,
-                                              description=hint) from refused
+                hint = (
+                    f"{refused.description}: the end-of-batch commit needs "
+                    "nats-server 2.14+; commit with the last message instead (nothing "
+                    "was stored)"
+                )
+                raise BatchCommitInvalidError(
+                    hint, code=refused.code, err_code=refused.err_code, description=hint
+                ) from refused
             raise
         if not eob:
             self._added += 1
@@ -431,8 +480,10 @@ class AtomicBatch:
         stream = decoded.get("stream")
         seq = decoded.get("seq")
         if not isinstance(stream, str) or not isinstance(seq, int) or isinstance(seq, bool):
-            raise JetStreamError(f"the reply to the commit of atomic batch {self._id} is "
-                                 f"not an acknowledgement: {reply.data[:80]!r}")
+            raise JetStreamError(
+                f"the reply to the commit of atomic batch {self._id} is "
+                f"not an acknowledgement: {reply.data[:80]!r}"
+            )
         return BatchAck.from_api(decoded, self._id)
 
     # --- replies ------------------------------------------------------------------------
@@ -473,7 +524,7 @@ class AtomicBatch:
             self._refused = self._refusal(msg, self._reply_seq(msg))
 
     def _reply_seq(self, msg: Msg) -> int:
-        token = msg.subject[len(self._prefix):]
+        token = msg.subject[len(self._prefix) :]
         return int(token) if token.isdigit() else 0
 
     def _refusal(self, msg: Msg, seq: int) -> BaseException | None:
@@ -504,8 +555,12 @@ class AtomicBatch:
         if self._staged and self._subjects:
             self._staged = False
             try:
-                self._client.publish(self._subjects[0], b"", "", {
-                    _BATCH_ID: self._id, _BATCH_SEQ: str(self._seq + 2)})
+                self._client.publish(
+                    self._subjects[0],
+                    b"",
+                    "",
+                    {_BATCH_ID: self._id, _BATCH_SEQ: str(self._seq + 2)},
+                )
             except Error:
                 pass
         sub, self._sub = self._sub, None
@@ -513,15 +568,20 @@ class AtomicBatch:
 
 
 def publish_atomic(
-    js: JsContext, messages: Iterable[Any], *, timeout: float | None = None,
-    max_messages: int = d.JS_ATOMIC_MAX_MESSAGES, ttl: float | str | None = None,
+    js: JsContext,
+    messages: Iterable[Any],
+    *,
+    timeout: float | None = None,
+    max_messages: int = d.JS_ATOMIC_MAX_MESSAGES,
+    ttl: float | str | None = None,
 ) -> BatchAck:
     """See :meth:`JetStream.publish_atomic`: checks every item (and ``ttl``), then sends
     them as one batch, the last one with the commit."""
     if isinstance(messages, (bytes, bytearray, memoryview, str, Mapping)):
         raise InvalidArgumentError(
             "messages must be a sequence of (subject, data) or (subject, data, headers), "
-            f"got one {type(messages).__name__}")
+            f"got one {type(messages).__name__}"
+        )
     items = list(messages)
     if not items:
         raise InvalidArgumentError("publish_atomic needs at least one message")
@@ -543,15 +603,17 @@ def _check_item(item: Any, index: int) -> tuple[str, bytes, Headers]:
     if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
         raise InvalidArgumentError(
             f"messages[{index}] must be (subject, data) or (subject, data, headers), "
-            f"got {item!r:.80}")
+            f"got {item!r:.80}"
+        )
     subject, data = item[0], item[1]
     headers = item[2] if len(item) == 3 else None
     check_text(subject, f"the subject of messages[{index}]")
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidArgumentError(
-            f"the data of messages[{index}] must be bytes, got {type(data).__name__}")
+            f"the data of messages[{index}] must be bytes, got {type(data).__name__}"
+        )
     if headers is not None and not isinstance(headers, Mapping):
         raise InvalidArgumentError(
-            f"the headers of messages[{index}] must be a mapping, got "
-            f"{type(headers).__name__}")
+            f"the headers of messages[{index}] must be a mapping, got {type(headers).__name__}"
+        )
     return subject, bytes(data), headers

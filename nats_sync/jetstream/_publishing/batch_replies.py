@@ -17,8 +17,7 @@ from nats_sync.jetstream.errors import JetStreamError, NoStreamResponseError
 from nats_sync.msg import Msg
 
 
-def subscribe_replies(client: CoreClient, subject: str, pending_msgs_limit: int
-                      ) -> Subscription:
+def subscribe_replies(client: CoreClient, subject: str, pending_msgs_limit: int) -> Subscription:
     """The subscription of a batch's private inbox (``subject``: the inbox and its
     wildcard): no callback, so the client's reader thread only queues the answers and
     the batch's own thread reads them.
@@ -31,8 +30,9 @@ def subscribe_replies(client: CoreClient, subject: str, pending_msgs_limit: int
     return client.subscribe(subject, pending_msgs_limit=pending_msgs_limit)
 
 
-def status_error(msg: Msg, subject: str, what: str, no_stream: str, after: str = ""
-                 ) -> JetStreamError:
+def status_error(
+    msg: Msg, subject: str, what: str, no_stream: str, after: str = ""
+) -> JetStreamError:
     """The error of a status answer (``msg.status`` set) to a batch message.
 
     Args:
@@ -45,8 +45,7 @@ def status_error(msg: Msg, subject: str, what: str, no_stream: str, after: str =
     """
     if msg.is_no_responders:
         return NoStreamResponseError(f"no stream stores {subject!r} ({no_stream}){after}")
-    return JetStreamError(f"{what} was answered with status {msg.status} "
-                          f"{msg.description!r}")
+    return JetStreamError(f"{what} was answered with status {msg.status} {msg.description!r}")
 
 
 def unsubscribe_quietly(sub: Subscription | None) -> None:

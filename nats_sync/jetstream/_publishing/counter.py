@@ -67,14 +67,16 @@ def counter_value(data: bytes, subject: str) -> int:
         return int(decoded["val"])
     except (ValueError, TypeError, KeyError):
         raise CounterError(
-            f"the message on {subject!r} is not a counter value: {data[:80]!r}") from None
+            f"the message on {subject!r} is not a counter value: {data[:80]!r}"
+        ) from None
 
 
 def _check_subject(subject: object) -> str:
     text = check_text(subject, "subject")
     if any(token in ("*", ">") for token in text.split(".")):
         raise InvalidArgumentError(
-            f"a counter subject has no wildcards, got {text!r} (use get_many for patterns)")
+            f"a counter subject has no wildcards, got {text!r} (use get_many for patterns)"
+        )
     return text
 
 
@@ -96,7 +98,8 @@ class Counter:
         config = stream.cached_info.config
         if not config.allow_msg_counter:
             raise CounterNotEnabledError(
-                f"stream {stream.name!r} is not a counter stream (allow_msg_counter is off)")
+                f"stream {stream.name!r} is not a counter stream (allow_msg_counter is off)"
+            )
         self._js = js
         self._stream = stream
 
@@ -121,16 +124,20 @@ class Counter:
         subject = _check_subject(subject)
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidArgumentError(f"a counter adds an int, got {value!r}")
-        ack = self._js.publish(subject, b"", headers={INCREMENT_HEADER: f"{value:+d}"},
-                               timeout=timeout)
+        ack = self._js.publish(
+            subject, b"", headers={INCREMENT_HEADER: f"{value:+d}"}, timeout=timeout
+        )
         if ack.val is None:
-            raise CounterError(f"the stream {ack.stream!r} acknowledged the increment of "
-                               f"{subject!r} without a value: is it a counter stream?")
+            raise CounterError(
+                f"the stream {ack.stream!r} acknowledged the increment of "
+                f"{subject!r} without a value: is it a counter stream?"
+            )
         try:
             return int(ack.val)
         except ValueError:
-            raise CounterError(f"the counter value of {subject!r} in the ack is not an "
-                               f"integer: {ack.val!r}") from None
+            raise CounterError(
+                f"the counter value of {subject!r} in the ack is not an integer: {ack.val!r}"
+            ) from None
 
     def get(self, subject: str, *, timeout: float | None = None) -> int:
         """The value of the counter ``subject`` (read from the stream's leader, so every
@@ -145,11 +152,11 @@ class Counter:
             stored = self._stream.get_last_msg(subject, timeout=timeout)
         except MessageNotFoundError:
             raise CounterNotFoundError(
-                f"no counter {subject!r} in stream {self._stream.name!r}") from None
+                f"no counter {subject!r} in stream {self._stream.name!r}"
+            ) from None
         return counter_value(stored.data, subject)
 
-    def get_many(self, subjects: Iterable[str], *, timeout: float | None = None
-                 ) -> dict[str, int]:
+    def get_many(self, subjects: Iterable[str], *, timeout: float | None = None) -> dict[str, int]:
         """The value of every counter matching ``subjects`` (wildcards allowed), by
         subject; subjects never set are left out.
 
@@ -163,18 +170,18 @@ class Counter:
         """
         if isinstance(subjects, (str, bytes)):
             raise InvalidArgumentError(
-                f"subjects must be an iterable of subjects, not a single "
-                f"{type(subjects).__name__}")
+                f"subjects must be an iterable of subjects, not a single {type(subjects).__name__}"
+            )
         patterns = list(dict.fromkeys(check_text(s, "subject") for s in subjects))
         if not patterns:
             return {}
         wait = float(timeout or self._js.timeout)
         batched = bool(self._stream.cached_info.config.allow_direct) and (
-            self._js.api_level(wait) >= 1)
+            self._js.api_level(wait) >= 1
+        )
         if batched:
             try:
-                return self._values(latest_by_subject(self._js, self._stream.name,
-                                                      patterns, wait))
+                return self._values(latest_by_subject(self._js, self._stream.name, patterns, wait))
             except NoBatchedGetsError:
                 batched = False
             except StatusError as err:

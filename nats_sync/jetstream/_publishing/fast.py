@@ -140,8 +140,13 @@ class FastPublisher:
     """
 
     def __init__(
-        self, js: JsContext, *, flow: int = 100, max_outstanding_acks: int = 2,
-        continue_on_gap: bool = False, ack_timeout: float | None = None,
+        self,
+        js: JsContext,
+        *,
+        flow: int = 100,
+        max_outstanding_acks: int = 2,
+        continue_on_gap: bool = False,
+        ack_timeout: float | None = None,
         error_cb: ErrorCallback | None = None,
     ) -> None:
         check_int(flow, "flow", 1)
@@ -149,11 +154,12 @@ class FastPublisher:
             raise InvalidArgumentError(f"flow must be at most {MAX_FLOW}, got {flow!r}")
         check_int(max_outstanding_acks, "max_outstanding_acks", 1)
         if max_outstanding_acks > MAX_OUTSTANDING_ACKS:
-            raise InvalidArgumentError(f"max_outstanding_acks must be at most "
-                                       f"{MAX_OUTSTANDING_ACKS}, got {max_outstanding_acks!r}")
-        if not isinstance(continue_on_gap, bool):
             raise InvalidArgumentError(
-                f"continue_on_gap must be a bool, got {continue_on_gap!r}")
+                f"max_outstanding_acks must be at most "
+                f"{MAX_OUTSTANDING_ACKS}, got {max_outstanding_acks!r}"
+            )
+        if not isinstance(continue_on_gap, bool):
+            raise InvalidArgumentError(f"continue_on_gap must be a bool, got {continue_on_gap!r}")
         if ack_timeout is None:
             ack_timeout = js.timeout
         else:
@@ -171,8 +177,7 @@ class FastPublisher:
         self._max_outstanding = max_outstanding_acks
         self._inbox = js.client.new_inbox()
         self._batch_id = self._inbox.rpartition(".")[2]
-        self._reply_prefix = (
-            f"{self._inbox}.{flow}.{'ok' if continue_on_gap else 'fail'}.".encode())
+        self._reply_prefix = f"{self._inbox}.{flow}.{'ok' if continue_on_gap else 'fail'}.".encode()
         self._sub: Subscription | None = None
         #: The inbox subscription's queue itself (its deque, filled by the reader
         #: thread): ``add`` looks at it on every message, and a deque's truth is the
@@ -223,8 +228,13 @@ class FastPublisher:
         return self._closed
 
     def add(
-        self, subject: str, data: bytes = b"", *, headers: Headers = None,
-        msg_id: str | None = None, ttl: float | str | None = None,
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        headers: Headers = None,
+        msg_id: str | None = None,
+        ttl: float | str | None = None,
         expected_last_subject_seq: int | None = None,
     ) -> FastPubAck:
         """Publishes one message of the batch.
@@ -262,8 +272,9 @@ class FastPublisher:
         if msg_id is None and ttl is None and expected_last_subject_seq is None:
             merged: Headers | bytes = headers  # publish_headers' first case, without its call
         else:
-            merged = publish_headers(headers, msg_id, ttl=ttl,
-                                     expected_last_subject_seq=expected_last_subject_seq)
+            merged = publish_headers(
+                headers, msg_id, ttl=ttl, expected_last_subject_seq=expected_last_subject_seq
+            )
         if seq == 1:
             return self._start(subject, data, merged)
         if self._answers:  # answers queued meanwhile, taken without waiting
@@ -281,8 +292,13 @@ class FastPublisher:
         return _new_tuple(FastPubAck, (seq, self._ack_seq))
 
     def commit(
-        self, subject: str, data: bytes = b"", *, headers: Headers = None,
-        msg_id: str | None = None, ttl: float | str | None = None,
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        headers: Headers = None,
+        msg_id: str | None = None,
+        ttl: float | str | None = None,
         expected_last_subject_seq: int | None = None,
     ) -> BatchAck:
         """Publishes the batch's last message and waits for the server's final ack.
@@ -303,8 +319,9 @@ class FastPublisher:
         """
         if self._closed:
             return self._closed_final()
-        merged = publish_headers(headers, msg_id, ttl=ttl,
-                                 expected_last_subject_seq=expected_last_subject_seq)
+        merged = publish_headers(
+            headers, msg_id, ttl=ttl, expected_last_subject_seq=expected_last_subject_seq
+        )
         seq = self._seq + 1
         if seq == 1:
             self._subscribe()
@@ -350,8 +367,12 @@ class FastPublisher:
     def __enter__(self) -> FastPublisher:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         was_closed = self._closed
         try:
             self.close()
@@ -363,15 +384,16 @@ class FastPublisher:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return (f"<nats_sync.jetstream.FastPublisher {self._batch_id} {state} "
-                f"seq={self._seq} acked={self._ack_seq}>")
+        return (
+            f"<nats_sync.jetstream.FastPublisher {self._batch_id} {state} "
+            f"seq={self._seq} acked={self._ack_seq}>"
+        )
 
     # --- sending -----------------------------------------------------------------------
 
     def _subscribe(self) -> None:
         if self._sub is None:  # a first message whose publish raised may be sent again
-            self._sub = subscribe_replies(self._client, f"{self._inbox}.>",
-                                          _INBOX_PENDING_MSGS)
+            self._sub = subscribe_replies(self._client, f"{self._inbox}.>", _INBOX_PENDING_MSGS)
             self._answers = queued_view(self._sub)
 
     def _start(self, subject: str, data: bytes, headers: Headers | bytes) -> FastPubAck:
@@ -481,7 +503,8 @@ class FastPublisher:
         (when it comes back) and nothing more is listened to."""
         error = PublishAckTimeoutError(
             f"no ack for fast batch {self._batch_id} within {self._ack_timeout}s "
-            f"(sent {self._seq}, acknowledged {self._ack_seq})")
+            f"(sent {self._seq}, acknowledged {self._ack_seq})"
+        )
         self._lose(error)
         try:
             self._send_end_of_batch()
@@ -536,26 +559,32 @@ class FastPublisher:
 
     def _on_answer(self, msg: Msg) -> None:
         if msg.status is not None:
-            self._end_with_error(status_error(msg, self._subject, f"fast batch {self._batch_id}",
-                                              "no responders"))
+            self._end_with_error(
+                status_error(msg, self._subject, f"fast batch {self._batch_id}", "no responders")
+            )
             return
         try:
             reply = json.loads(msg.data)
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
-            log.warning("nats_sync: fast batch %s: not an answer the client knows: %r",
-                        self._batch_id, msg.data[:80])
+            log.warning(
+                "nats_sync: fast batch %s: not an answer the client knows: %r",
+                self._batch_id,
+                msg.data[:80],
+            )
             return
         kind = reply.get("type")
         if kind == "ack":
             self._on_flow_ack(_int(reply.get("seq")), _int(reply.get("msgs")))
         elif kind == "gap":
-            self._on_trouble(BatchGapError(expected_seq=_int(reply.get("last_seq")),
-                                           seq=_int(reply.get("seq"))))
+            self._on_trouble(
+                BatchGapError(expected_seq=_int(reply.get("last_seq")), seq=_int(reply.get("seq")))
+            )
         elif kind == "err":
-            self._on_trouble(BatchMessageError(seq=_int(reply.get("seq")),
-                                               error=api_error(reply.get("error"))))
+            self._on_trouble(
+                BatchMessageError(seq=_int(reply.get("seq")), error=api_error(reply.get("error")))
+            )
         elif "error" in reply:
             self._on_refusal(api_error(reply["error"]), reply, msg.subject)
         else:
@@ -573,8 +602,7 @@ class FastPublisher:
             # No ack will ever cover a refused message (acks count what was stored):
             # were the window's last messages all refused, add would wait for nothing.
             # The server answered for it, so it stops counting against the window.
-            self._stall_at = max(self._stall_at,
-                                 error.seq + self._flow * self._max_outstanding)
+            self._stall_at = max(self._stall_at, error.seq + self._flow * self._max_outstanding)
         self._report(error)
 
     def _on_refusal(self, error: APIError, reply: dict[str, Any], subject: str) -> None:
@@ -592,8 +620,9 @@ class FastPublisher:
             # The first message failed its check: the server ended the batch at once,
             # having stored nothing (it answers so instead of with a count).
             self._on_trouble(refused)
-            self._final = BatchAck(stream=str(reply.get("stream", "")), seq=0,
-                                   batch_id=self._batch_id, count=0)
+            self._final = BatchAck(
+                stream=str(reply.get("stream", "")), seq=0, batch_id=self._batch_id, count=0
+            )
             self._end()
             return
         self._on_trouble(refused)
@@ -633,8 +662,9 @@ class FastPublisher:
             try:
                 self._publish(self._subject, b"", self._reply(now[0], _OP_PING))
             except Error as error:  # e.g. the client closing: its next look stops
-                log.debug("nats_sync: fast batch %s: keep-alive ping failed: %s",
-                          self._batch_id, error)
+                log.debug(
+                    "nats_sync: fast batch %s: keep-alive ping failed: %s", self._batch_id, error
+                )
             else:
                 self._keepalive_pings += 1
         return now

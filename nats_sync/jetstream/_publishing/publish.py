@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JsPublisher", "decode_ack"]
 
+
 class JsPublisher:
     """Publishes for one context; ``publish_async`` and its window are its
     :class:`AsyncPublisher`'s.
@@ -64,8 +65,7 @@ class JsPublisher:
 
     # --- publish ---------------------------------------------------------------------
 
-    def check_options(self, timeout: float | None, retry_attempts: int,
-                      retry_wait: float) -> float:
+    def check_options(self, timeout: float | None, retry_attempts: int, retry_wait: float) -> float:
         """Checks ``publish``'s timeout and retries; returns the timeout in seconds (the
         context's when None).
 
@@ -76,15 +76,21 @@ class JsPublisher:
         check_retries(retry_attempts, retry_wait)
         return timeout
 
-    def publish(self, subject: str, payload: bytes, merged: Headers, timeout: float,
-                retry_attempts: int, retry_wait: float) -> PubAck:
+    def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        merged: Headers,
+        timeout: float,
+        retry_attempts: int,
+        retry_wait: float,
+    ) -> PubAck:
         """``JetStream.publish`` once its options are checked (``check_options``) and
         its keywords merged into ``merged`` (``js_headers``); ``timeout`` applies to
         each attempt."""
         otel = self._port.instrumentation
         if otel is None:
-            return self._publish(subject, payload, merged, timeout, retry_attempts,
-                                 retry_wait)
+            return self._publish(subject, payload, merged, timeout, retry_attempts, retry_wait)
         try:
             ack = self._publish(subject, payload, merged, timeout, retry_attempts, retry_wait)
         except Exception as err:
@@ -93,13 +99,19 @@ class JsPublisher:
         otel.js_acked(subject, None)
         return ack
 
-    def _publish(self, subject: str, payload: bytes, merged: Headers, timeout: float,
-                 retry_attempts: int, retry_wait: float) -> PubAck:
+    def _publish(
+        self,
+        subject: str,
+        payload: bytes,
+        merged: Headers,
+        timeout: float,
+        retry_attempts: int,
+        retry_wait: float,
+    ) -> PubAck:
         attempt = 0
         while True:
             try:
-                reply = self._client.request(subject, payload, timeout=timeout,
-                                             headers=merged)
+                reply = self._client.request(subject, payload, timeout=timeout, headers=merged)
             except NoRespondersError:
                 if attempt >= retry_attempts:
                     raise no_stream(subject) from None
@@ -112,18 +124,27 @@ class JsPublisher:
 
     # --- publish_batch ---------------------------------------------------------------
 
-    def publish_batch(self, subject: str, payloads: Sequence[bytes], *,
-                      headers: Headers = None, timeout: float | None = None
-                      ) -> list[PubAck | Exception]:
+    def publish_batch(
+        self,
+        subject: str,
+        payloads: Sequence[bytes],
+        *,
+        headers: Headers = None,
+        timeout: float | None = None,
+    ) -> list[PubAck | Exception]:
         """See ``JetStream.publish_batch``."""
         timeout = self._timeout(timeout)
         if isinstance(payloads, (bytes, bytearray, memoryview, str)):
             raise InvalidArgumentError(
                 f"payloads must be a sequence of payloads, got one {type(payloads).__name__}"
             )
-        replies = self._client.request_batch(subject, payloads, timeout=timeout,
-                                             headers=headers,
-                                             max_in_flight=self._max_pending_acks)
+        replies = self._client.request_batch(
+            subject,
+            payloads,
+            timeout=timeout,
+            headers=headers,
+            max_in_flight=self._max_pending_acks,
+        )
         results: list[PubAck | Exception] = []
         for reply in replies:
             if isinstance(reply, Msg):

@@ -43,28 +43,47 @@ SCHEDULE_TIME_ZONE = "Nats-Schedule-Time-Zone"
 
 #: The predefined schedules and the cron they stand for (ADR-51).
 PREDEFINED = {
-    "@yearly": "0 0 0 1 1 *", "@annually": "0 0 0 1 1 *", "@monthly": "0 0 0 1 * *",
-    "@weekly": "0 0 0 * * 0", "@daily": "0 0 0 * * *", "@midnight": "0 0 0 * * *",
+    "@yearly": "0 0 0 1 1 *",
+    "@annually": "0 0 0 1 1 *",
+    "@monthly": "0 0 0 1 * *",
+    "@weekly": "0 0 0 * * 0",
+    "@daily": "0 0 0 * * *",
+    "@midnight": "0 0 0 * * *",
     "@hourly": "0 0 * * * *",
 }
 
-_MONTHS = {name: n for n, name in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
-    start=1)}
+_MONTHS = {
+    name: n
+    for n, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+        start=1,
+    )
+}
 _DAYS = {name: n for n, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 #: The six cron fields: name, lowest, highest, names allowed.
 _FIELDS: tuple[tuple[str, int, int, Mapping[str, int]], ...] = (
-    ("seconds", 0, 59, {}), ("minutes", 0, 59, {}), ("hours", 0, 23, {}),
-    ("day of month", 1, 31, {}), ("month", 1, 12, _MONTHS), ("day of week", 0, 6, _DAYS),
+    ("seconds", 0, 59, {}),
+    ("minutes", 0, 59, {}),
+    ("hours", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 6, _DAYS),
 )
 #: Go's ``time.RFC3339`` as ``time.Parse`` reads it (fractional seconds allowed).
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", re.ASCII)
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", re.ASCII)
 #: Go's ``time.ParseDuration``: an optional sign, then number-unit pairs.
 _DURATION = re.compile(r"[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
-                 "m": 60.0, "h": 3600.0}
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
 
 
 def check_schedule(schedule: datetime | str) -> tuple[str, bool]:
@@ -87,11 +106,13 @@ def check_schedule(schedule: datetime | str) -> tuple[str, bool]:
     if isinstance(schedule, datetime):
         if schedule.tzinfo is None or schedule.utcoffset() is None:
             raise InvalidArgumentError(
-                f"schedule must be a timezone-aware datetime, got a naive one: {schedule!r}")
+                f"schedule must be a timezone-aware datetime, got a naive one: {schedule!r}"
+            )
         return "@at " + format_time(schedule), False
     if not isinstance(schedule, str):
         raise InvalidArgumentError(
-            f"schedule must be a datetime or a str, got {type(schedule).__name__}")
+            f"schedule must be a datetime or a str, got {type(schedule).__name__}"
+        )
     if schedule.startswith("@at "):
         _check_at(schedule[4:])
         return schedule, False
@@ -102,8 +123,8 @@ def check_schedule(schedule: datetime | str) -> tuple[str, bool]:
         return schedule, True
     if schedule.startswith("@"):
         raise InvalidArgumentError(
-            f"schedule {schedule!r} is none of @at, @every, "
-            f"{', '.join(PREDEFINED)}")
+            f"schedule {schedule!r} is none of @at, @every, {', '.join(PREDEFINED)}"
+        )
     _check_cron(schedule)
     return schedule, True
 
@@ -116,15 +137,18 @@ def _check_at(text: str) -> None:
         except ValueError:
             pass
     raise InvalidArgumentError(
-        f"@at needs an RFC 3339 time with its offset (2030-01-02T15:04:05Z), got {text!r}")
+        f"@at needs an RFC 3339 time with its offset (2030-01-02T15:04:05Z), got {text!r}"
+    )
 
 
 def _check_every(text: str) -> None:
     if not _DURATION.fullmatch(text):
         raise InvalidArgumentError(
-            f"@every needs a Go duration such as 30s, 5m or 1h30m, got {text!r}")
-    seconds = sum(float(number) * _UNIT_SECONDS[unit]
-                  for number, unit in _DURATION_PART.findall(text))
+            f"@every needs a Go duration such as 30s, 5m or 1h30m, got {text!r}"
+        )
+    seconds = sum(
+        float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text)
+    )
     if text.startswith("-") or seconds < 1:
         raise InvalidArgumentError(f"@every must be at least 1s, got {text!r}")
 
@@ -134,14 +158,16 @@ def _check_cron(text: str) -> None:
     if len(fields) != 6:
         raise InvalidArgumentError(
             f"a cron schedule has 6 fields (seconds minutes hours day-of-month month "
-            f"day-of-week), got {len(fields)}: {text!r}")
+            f"day-of-week), got {len(fields)}: {text!r}"
+        )
     for field, (name, low, high, names) in zip(fields, _FIELDS, strict=True):
         for expr in field.split(","):
             _check_range(expr, name, low, high, names, text)
 
 
-def _check_range(expr: str, name: str, low: int, high: int, names: Mapping[str, int],
-                 text: str) -> None:
+def _check_range(
+    expr: str, name: str, low: int, high: int, names: Mapping[str, int], text: str
+) -> None:
     """One ``*``, ``N``, ``N-M``, each with an optional ``/step`` (cron.go's getRange)."""
 
     def bad(why: str) -> InvalidArgumentError:
@@ -177,13 +203,20 @@ def _check_subject(value: object, what: str) -> str:
     text = check_text(value, what)
     if any(c.isspace() for c in text) or any(t in ("", "*", ">") for t in text.split(".")):
         raise InvalidArgumentError(
-            f"{what} must be a subject without wildcards or empty tokens, got {text!r}")
+            f"{what} must be a subject without wildcards or empty tokens, got {text!r}"
+        )
     return text
 
 
 def schedule_headers(
-    subject: str, *, schedule: datetime | str, target: str, ttl: float | str | None = None,
-    source: str | None = None, time_zone: str | None = None, headers: Headers = None,
+    subject: str,
+    *,
+    schedule: datetime | str,
+    target: str,
+    ttl: float | str | None = None,
+    source: str | None = None,
+    time_zone: str | None = None,
+    headers: Headers = None,
 ) -> Mapping[str, str | Sequence[str]]:
     """The user's headers with the ``Nats-Schedule*`` ones (those win), all checked.
 
@@ -205,39 +238,57 @@ def schedule_headers(
     subject = _check_subject(subject, "subject")
     extra: dict[str, str] = {SCHEDULE: value, SCHEDULE_TARGET: _check_subject(target, "target")}
     if target == subject:
-        raise InvalidArgumentError(
-            f"target must differ from the schedule's subject {subject!r}")
+        raise InvalidArgumentError(f"target must differ from the schedule's subject {subject!r}")
     if source is not None:
         extra[SCHEDULE_SOURCE] = _check_subject(source, "source")
         if source in (subject, target):
             raise InvalidArgumentError(
-                f"source {source!r} must differ from the subject and the target")
+                f"source {source!r} must differ from the subject and the target"
+            )
     if ttl is not None:
         extra[SCHEDULE_TTL] = ttl_header(ttl)
     if time_zone is not None:
         if not cron:
             raise InvalidArgumentError(
                 f"time_zone goes only with a cron schedule, not {value!r} (@at and "
-                f"@every are in UTC)")
+                f"@every are in UTC)"
+            )
         zone = check_text(time_zone, "time_zone")
         if any(c.isspace() for c in zone) or zone[0] in "+-" or zone[0].isdigit():
             raise InvalidArgumentError(
-                f"time_zone must be a zone name such as Europe/Amsterdam, got {zone!r}")
+                f"time_zone must be a zone name such as Europe/Amsterdam, got {zone!r}"
+            )
         extra[SCHEDULE_TIME_ZONE] = zone
     if headers is None:
         return extra
     if not isinstance(headers, Mapping):
         raise InvalidArgumentError(
-            f"headers must be a mapping of name -> value, got {type(headers).__name__}")
+            f"headers must be a mapping of name -> value, got {type(headers).__name__}"
+        )
     return {**headers, **extra}
 
 
 def publish_scheduled(
-    js: JsContext, subject: str, data: bytes = b"", *, schedule: datetime | str,
-    target: str, ttl: float | str | None = None, source: str | None = None,
-    time_zone: str | None = None, headers: Headers = None, timeout: float | None = None,
+    js: JsContext,
+    subject: str,
+    data: bytes = b"",
+    *,
+    schedule: datetime | str,
+    target: str,
+    ttl: float | str | None = None,
+    source: str | None = None,
+    time_zone: str | None = None,
+    headers: Headers = None,
+    timeout: float | None = None,
 ) -> PubAck:
     """``JetStream.publish_scheduled``: checks, builds the headers, publishes."""
-    merged = schedule_headers(subject, schedule=schedule, target=target, ttl=ttl,
-                              source=source, time_zone=time_zone, headers=headers)
+    merged = schedule_headers(
+        subject,
+        schedule=schedule,
+        target=target,
+        ttl=ttl,
+        source=source,
+        time_zone=time_zone,
+        headers=headers,
+    )
     return js.publish(subject, data, headers=merged, timeout=timeout)

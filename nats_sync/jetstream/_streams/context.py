@@ -123,7 +123,10 @@ class JetStream(NatsPyNames):
     # --- streams ----------------------------------------------------------------------
 
     def create_stream(
-        self, config: StreamConfig | None = None, *, timeout: float | None = None,
+        self,
+        config: StreamConfig | None = None,
+        *,
+        timeout: float | None = None,
         **fields: Any,
     ) -> Stream:
         """Creates a stream (the same config again is fine).
@@ -131,11 +134,15 @@ class JetStream(NatsPyNames):
         Raises:
             StreamNameAlreadyInUseError: a stream of that name has another config.
         """
-        return put_stream(self, "CREATE", config_with(StreamConfig, config, fields, "config"),
-                                timeout)
+        return put_stream(
+            self, "CREATE", config_with(StreamConfig, config, fields, "config"), timeout
+        )
 
     def update_stream(
-        self, config: StreamConfig | None = None, *, timeout: float | None = None,
+        self,
+        config: StreamConfig | None = None,
+        *,
+        timeout: float | None = None,
         **fields: Any,
     ) -> Stream:
         """Changes a stream's config.
@@ -143,11 +150,15 @@ class JetStream(NatsPyNames):
         Raises:
             StreamNotFoundError: there is no such stream.
         """
-        return put_stream(self, "UPDATE", config_with(StreamConfig, config, fields, "config"),
-                                timeout)
+        return put_stream(
+            self, "UPDATE", config_with(StreamConfig, config, fields, "config"), timeout
+        )
 
     def create_or_update_stream(
-        self, config: StreamConfig | None = None, *, timeout: float | None = None,
+        self,
+        config: StreamConfig | None = None,
+        *,
+        timeout: float | None = None,
         **fields: Any,
     ) -> Stream:
         """Updates the stream, or creates it when it does not exist."""
@@ -156,7 +167,6 @@ class JetStream(NatsPyNames):
             return put_stream(self, "UPDATE", full, timeout)
         except StreamNotFoundError:
             return put_stream(self, "CREATE", full, timeout)
-
 
     def stream(self, name: str, timeout: float | None = None) -> Stream:
         """Binds to an existing stream.
@@ -167,8 +177,12 @@ class JetStream(NatsPyNames):
         return bind_stream(self, name, timeout)
 
     def stream_info(
-        self, name: str, subjects_filter: str | None = None, deleted_details: bool = False,
-        *, timeout: float | None = None,
+        self,
+        name: str,
+        subjects_filter: str | None = None,
+        deleted_details: bool = False,
+        *,
+        timeout: float | None = None,
     ) -> StreamInfo:
         """A stream's config and state (the legacy nats-py name; see ``Stream.info``)."""
         body: dict[str, Any] = {}
@@ -187,14 +201,16 @@ class JetStream(NatsPyNames):
         """
         self.api.request(f"STREAM.DELETE.{check_stream_name(name)}", None, timeout)
 
-    def stream_names(self, subject: str | None = None, timeout: float | None = None
-                     ) -> Iterator[str]:
+    def stream_names(
+        self, subject: str | None = None, timeout: float | None = None
+    ) -> Iterator[str]:
         """The names of the streams (those storing ``subject`` when given), page by page."""
         body = {"subject": subject} if subject else None
         yield from self.api.paged("STREAM.NAMES", "streams", body, timeout)
 
-    def list_streams(self, subject: str | None = None, timeout: float | None = None
-                     ) -> Iterator[StreamInfo]:
+    def list_streams(
+        self, subject: str | None = None, timeout: float | None = None
+    ) -> Iterator[StreamInfo]:
         """Every stream's info (those storing ``subject`` when given), page by page."""
         body = {"subject": subject} if subject else None
         for item in self.api.paged("STREAM.LIST", "streams", body, timeout):
@@ -208,14 +224,22 @@ class JetStream(NatsPyNames):
         """
         for name in self.stream_names(subject, timeout):
             return str(name)
-        raise StreamNotFoundError(f"no stream stores {subject!r}", code=404, err_code=10059,
-                                  description="stream not found")
+        raise StreamNotFoundError(
+            f"no stream stores {subject!r}",
+            code=404,
+            err_code=10059,
+            description="stream not found",
+        )
 
     # --- consumers --------------------------------------------------------------------
 
     def create_consumer(
-        self, stream: str, config: ConsumerConfig | None = None, *,
-        timeout: float | None = None, **fields: Any,
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
     ) -> PullConsumer:
         """Creates a consumer (the same config again is fine).
 
@@ -226,8 +250,12 @@ class JetStream(NatsPyNames):
         return put_consumer(self, stream, config, fields, "create", timeout)
 
     def update_consumer(
-        self, stream: str, config: ConsumerConfig | None = None, *,
-        timeout: float | None = None, **fields: Any,
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
     ) -> PullConsumer:
         """Changes a consumer's config.
 
@@ -237,8 +265,12 @@ class JetStream(NatsPyNames):
         return put_consumer(self, stream, config, fields, "update", timeout)
 
     def create_or_update_consumer(
-        self, stream: str, config: ConsumerConfig | None = None, *,
-        timeout: float | None = None, **fields: Any,
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
     ) -> PullConsumer:
         """Creates the consumer, or updates it when it exists."""
         return put_consumer(self, stream, config, fields, "", timeout)
@@ -252,8 +284,9 @@ class JetStream(NatsPyNames):
         """
         return bind_consumer(self, stream, name, timeout)
 
-    def consumer_info(self, stream: str, name: str, *, timeout: float | None = None
-                      ) -> ConsumerInfo:
+    def consumer_info(
+        self, stream: str, name: str, *, timeout: float | None = None
+    ) -> ConsumerInfo:
         """A consumer's config and position."""
         call = f"CONSUMER.INFO.{check_stream_name(stream)}.{check_consumer_name(name)}"
         return ConsumerInfo.from_api(self.api.request(call, None, timeout))
@@ -269,27 +302,36 @@ class JetStream(NatsPyNames):
 
     def consumer_names(self, stream: str, timeout: float | None = None) -> Iterator[str]:
         """The names of a stream's consumers, page by page."""
-        yield from self.api.paged(f"CONSUMER.NAMES.{check_stream_name(stream)}", "consumers",
-                                  None, timeout)
+        yield from self.api.paged(
+            f"CONSUMER.NAMES.{check_stream_name(stream)}", "consumers", None, timeout
+        )
 
-    def list_consumers(self, stream: str, timeout: float | None = None
-                       ) -> Iterator[ConsumerInfo]:
+    def list_consumers(self, stream: str, timeout: float | None = None) -> Iterator[ConsumerInfo]:
         """Every consumer's info on a stream, page by page."""
         call = f"CONSUMER.LIST.{check_stream_name(stream)}"
         for item in self.api.paged(call, "consumers", None, timeout):
             yield ConsumerInfo.from_api(item)
 
     def ordered_consumer(
-        self, stream: str, *, filter_subjects: Sequence[str] | None = None,
-        deliver_policy: str = "all", opt_start_seq: int | None = None,
-        opt_start_time: Any = None, headers_only: bool = False,
+        self,
+        stream: str,
+        *,
+        filter_subjects: Sequence[str] | None = None,
+        deliver_policy: str = "all",
+        opt_start_seq: int | None = None,
+        opt_start_time: Any = None,
+        headers_only: bool = False,
     ) -> OrderedConsumer:
         """A consumer that delivers each stream message once, in order, and recreates
         itself after a gap, a missed heartbeat, a deleted consumer or a reconnect."""
         return OrderedConsumer(
-            self, check_stream_name(stream), filter_subjects=filter_subjects,
-            deliver_policy=deliver_policy, opt_start_seq=opt_start_seq,
-            opt_start_time=opt_start_time, headers_only=headers_only,
+            self,
+            check_stream_name(stream),
+            filter_subjects=filter_subjects,
+            deliver_policy=deliver_policy,
+            opt_start_seq=opt_start_seq,
+            opt_start_time=opt_start_time,
+            headers_only=headers_only,
         )
 
     # --- object store -----------------------------------------------------------------
@@ -326,8 +368,9 @@ class JetStream(NatsPyNames):
 
     # --- key-value --------------------------------------------------------------------
 
-    def create_key_value(self, config: KeyValueConfig | None = None, *,
-                         timeout: float | None = None, **fields: Any) -> KeyValue:
+    def create_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
         """Creates a key-value bucket (the same config again is fine) and binds to it.
 
         Takes a :class:`KeyValueConfig` or its fields (``bucket``, ``history=1``,
@@ -364,13 +407,20 @@ class JetStream(NatsPyNames):
     # --- publishing -------------------------------------------------------------------
 
     def publish(
-        self, subject: str, payload: bytes = b"", *, headers: Headers = None,
-        timeout: float | None = None, msg_id: str | None = None,
-        expected_stream: str | None = None, expected_last_seq: int | None = None,
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: Headers = None,
+        timeout: float | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None,
         retry_attempts: int = d.DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS,
-        retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT, ttl: float | str | None = None,
+        retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT,
+        ttl: float | str | None = None,
     ) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement.
 
@@ -389,15 +439,29 @@ class JetStream(NatsPyNames):
         """
         publisher = self._publisher
         timeout = publisher.check_options(timeout, retry_attempts, retry_wait)
-        merged = js_headers(headers, msg_id, expected_stream, expected_last_seq,
-                            expected_last_subject_seq, expected_last_msg_id, ttl)
-        return publisher.publish(subject, payload, merged, timeout, retry_attempts,
-                                 retry_wait)
+        merged = js_headers(
+            headers,
+            msg_id,
+            expected_stream,
+            expected_last_seq,
+            expected_last_subject_seq,
+            expected_last_msg_id,
+            ttl,
+        )
+        return publisher.publish(subject, payload, merged, timeout, retry_attempts, retry_wait)
 
     def publish_scheduled(
-        self, subject: str, data: bytes = b"", *, schedule: datetime | str, target: str,
-        ttl: float | str | None = None, source: str | None = None,
-        time_zone: str | None = None, headers: Headers = None, timeout: float | None = None,
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        schedule: datetime | str,
+        target: str,
+        ttl: float | str | None = None,
+        source: str | None = None,
+        time_zone: str | None = None,
+        headers: Headers = None,
+        timeout: float | None = None,
     ) -> PubAck:
         """Stores a schedule (ADR-51): the server publishes ``data`` to ``target`` then.
 
@@ -432,18 +496,34 @@ class JetStream(NatsPyNames):
             ScheduleInvalidError: the server refused the schedule.
             NoStreamResponseError: no stream stores ``subject``.
         """
-        return publish_scheduled(self, subject, data, schedule=schedule, target=target,
-                                 ttl=ttl, source=source, time_zone=time_zone,
-                                 headers=headers, timeout=timeout)
+        return publish_scheduled(
+            self,
+            subject,
+            data,
+            schedule=schedule,
+            target=target,
+            ttl=ttl,
+            source=source,
+            time_zone=time_zone,
+            headers=headers,
+            timeout=timeout,
+        )
 
     def publish_async(
-        self, subject: str, payload: bytes = b"", *, headers: Headers = None,
-        timeout: float | None = None, msg_id: str | None = None,
-        expected_stream: str | None = None, expected_last_seq: int | None = None,
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: Headers = None,
+        timeout: float | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None,
         retry_attempts: int = d.DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS,
-        retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT, ttl: float | str | None = None,
+        retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT,
+        ttl: float | str | None = None,
     ) -> Future[PubAck]:
         """Publishes without waiting; the future gets the acknowledgement or the error.
 
@@ -462,11 +542,18 @@ class JetStream(NatsPyNames):
             ConnectionClosedError: the client is closed.
         """
         return self._publisher.publish_async(
-            subject, payload, headers=headers, timeout=timeout, msg_id=msg_id,
-            expected_stream=expected_stream, expected_last_seq=expected_last_seq,
+            subject,
+            payload,
+            headers=headers,
+            timeout=timeout,
+            msg_id=msg_id,
+            expected_stream=expected_stream,
+            expected_last_seq=expected_last_seq,
             expected_last_subject_seq=expected_last_subject_seq,
-            expected_last_msg_id=expected_last_msg_id, retry_attempts=retry_attempts,
-            retry_wait=retry_wait, ttl=ttl,
+            expected_last_msg_id=expected_last_msg_id,
+            retry_attempts=retry_attempts,
+            retry_wait=retry_wait,
+            ttl=ttl,
         )
 
     def publish_async_pending(self) -> int:
@@ -482,8 +569,12 @@ class JetStream(NatsPyNames):
         self._publisher.completed(timeout)
 
     def fast_publisher(
-        self, *, flow: int = 100, max_outstanding_acks: int = 2,
-        continue_on_gap: bool = False, ack_timeout: float | None = None,
+        self,
+        *,
+        flow: int = 100,
+        max_outstanding_acks: int = 2,
+        continue_on_gap: bool = False,
+        ack_timeout: float | None = None,
         error_cb: Callable[[JetStreamError], None] | None = None,
     ) -> FastPublisher:
         """A fast-ingest batch (ADR-50; nats-server 2.14+, the stream needs
@@ -506,12 +597,21 @@ class JetStream(NatsPyNames):
         Raises:
             InvalidArgumentError: an argument has a value it cannot take.
         """
-        return FastPublisher(self, flow=flow, max_outstanding_acks=max_outstanding_acks,
-                             continue_on_gap=continue_on_gap, ack_timeout=ack_timeout,
-                             error_cb=error_cb)
+        return FastPublisher(
+            self,
+            flow=flow,
+            max_outstanding_acks=max_outstanding_acks,
+            continue_on_gap=continue_on_gap,
+            ack_timeout=ack_timeout,
+            error_cb=error_cb,
+        )
 
     def publish_batch(
-        self, subject: str, payloads: Sequence[bytes], *, headers: Headers = None,
+        self,
+        subject: str,
+        payloads: Sequence[bytes],
+        *,
+        headers: Headers = None,
         timeout: float | None = None,
     ) -> list[PubAck | Exception]:
         """Publishes many messages pipelined; each item is its ack or its error.
@@ -519,11 +619,11 @@ class JetStream(NatsPyNames):
         At most ``max_pending_acks`` are awaited at once; nothing is retried (a late
         retry would reorder the stream) and one item's failure never raises.
         """
-        return self._publisher.publish_batch(subject, payloads, headers=headers,
-                                             timeout=timeout)
+        return self._publisher.publish_batch(subject, payloads, headers=headers, timeout=timeout)
 
-    def atomic_batch(self, *, timeout: float | None = None,
-                     max_messages: int = JS_ATOMIC_MAX_MESSAGES) -> AtomicBatch:
+    def atomic_batch(
+        self, *, timeout: float | None = None, max_messages: int = JS_ATOMIC_MAX_MESSAGES
+    ) -> AtomicBatch:
         """Starts an atomic batch (ADR-50, nats-server 2.12+; the stream needs
         ``allow_atomic``): the stream stores every message added, at the commit, or none.
 
@@ -551,8 +651,11 @@ class JetStream(NatsPyNames):
         return AtomicBatch(self, timeout=timeout, max_messages=max_messages)
 
     def publish_atomic(
-        self, messages: Iterable[tuple[str, bytes] | tuple[str, bytes, Headers]], *,
-        timeout: float | None = None, max_messages: int = JS_ATOMIC_MAX_MESSAGES,
+        self,
+        messages: Iterable[tuple[str, bytes] | tuple[str, bytes, Headers]],
+        *,
+        timeout: float | None = None,
+        max_messages: int = JS_ATOMIC_MAX_MESSAGES,
         ttl: float | str | None = None,
     ) -> BatchAck:
         """Publishes messages as one atomic batch: the stream stores all, or none.
@@ -583,8 +686,7 @@ class JetStream(NatsPyNames):
             PublishAckTimeoutError: no acknowledgement of the commit in time: the batch
                 may or may not be stored.
         """
-        return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages,
-                              ttl=ttl)
+        return publish_atomic(self, messages, timeout=timeout, max_messages=max_messages, ttl=ttl)
 
     def counter(self, stream: str, timeout: float | None = None) -> Counter:
         """The counters of ``stream`` (ADR-49, nats-server 2.12+): see :class:`Counter`.

@@ -46,22 +46,29 @@ class JsContext(Protocol):
 
     # --- streams ----------------------------------------------------------------------
 
-    def stream_info(self, name: str, subjects_filter: str | None = None,
-                    deleted_details: bool = False, *, timeout: float | None = None
-                    ) -> StreamInfo:
+    def stream_info(
+        self,
+        name: str,
+        subjects_filter: str | None = None,
+        deleted_details: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> StreamInfo:
         """A stream's config and state."""
         ...
 
     def delete_stream(self, name: str, timeout: float | None = None) -> None:
         """Deletes a stream."""
 
-    def stream_names(self, subject: str | None = None, timeout: float | None = None
-                     ) -> Iterator[str]:
+    def stream_names(
+        self, subject: str | None = None, timeout: float | None = None
+    ) -> Iterator[str]:
         """The names of the streams (those storing ``subject`` when given)."""
         ...
 
-    def list_streams(self, subject: str | None = None, timeout: float | None = None
-                     ) -> Iterator[StreamInfo]:
+    def list_streams(
+        self, subject: str | None = None, timeout: float | None = None
+    ) -> Iterator[StreamInfo]:
         """Every stream's info (those storing ``subject`` when given)."""
         ...
 
@@ -71,8 +78,9 @@ class JsContext(Protocol):
 
     # --- consumers --------------------------------------------------------------------
 
-    def consumer_info(self, stream: str, name: str, *, timeout: float | None = None
-                      ) -> ConsumerInfo:
+    def consumer_info(
+        self, stream: str, name: str, *, timeout: float | None = None
+    ) -> ConsumerInfo:
         """A consumer's config and position."""
         ...
 
@@ -83,16 +91,22 @@ class JsContext(Protocol):
         """The names of a stream's consumers."""
         ...
 
-    def list_consumers(self, stream: str, timeout: float | None = None
-                       ) -> Iterator[ConsumerInfo]:
+    def list_consumers(self, stream: str, timeout: float | None = None) -> Iterator[ConsumerInfo]:
         """Every consumer's info on a stream."""
         ...
 
     # --- publishing -------------------------------------------------------------------
 
-    def publish(self, subject: str, payload: bytes = b"", *, headers: Headers = None,
-                timeout: float | None = None, expected_last_subject_seq: int | None = None,
-                ttl: float | str | None = None) -> PubAck:
+    def publish(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        *,
+        headers: Headers = None,
+        timeout: float | None = None,
+        expected_last_subject_seq: int | None = None,
+        ttl: float | str | None = None,
+    ) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement."""
         ...
 

@@ -49,8 +49,9 @@ class NatsPyNames:
     ``pause_consumer``, ``resume_consumer`` and ``reset_consumer`` have no other.
     """
 
-    def add_stream(self: JsContext, config: StreamConfig | None = None, **fields: Any
-                   ) -> StreamInfo:
+    def add_stream(
+        self: JsContext, config: StreamConfig | None = None, **fields: Any
+    ) -> StreamInfo:
         """nats-py's ``add_stream``: ``create_stream``, returning the info."""
         full = config_with(StreamConfig, config, fields, "config")
         return put_stream(self, "CREATE", full, None).cached_info
@@ -59,13 +60,19 @@ class NatsPyNames:
         """nats-py's name for :meth:`stream_name_by_subject`."""
         return self.stream_name_by_subject(subject)
 
-    def purge_stream(self: JsContext, name: str, seq: int | None = None,
-                     subject: str | None = None, keep: int | None = None) -> int:
+    def purge_stream(
+        self: JsContext,
+        name: str,
+        seq: int | None = None,
+        subject: str | None = None,
+        keep: int | None = None,
+    ) -> int:
         """nats-py's ``purge_stream``: ``Stream.purge`` by name."""
         return _named_stream(self, name).purge(subject=subject, keep=keep, sequence=seq)
 
-    def get_msg(self: JsContext, stream_name: str, seq: int | None = None,
-                subject: str | None = None) -> StoredMsg:
+    def get_msg(
+        self: JsContext, stream_name: str, seq: int | None = None, subject: str | None = None
+    ) -> StoredMsg:
         """nats-py's ``get_msg``: by sequence, or the last message on ``subject``."""
         stream = _named_stream(self, stream_name)
         if seq is not None:
@@ -82,23 +89,32 @@ class NatsPyNames:
         """nats-py's ``delete_msg``: removes one message (erasing it)."""
         _named_stream(self, stream_name).delete_msg(seq, erase=True)
 
-    def add_consumer(self: JsContext, stream: str, config: ConsumerConfig | None = None,
-                     **fields: Any) -> ConsumerInfo:
+    def add_consumer(
+        self: JsContext, stream: str, config: ConsumerConfig | None = None, **fields: Any
+    ) -> ConsumerInfo:
         """nats-py's ``add_consumer``: ``create_or_update_consumer``, returning the info."""
         return put_consumer(self, stream, config, fields, "", None).cached_info
 
-    def pull_subscribe(self: JsContext, subject: str, durable: str | None = None,
-                       stream: str | None = None, config: ConsumerConfig | None = None
-                       ) -> _compat.PullSubscription:
+    def pull_subscribe(
+        self: JsContext,
+        subject: str,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+    ) -> _compat.PullSubscription:
         """nats-py's ``pull_subscribe``: binds the durable consumer (or creates one,
         ephemeral without ``durable``) filtered on ``subject``; read with
         ``fetch(batch, timeout)``."""
         return _compat.pull_subscribe(self, subject, durable, stream, config)
 
-    def pull_subscribe_bind(self: JsContext, consumer: str | None = None,
-                            stream: str | None = None, *, durable: str | None = None,
-                            name: str | None = None
-                            ) -> _compat.PullSubscription:
+    def pull_subscribe_bind(
+        self: JsContext,
+        consumer: str | None = None,
+        stream: str | None = None,
+        *,
+        durable: str | None = None,
+        name: str | None = None,
+    ) -> _compat.PullSubscription:
         """nats-py's ``pull_subscribe_bind``: binds an existing pull consumer (by
         ``consumer``, ``durable`` or ``name``) of ``stream``; read with ``fetch``.
 
@@ -109,32 +125,40 @@ class NatsPyNames:
         consumer_name = consumer or durable or name
         if not stream or not consumer_name:
             raise InvalidArgumentError("pull_subscribe_bind needs the stream and the consumer")
-        return _compat.PullSubscription(self, bind_consumer(self, stream, consumer_name, None),
-                                        ephemeral=False)
+        return _compat.PullSubscription(
+            self, bind_consumer(self, stream, consumer_name, None), ephemeral=False
+        )
 
     # --- nats-py's JetStream manager names (nc.jsm()) ---------------------------------
 
-    def streams_info(self: JsContext, offset: int = 0, timeout: float | None = None
-                     ) -> list[StreamInfo]:
+    def streams_info(
+        self: JsContext, offset: int = 0, timeout: float | None = None
+    ) -> list[StreamInfo]:
         """nats-py's ``streams_info``: every stream's info from ``offset`` on."""
         return list(NatsPyNames.streams_info_iterator(self, offset, timeout))
 
-    def streams_info_iterator(self: JsContext, offset: int = 0,
-                              timeout: float | None = None) -> Iterator[StreamInfo]:
+    def streams_info_iterator(
+        self: JsContext, offset: int = 0, timeout: float | None = None
+    ) -> Iterator[StreamInfo]:
         """nats-py's ``streams_info_iterator``: :meth:`list_streams` from ``offset`` on."""
         check_int(offset, "offset", 0)
         return itertools.islice(self.list_streams(timeout=timeout), offset, None)
 
-    def consumers_info(self: JsContext, stream: str, offset: int | None = None,
-                       timeout: float | None = None) -> list[ConsumerInfo]:
+    def consumers_info(
+        self: JsContext, stream: str, offset: int | None = None, timeout: float | None = None
+    ) -> list[ConsumerInfo]:
         """nats-py's ``consumers_info``: every consumer's info of ``stream`` from
         ``offset`` on."""
         check_int(offset or 0, "offset", 0)
         return list(itertools.islice(self.list_consumers(stream, timeout), offset or 0, None))
 
-    def pause_consumer(self: JsContext, stream: str, consumer: str,
-                       pause_until: str | datetime, timeout: float | None = None
-                       ) -> ConsumerPause:
+    def pause_consumer(
+        self: JsContext,
+        stream: str,
+        consumer: str,
+        pause_until: str | datetime,
+        timeout: float | None = None,
+    ) -> ConsumerPause:
         """Pauses a consumer until ``pause_until`` (an aware datetime, or RFC 3339 text as
         nats-py takes it); it delivers nothing meanwhile. nats-server 2.11 and later.
 
@@ -145,16 +169,20 @@ class NatsPyNames:
         call = f"CONSUMER.PAUSE.{check_stream_name(stream)}.{check_consumer_name(consumer)}"
         return ConsumerPause.from_api(self.api.request(call, {"pause_until": until}, timeout))
 
-    def resume_consumer(self: JsContext, stream: str, consumer: str,
-                        timeout: float | None = None) -> ConsumerPause:
+    def resume_consumer(
+        self: JsContext, stream: str, consumer: str, timeout: float | None = None
+    ) -> ConsumerPause:
         """Resumes a paused consumer now (a pause until a time long past, as nats-py
         does). nats-server 2.11 and later."""
-        return NatsPyNames.pause_consumer(self, stream, consumer, "1970-01-01T00:00:00Z",
-                                          timeout)
+        return NatsPyNames.pause_consumer(self, stream, consumer, "1970-01-01T00:00:00Z", timeout)
 
-    def reset_consumer(self: JsContext, stream: str, consumer: str,
-                       seq: int | None = None, timeout: float | None = None
-                       ) -> ConsumerReset:
+    def reset_consumer(
+        self: JsContext,
+        stream: str,
+        consumer: str,
+        seq: int | None = None,
+        timeout: float | None = None,
+    ) -> ConsumerReset:
         """Resets a consumer's delivery state (ADR-60, nats-server 2.14 and later):
         pending and redelivered counts cleared; with ``seq``, the next message delivered
         is at that stream sequence or after it, else one above the ack floor.
@@ -167,19 +195,36 @@ class NatsPyNames:
         body = {"seq": seq} if seq else None
         return ConsumerReset.from_api(self.api.request(call, body, timeout))
 
-    def subscribe(self: JsContext, subject: str, queue: str | None = None,
-                  cb: Callable[[JsMsg], None] | None = None, durable: str | None = None,
-                  stream: str | None = None, manual_ack: bool = False,
-                  ordered_consumer: bool = False, deliver_policy: str | None = None,
-                  config: ConsumerConfig | None = None) -> JsSubscription:
+    def subscribe(
+        self: JsContext,
+        subject: str,
+        queue: str | None = None,
+        cb: Callable[[JsMsg], None] | None = None,
+        durable: str | None = None,
+        stream: str | None = None,
+        manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        deliver_policy: str | None = None,
+        config: ConsumerConfig | None = None,
+    ) -> JsSubscription:
         """nats-py's ``js.subscribe``, built on a pull consumer (or an ordered one).
 
         Without ``cb``, read with ``next_msg`` or iteration; with it, ``cb(msg)`` runs on
         a thread of its own and the message is acknowledged after it returns, unless
         ``manual_ack``. A ``queue`` names the shared durable consumer.
         """
-        return _compat.subscribe(self, subject, queue, cb, durable, stream, manual_ack,
-                                 ordered_consumer, deliver_policy, config)
+        return _compat.subscribe(
+            self,
+            subject,
+            queue,
+            cb,
+            durable,
+            stream,
+            manual_ack,
+            ordered_consumer,
+            deliver_policy,
+            config,
+        )
 
 
 def _named_stream(js: JsContext, name: str) -> Stream:

@@ -40,10 +40,16 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._streams.wire import CoreClient
 
 #: Headers the server adds to a direct get reply; the stored message's own are the rest.
-_DIRECT_HEADERS = frozenset({
-    "Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
-    "Nats-Last-Sequence",
-})
+_DIRECT_HEADERS = frozenset(
+    {
+        "Nats-Stream",
+        "Nats-Subject",
+        "Nats-Sequence",
+        "Nats-Time-Stamp",
+        "Nats-Num-Pending",
+        "Nats-Last-Sequence",
+    }
+)
 
 
 class _NoBatchesError(Exception):
@@ -65,9 +71,18 @@ class RangeSource(Protocol):
         ...
 
 
-def read_range(js: JsContext, stream: RangeSource, start_seq: int, *, subject: str | None,
-               end_seq: int | None, batch: int, max_bytes: int | None,
-               timeout: float | None, direct: bool | None = None) -> Iterator[StoredMsg]:
+def read_range(
+    js: JsContext,
+    stream: RangeSource,
+    start_seq: int,
+    *,
+    subject: str | None,
+    end_seq: int | None,
+    batch: int,
+    max_bytes: int | None,
+    timeout: float | None,
+    direct: bool | None = None,
+) -> Iterator[StoredMsg]:
     """See ``Stream.get_msgs``."""
     if not check_range(start_seq, end_seq, batch, max_bytes):
         return
@@ -80,8 +95,9 @@ def read_range(js: JsContext, stream: RangeSource, start_seq: int, *, subject: s
             )
         direct = usable
     if direct:
-        by_direct_get = _read_direct(js, stream.name, start_seq, subject, end_seq, batch,
-                                     max_bytes, timeout)
+        by_direct_get = _read_direct(
+            js, stream.name, start_seq, subject, end_seq, batch, max_bytes, timeout
+        )
         last = start_seq - 1
         try:
             for message in by_direct_get:
@@ -90,12 +106,12 @@ def read_range(js: JsContext, stream: RangeSource, start_seq: int, *, subject: s
             return
         except _NoBatchesError:
             start_seq = last + 1  # what was yielded stays yielded; the rest by consumer
-    yield from _read_by_consumer(js, stream.name, start_seq, subject, end_seq, batch,
-                                 max_bytes, timeout)
+    yield from _read_by_consumer(
+        js, stream.name, start_seq, subject, end_seq, batch, max_bytes, timeout
+    )
 
 
-def check_range(start_seq: int, end_seq: int | None, batch: int, max_bytes: int | None
-                ) -> bool:
+def check_range(start_seq: int, end_seq: int | None, batch: int, max_bytes: int | None) -> bool:
     """Checks the arguments of a range read; False when the range is empty
     (``end_seq`` below ``start_seq``).
 
@@ -113,9 +129,16 @@ def check_range(start_seq: int, end_seq: int | None, batch: int, max_bytes: int 
     return end_seq >= start_seq
 
 
-def _read_direct(js: JsContext, stream: str, start: int, subject: str | None,
-                 end_seq: int | None, batch: int, max_bytes: int | None,
-                 timeout: float | None) -> Iterator[StoredMsg]:
+def _read_direct(
+    js: JsContext,
+    stream: str,
+    start: int,
+    subject: str | None,
+    end_seq: int | None,
+    batch: int,
+    max_bytes: int | None,
+    timeout: float | None,
+) -> Iterator[StoredMsg]:
     wait = timeout or js.timeout
     call = js.api.subject(f"DIRECT.GET.{stream}")
     client = js.client
@@ -157,9 +180,17 @@ def _read_direct(js: JsContext, stream: str, start: int, subject: str | None,
         sub.unsubscribe()
 
 
-def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject: str | None,
-                             end_seq: int | None, batch: int, max_bytes: int | None,
-                             timeout: float | None) -> Iterator[StoredColumns]:
+def read_columns_by_consumer(
+    js: JsContext,
+    stream: str,
+    start: int,
+    *,
+    subject: str | None,
+    end_seq: int | None,
+    batch: int,
+    max_bytes: int | None,
+    timeout: float | None,
+) -> Iterator[StoredColumns]:
     """Reads ``start..end_seq`` with an ephemeral, unacknowledged consumer and yields
     runs of about ``batch`` messages as columns. Two ``no_wait`` pulls of ``batch``
     messages (and at most ``max_bytes``, by default enough for a few of the largest
@@ -173,8 +204,11 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
         TimeoutError: a pull got no answer within ``timeout`` (the context's default).
     """
     fields: dict[str, Any] = {
-        "deliver_policy": "by_start_sequence", "opt_start_seq": start, "ack_policy": "none",
-        "mem_storage": True, "num_replicas": 1,
+        "deliver_policy": "by_start_sequence",
+        "opt_start_seq": start,
+        "ack_policy": "none",
+        "mem_storage": True,
+        "num_replicas": 1,
         "inactive_threshold": d.JS_BULK_READER_INACTIVE,
     }
     if subject:
@@ -184,10 +218,16 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
     client = js.client
     pull_bytes = max_bytes or max(d.JS_BULK_PULL_BYTES, 4 * client.max_payload)
     inbox = client.new_inbox()
-    sub = client.subscribe(inbox, pending_msgs_limit=2 * batch + 64,
-                           pending_bytes_limit=3 * pull_bytes)
-    pulls = _Pulls(client, js.api.subject(f"CONSUMER.MSG.NEXT.{stream}.{consumer.name}"),
-                   inbox, pull_body(batch, no_wait=True, max_bytes=pull_bytes), batch)
+    sub = client.subscribe(
+        inbox, pending_msgs_limit=2 * batch + 64, pending_bytes_limit=3 * pull_bytes
+    )
+    pulls = _Pulls(
+        client,
+        js.api.subject(f"CONSUMER.MSG.NEXT.{stream}.{consumer.name}"),
+        inbox,
+        pull_body(batch, no_wait=True, max_bytes=pull_bytes),
+        batch,
+    )
     try:
         if consumer.cached_info.num_pending == 0:
             return
@@ -204,8 +244,8 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
                 ) from None
             if sub.dropped:
                 raise JetStreamError(
-                    f"reading stream {stream!r}: the pull inbox dropped {sub.dropped} "
-                    "message(s)")
+                    f"reading stream {stream!r}: the pull inbox dropped {sub.dropped} message(s)"
+                )
             finished = _take(received, pulls, end_seq, columns)
             if not finished:
                 pulls.send_refused()
@@ -223,8 +263,9 @@ def read_columns_by_consumer(js: JsContext, stream: str, start: int, *, subject:
 class _Pulls:
     """The pulls of one bulk read, oldest first, with what each still owes."""
 
-    def __init__(self, client: CoreClient, subject: str, inbox: str, body: bytes,
-                 batch: int) -> None:
+    def __init__(
+        self, client: CoreClient, subject: str, inbox: str, body: bytes, batch: int
+    ) -> None:
         self._client = client
         self._subject = subject
         self._inbox = inbox
@@ -278,8 +319,7 @@ class _Pulls:
         self.send()
 
 
-def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None,
-          columns: StoredColumns) -> bool:
+def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None, columns: StoredColumns) -> bool:
     """Moves messages into ``columns``; True when the range is read."""
     for msg in received:
         if msg.status is not None:
@@ -289,8 +329,7 @@ def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None,
             if status.kind == "no_responders" and pulls.refused_early():
                 continue
             if status.kind != "done":
-                raise status.error or StatusError(status=msg.status,
-                                                  description=msg.description)
+                raise status.error or StatusError(status=msg.status, description=msg.description)
             if msg.status == d.STATUS_NOT_FOUND:
                 # Nothing left for this consumer, unless its last message said more
                 # were pending (then a pull overtook another: ask again, a few times).
@@ -320,19 +359,42 @@ def _take(received: list[Msg], pulls: _Pulls, end_seq: int | None,
     return False
 
 
-def _read_by_consumer(js: JsContext, stream: str, start: int, subject: str | None,
-                      end_seq: int | None, batch: int, max_bytes: int | None,
-                      timeout: float | None) -> Iterator[StoredMsg]:
-    for columns in read_columns_by_consumer(js, stream, start, subject=subject,
-                                            end_seq=end_seq, batch=batch,
-                                            max_bytes=max_bytes, timeout=timeout):
+def _read_by_consumer(
+    js: JsContext,
+    stream: str,
+    start: int,
+    subject: str | None,
+    end_seq: int | None,
+    batch: int,
+    max_bytes: int | None,
+    timeout: float | None,
+) -> Iterator[StoredMsg]:
+    for columns in read_columns_by_consumer(
+        js,
+        stream,
+        start,
+        subject=subject,
+        end_seq=end_seq,
+        batch=batch,
+        max_bytes=max_bytes,
+        timeout=timeout,
+    ):
         for seq, subj, data, headers, stamp in zip(
-            columns.seqs, columns.subjects, columns.datas, columns.headers, columns.times_ns,
+            columns.seqs,
+            columns.subjects,
+            columns.datas,
+            columns.headers,
+            columns.times_ns,
             strict=True,
         ):
-            yield StoredMsg(stream=stream, subject=subj, seq=seq, data=data,
-                            headers=dict(headers) if headers else None,
-                            time=time_from_ns(stamp))
+            yield StoredMsg(
+                stream=stream,
+                subject=subj,
+                seq=seq,
+                data=data,
+                headers=dict(headers) if headers else None,
+                time=time_from_ns(stamp),
+            )
 
 
 def stored_from_direct(stream: str, reply: Msg) -> StoredMsg:

@@ -64,8 +64,13 @@ class Stream:
         """The info as of the last call that returned it (no request)."""
         return self._info
 
-    def info(self, subjects_filter: str | None = None, deleted_details: bool = False,
-             *, timeout: float | None = None) -> StreamInfo:
+    def info(
+        self,
+        subjects_filter: str | None = None,
+        deleted_details: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> StreamInfo:
         """The stream's config and state now.
 
         Args:
@@ -73,12 +78,19 @@ class Stream:
                 (``state.subjects``).
             deleted_details: also list the deleted sequences (``state.deleted``).
         """
-        self._info = self._js.stream_info(self._name, subjects_filter, deleted_details,
-                                          timeout=timeout)
+        self._info = self._js.stream_info(
+            self._name, subjects_filter, deleted_details, timeout=timeout
+        )
         return self._info
 
-    def purge(self, *, subject: str | None = None, keep: int | None = None,
-              sequence: int | None = None, timeout: float | None = None) -> int:
+    def purge(
+        self,
+        *,
+        subject: str | None = None,
+        keep: int | None = None,
+        sequence: int | None = None,
+        timeout: float | None = None,
+    ) -> int:
         """Removes messages; returns how many.
 
         Args:
@@ -121,9 +133,14 @@ class Stream:
         reply = self._js.api.request(f"STREAM.MSG.GET.{self._name}", body, timeout)
         return stored_msg_from_api(self._name, reply.get("message") or {})
 
-    def get_last_msgs_for(self, subjects: Iterable[str], *, up_to_seq: int | None = None,
-                          up_to_time: datetime | None = None, batch: int | None = None
-                          ) -> Iterator[StoredMsg]:
+    def get_last_msgs_for(
+        self,
+        subjects: Iterable[str],
+        *,
+        up_to_seq: int | None = None,
+        up_to_time: datetime | None = None,
+        batch: int | None = None,
+    ) -> Iterator[StoredMsg]:
         """The last message of every subject matching any of ``subjects`` (wildcards
         allowed), in stream order, read with batched direct gets (ADR-31 ``multi_last``;
         nats-server 2.11+ and a stream with ``allow_direct``).
@@ -147,8 +164,15 @@ class Stream:
         if not patterns:
             return
         try:
-            found = last_msgs_for(self._js, self._name, patterns, float(self._js.timeout),
-                                  up_to_seq=up_to_seq, up_to_time=up_to_time, batch=batch)
+            found = last_msgs_for(
+                self._js,
+                self._name,
+                patterns,
+                float(self._js.timeout),
+                up_to_seq=up_to_seq,
+                up_to_time=up_to_time,
+                batch=batch,
+            )
         except NoBatchedGetsError:
             raise InvalidArgumentError(
                 f"stream {self._name!r} cannot answer get_last_msgs_for: it needs "
@@ -157,8 +181,7 @@ class Stream:
         for reply in found:
             yield stored_from_direct(self._name, reply)
 
-    def delete_msg(self, seq: int, *, erase: bool = False, timeout: float | None = None
-                   ) -> None:
+    def delete_msg(self, seq: int, *, erase: bool = False, timeout: float | None = None) -> None:
         """Removes the message at ``seq`` (overwriting its bytes on disk with ``erase``).
 
         Raises:
@@ -168,10 +191,17 @@ class Stream:
         body = {"seq": seq, "no_erase": not erase}
         self._js.api.request(f"STREAM.MSG.DELETE.{self._name}", body, timeout)
 
-    def get_msgs(self, start_seq: int = 1, *, subject: str | None = None,
-                 end_seq: int | None = None, batch: int = 1000, max_bytes: int | None = None,
-                 timeout: float | None = None, direct: bool | None = None
-                 ) -> Iterator[StoredMsg]:
+    def get_msgs(
+        self,
+        start_seq: int = 1,
+        *,
+        subject: str | None = None,
+        end_seq: int | None = None,
+        batch: int = 1000,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+        direct: bool | None = None,
+    ) -> Iterator[StoredMsg]:
         """Yields the stored messages from ``start_seq`` to ``end_seq`` (inclusive; the
         end of the stream when None), on ``subject`` when given, skipping gaps.
 
@@ -183,14 +213,28 @@ class Stream:
             direct: None chooses as above; False always reads with a temporary consumer;
                 True needs the direct get (`InvalidArgumentError` where it is off).
         """
-        yield from read_range(self._js, self, start_seq, subject=subject, end_seq=end_seq,
-                              batch=batch, max_bytes=max_bytes, timeout=timeout,
-                              direct=direct)
+        yield from read_range(
+            self._js,
+            self,
+            start_seq,
+            subject=subject,
+            end_seq=end_seq,
+            batch=batch,
+            max_bytes=max_bytes,
+            timeout=timeout,
+            direct=direct,
+        )
 
-    def get_msg_columns(self, start_seq: int = 1, *, subject: str | None = None,
-                        end_seq: int | None = None, batch: int = 5000,
-                        max_bytes: int | None = None, timeout: float | None = None
-                        ) -> Iterator[StoredColumns]:
+    def get_msg_columns(
+        self,
+        start_seq: int = 1,
+        *,
+        subject: str | None = None,
+        end_seq: int | None = None,
+        batch: int = 5000,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[StoredColumns]:
         """Like `get_msgs`, for bulk reads: yields runs of up to ``batch`` messages as
         columns (`StoredColumns`), read with a temporary consumer.
 
@@ -201,23 +245,29 @@ class Stream:
         if not check_range(start_seq, end_seq, batch, max_bytes):
             return
         yield from read_columns_by_consumer(
-            self._js, self._name, start_seq, subject=subject, end_seq=end_seq, batch=batch,
-            max_bytes=max_bytes, timeout=timeout)
+            self._js,
+            self._name,
+            start_seq,
+            subject=subject,
+            end_seq=end_seq,
+            batch=batch,
+            max_bytes=max_bytes,
+            timeout=timeout,
+        )
 
     # --- consumers of this stream -------------------------------------------------------
 
-    def create_consumer(self, config: ConsumerConfig | None = None, **fields: Any
-                        ) -> PullConsumer:
+    def create_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> PullConsumer:
         """``js.create_consumer`` on this stream."""
         return put_consumer(self._js, self._name, config, fields, "create", None)
 
-    def update_consumer(self, config: ConsumerConfig | None = None, **fields: Any
-                        ) -> PullConsumer:
+    def update_consumer(self, config: ConsumerConfig | None = None, **fields: Any) -> PullConsumer:
         """``js.update_consumer`` on this stream."""
         return put_consumer(self._js, self._name, config, fields, "update", None)
 
-    def create_or_update_consumer(self, config: ConsumerConfig | None = None, **fields: Any
-                                  ) -> PullConsumer:
+    def create_or_update_consumer(
+        self, config: ConsumerConfig | None = None, **fields: Any
+    ) -> PullConsumer:
         """``js.create_or_update_consumer`` on this stream."""
         return put_consumer(self._js, self._name, config, fields, "", None)
 
@@ -237,21 +287,28 @@ class Stream:
         """``js.list_consumers`` on this stream."""
         return self._js.list_consumers(self._name)
 
-    def ordered_consumer(self, *, filter_subjects: Sequence[str] | None = None,
-                         deliver_policy: str = "all", opt_start_seq: int | None = None,
-                         opt_start_time: Any = None, headers_only: bool = False
-                         ) -> OrderedConsumer:
+    def ordered_consumer(
+        self,
+        *,
+        filter_subjects: Sequence[str] | None = None,
+        deliver_policy: str = "all",
+        opt_start_seq: int | None = None,
+        opt_start_time: Any = None,
+        headers_only: bool = False,
+    ) -> OrderedConsumer:
         """``js.ordered_consumer`` on this stream."""
         return OrderedConsumer(
-            self._js, self._name, filter_subjects=filter_subjects,
+            self._js,
+            self._name,
+            filter_subjects=filter_subjects,
             deliver_policy=deliver_policy,
-            opt_start_seq=opt_start_seq, opt_start_time=opt_start_time,
+            opt_start_seq=opt_start_seq,
+            opt_start_time=opt_start_time,
             headers_only=headers_only,
         )
 
 
-def put_stream(js: JsContext, action: str, config: StreamConfig, timeout: float | None
-               ) -> Stream:
+def put_stream(js: JsContext, action: str, config: StreamConfig, timeout: float | None) -> Stream:
     """Creates (``action`` "CREATE") or updates ("UPDATE") a stream: what
     ``js.create_stream`` and ``js.update_stream`` send, here so that key-value and
     object store buckets make theirs without the context.
@@ -274,12 +331,14 @@ def bind_stream(js: JsContext, name: str, timeout: float | None) -> Stream:
     return Stream(js, js.stream_info(name, timeout=timeout))
 
 
-def _check_last_msgs_args(subjects: Iterable[str], up_to_seq: int | None,
-                          up_to_time: datetime | None, batch: int | None) -> list[str]:
+def _check_last_msgs_args(
+    subjects: Iterable[str], up_to_seq: int | None, up_to_time: datetime | None, batch: int | None
+) -> list[str]:
     """``get_last_msgs_for``'s arguments checked; its distinct subjects, in order."""
     if isinstance(subjects, (str, bytes)):
         raise InvalidArgumentError(
-            f"subjects must be an iterable of subjects, not a single {type(subjects).__name__}")
+            f"subjects must be an iterable of subjects, not a single {type(subjects).__name__}"
+        )
     patterns = list(dict.fromkeys(check_text(s, "subject") for s in subjects))
     if up_to_seq is not None:
         check_int(up_to_seq, "up_to_seq", 1)
@@ -289,7 +348,8 @@ def _check_last_msgs_args(subjects: Iterable[str], up_to_seq: int | None,
         if up_to_time.tzinfo is None or up_to_time.utcoffset() is None:
             raise InvalidArgumentError(
                 "up_to_time must be an aware datetime (e.g. datetime.now(timezone.utc)), "
-                f"got the naive {up_to_time!r}")
+                f"got the naive {up_to_time!r}"
+            )
         if up_to_seq is not None:
             raise InvalidArgumentError("give up_to_seq or up_to_time, not both")
     if batch is not None:
@@ -312,4 +372,3 @@ def stored_msg_from_api(stream: str, message: dict[str, Any]) -> StoredMsg:
         headers=headers,
         time=parse_time(raw_time) if isinstance(raw_time, str) else None,
     )
-

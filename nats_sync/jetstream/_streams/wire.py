@@ -48,15 +48,22 @@ class CoreClient(Protocol):
     """What JetStream uses of :class:`nats_sync.Client`."""
 
     def request(
-        self, subject: str, payload: bytes = b"", timeout: float = ...,
+        self,
+        subject: str,
+        payload: bytes = b"",
+        timeout: float = ...,
         headers: Headers = None,
     ) -> Msg:
         """A core request: the first reply."""
         ...
 
     def request_batch(
-        self, subject: str, payloads: Sequence[bytes], timeout: float = ...,
-        headers: Headers = None, max_in_flight: int = ...,
+        self,
+        subject: str,
+        payloads: Sequence[bytes],
+        timeout: float = ...,
+        headers: Headers = None,
+        max_in_flight: int = ...,
     ) -> list[Msg | BaseException]:
         """Pipelined core requests: each reply or error, in the payloads' order."""
         ...
@@ -67,8 +74,13 @@ class CoreClient(Protocol):
         """A core publish."""
 
     def subscribe(
-        self, subject: str, queue: str = "", cb: MessageCallback | None = None,
-        max_msgs: int = 0, pending_msgs_limit: int = ..., pending_bytes_limit: int = ...,
+        self,
+        subject: str,
+        queue: str = "",
+        cb: MessageCallback | None = None,
+        max_msgs: int = 0,
+        pending_msgs_limit: int = ...,
+        pending_bytes_limit: int = ...,
     ) -> Subscription:
         """A core subscription."""
         ...
@@ -183,8 +195,10 @@ def _check_name(name: object, what: str, error: type[JetStreamError]) -> str:
         raise error(f"{what} must be a non-empty str, got {name!r}")
     bad = sorted({c for c in name if c in _BAD_NAME_CHARACTERS or c.isspace()})
     if bad:
-        raise error(f"{what} {name!r} holds {''.join(bad)!r}: "
-                    "names may not contain '.', '*', '>', '/', '\\' or whitespace")
+        raise error(
+            f"{what} {name!r} holds {''.join(bad)!r}: "
+            "names may not contain '.', '*', '>', '/', '\\' or whitespace"
+        )
     return name
 
 
@@ -197,11 +211,11 @@ def check_domain(domain: object) -> str | None:
     """
     if domain is None:
         return None
-    if not isinstance(domain, str) or not domain or any(
-            c in ".*>" or c.isspace() for c in domain):
+    if not isinstance(domain, str) or not domain or any(c in ".*>" or c.isspace() for c in domain):
         raise InvalidArgumentError(
             f"domain must be a plain non-empty name (no '.', '*', '>' or whitespace), "
-            f"got {domain!r}")
+            f"got {domain!r}"
+        )
     return domain
 
 
@@ -278,12 +292,17 @@ class JsApi:
         except NoRespondersError:
             raise JetStreamNotEnabledError(
                 f"no JetStream API answers on {subject!r}: JetStream is not enabled, or the "
-                "domain or API prefix is wrong", code=503, err_code=0,
+                "domain or API prefix is wrong",
+                code=503,
+                err_code=0,
             ) from None
         return decode_reply(reply.data, subject)
 
     def paged(
-        self, call: str, key: str, body: Mapping[str, Any] | None = None,
+        self,
+        call: str,
+        key: str,
+        body: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Iterator[Any]:
         """Yields the items under ``key`` of a paged list call, page after page."""
@@ -308,9 +327,7 @@ def decode_reply(data: bytes, subject: str) -> dict[str, Any]:
     try:
         decoded = json.loads(data)
     except ValueError:
-        raise JetStreamError(
-            f"the reply on {subject!r} is not JSON: {data[:80]!r}"
-        ) from None
+        raise JetStreamError(f"the reply on {subject!r} is not JSON: {data[:80]!r}") from None
     if not isinstance(decoded, dict):
         raise JetStreamError(f"the reply on {subject!r} is not a JSON object: {data[:80]!r}")
     if "error" in decoded:
@@ -345,11 +362,15 @@ def ttl_header(ttl: object) -> str:
     """
     if ttl == "never":
         return "never"
-    if (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
-            or not math.isfinite(ttl) or not 1 <= ttl <= MAX_TTL_SECONDS):
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, (int, float))
+        or not math.isfinite(ttl)
+        or not 1 <= ttl <= MAX_TTL_SECONDS
+    ):
         raise InvalidArgumentError(
-            f'ttl must be a number of seconds from 1 to {MAX_TTL_SECONDS} or "never", '
-            f"got {ttl!r}")
+            f'ttl must be a number of seconds from 1 to {MAX_TTL_SECONDS} or "never", got {ttl!r}'
+        )
     return str(int(ttl))
 
 
@@ -421,9 +442,13 @@ def publish_headers(
         InvalidArgumentError: as :func:`js_headers`; the block also refuses a ``msg_id``
             holding CR or LF.
     """
-    if (expected_stream is None and expected_last_seq is None
-            and expected_last_subject_seq is None and expected_last_msg_id is None
-            and ttl is None):
+    if (
+        expected_stream is None
+        and expected_last_seq is None
+        and expected_last_subject_seq is None
+        and expected_last_msg_id is None
+        and ttl is None
+    ):
         if msg_id is None:
             return headers
         if headers is None:  # one call per keyed message: the block made in place
@@ -431,5 +456,12 @@ def publish_headers(
             if "\r" in msg_id or "\n" in msg_id:
                 raise InvalidArgumentError(f"msg_id holds CR or LF: {msg_id!r}")
             return b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n" % msg_id.encode()
-    return js_headers(headers, msg_id, expected_stream, expected_last_seq,
-                      expected_last_subject_seq, expected_last_msg_id, ttl)
+    return js_headers(
+        headers,
+        msg_id,
+        expected_stream,
+        expected_last_seq,
+        expected_last_subject_seq,
+        expected_last_msg_id,
+        ttl,
+    )

@@ -78,8 +78,9 @@ __all__ = [
 ]
 
 
-def wrap(kv: KeyValue, key_codec: KeyCodec | None = None,
-         value_codec: ValueCodec | None = None) -> CodecKeyValue:
+def wrap(
+    kv: KeyValue, key_codec: KeyCodec | None = None, value_codec: ValueCodec | None = None
+) -> CodecKeyValue:
     """The bucket ``kv`` seen through codecs (orbit.go's ``kvcodec.New``; leave one out
     for its ``NewForKey`` or ``NewForValue``).
 

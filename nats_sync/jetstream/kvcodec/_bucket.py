@@ -47,7 +47,8 @@ __all__ = ["CodecKeyValue", "CodecKeyWatcher"]
 
 def _is_codec(codec: object, methods: tuple[str, str]) -> bool:
     return not isinstance(codec, type) and all(
-        callable(getattr(codec, method, None)) for method in methods)
+        callable(getattr(codec, method, None)) for method in methods
+    )
 
 
 def _value(value: object) -> bytes:
@@ -56,7 +57,8 @@ def _value(value: object) -> bytes:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise InvalidArgumentError(
-        f"a value must be bytes, got {type(value).__name__} (encode a str first)")
+        f"a value must be bytes, got {type(value).__name__} (encode a str first)"
+    )
 
 
 def _detail(err: Exception) -> str:
@@ -82,8 +84,9 @@ class _Codecs:
         try:
             return check_key(encoded, writing=writing)
         except InvalidKeyError as err:
-            raise KeyEncodeError(f"key {key!r} encodes to {encoded!r}, which is not a "
-                                 f"valid key: {err.detail}") from None
+            raise KeyEncodeError(
+                f"key {key!r} encodes to {encoded!r}, which is not a valid key: {err.detail}"
+            ) from None
 
     def encode_filter(self, key_filter: str) -> str:
         if not isinstance(key_filter, str) or not key_filter:
@@ -95,19 +98,21 @@ class _Codecs:
         if not isinstance(self.key, FilterableKeyCodec):
             raise WildcardNotSupportedError(
                 f"key filter {key_filter!r}: the key codec ({type(self.key).__name__}) has "
-                "no encode_filter; watch '>' and pick the keys after decoding")
+                "no encode_filter; watch '>' and pick the keys after decoding"
+            )
         try:
             encoded = self.key.encode_filter(key_filter)
         except CodecError:
             raise
         except Exception as err:
-            raise KeyEncodeError(f"key filter {key_filter!r}: {type(err).__name__}: {err}"
-                                 ) from err
+            raise KeyEncodeError(f"key filter {key_filter!r}: {type(err).__name__}: {err}") from err
         try:
             return check_filter(encoded)
         except InvalidKeyError as err:
-            raise KeyEncodeError(f"key filter {key_filter!r} encodes to {encoded!r}, which "
-                                 f"is not a valid key filter: {err.detail}") from None
+            raise KeyEncodeError(
+                f"key filter {key_filter!r} encodes to {encoded!r}, which "
+                f"is not a valid key filter: {err.detail}"
+            ) from None
 
     def encode_filters(self, filters: str | Sequence[str] | None) -> list[str] | None:
         if filters is None:
@@ -132,8 +137,10 @@ class _Codecs:
         except Exception as err:
             raise ValueEncodeError(f"{type(err).__name__}: {err}") from err
         if not isinstance(encoded, bytes):
-            raise ValueEncodeError(f"the value codec ({type(self.value).__name__}) returned "
-                                   f"{type(encoded).__name__}, not bytes")
+            raise ValueEncodeError(
+                f"the value codec ({type(self.value).__name__}) returned "
+                f"{type(encoded).__name__}, not bytes"
+            )
         return encoded
 
     def decode_value(self, value: bytes, key: str, revision: int | None = None) -> bytes:
@@ -143,8 +150,7 @@ class _Codecs:
             at = "" if revision is None else f" at revision {revision}"
             raise ValueDecodeError(f"the value of key {key!r}{at}: {_detail(err)}") from err
 
-    def decode_entry(self, entry: Entry, key: str | None = None, *, values: bool = True
-                     ) -> Entry:
+    def decode_entry(self, entry: Entry, key: str | None = None, *, values: bool = True) -> Entry:
         """``entry`` with its key decoded (or ``key``) and, for a PUT, its value."""
         plain_key = key if key is not None else self.decode_key(entry.key, entry.revision)
         value = entry.value
@@ -197,8 +203,7 @@ class CodecKeyWatcher:
             ValueDecodeError: its value is not in the value codec's encoding.
         """
         entry = self._watcher.updates(timeout)
-        return None if entry is None else self._codecs.decode_entry(entry,
-                                                                    values=self._values)
+        return None if entry is None else self._codecs.decode_entry(entry, values=self._values)
 
     def stop(self) -> None:
         """Ends the watch at once and removes its server-side consumer."""
@@ -221,25 +226,32 @@ class CodecKeyValue:
             kind (a class rather than an instance, or missing a method).
     """
 
-    def __init__(self, kv: KeyValue, key_codec: KeyCodec | None = None,
-                 value_codec: ValueCodec | None = None) -> None:
+    def __init__(
+        self, kv: KeyValue, key_codec: KeyCodec | None = None, value_codec: ValueCodec | None = None
+    ) -> None:
         for method in ("put", "get", "watch", "history", "list_keys"):
             if not callable(getattr(kv, method, None)):
                 raise InvalidArgumentError(f"kv must be a KeyValue bucket, got {kv!r}")
         key_codec = NoOpCodec() if key_codec is None else key_codec
         value_codec = NoOpCodec() if value_codec is None else value_codec
         if not _is_codec(key_codec, ("encode_key", "decode_key")):
-            raise InvalidArgumentError(f"key_codec {key_codec!r} is not a key codec (an "
-                                       "instance with encode_key and decode_key)")
+            raise InvalidArgumentError(
+                f"key_codec {key_codec!r} is not a key codec (an "
+                "instance with encode_key and decode_key)"
+            )
         if not _is_codec(value_codec, ("encode_value", "decode_value")):
-            raise InvalidArgumentError(f"value_codec {value_codec!r} is not a value codec "
-                                       "(an instance with encode_value and decode_value)")
+            raise InvalidArgumentError(
+                f"value_codec {value_codec!r} is not a value codec "
+                "(an instance with encode_value and decode_value)"
+            )
         self._kv = kv
         self._codecs = _Codecs(key_codec, value_codec)
 
     def __repr__(self) -> str:
-        return (f"<nats_sync.jetstream.kvcodec.CodecKeyValue {self._kv.bucket!r} "
-                f"keys={self._codecs.key!r} values={self._codecs.value!r}>")
+        return (
+            f"<nats_sync.jetstream.kvcodec.CodecKeyValue {self._kv.bucket!r} "
+            f"keys={self._codecs.key!r} values={self._codecs.value!r}>"
+        )
 
     @property
     def kv(self) -> KeyValue:
@@ -268,8 +280,7 @@ class CodecKeyValue:
 
     # --- reading --------------------------------------------------------------------------
 
-    def get(self, key: str, revision: int | None = None, *, timeout: float | None = None
-            ) -> Entry:
+    def get(self, key: str, revision: int | None = None, *, timeout: float | None = None) -> Entry:
         """The key's current value, or the one stored at ``revision``, decoded.
 
         Raises:
@@ -285,8 +296,7 @@ class CodecKeyValue:
             raise type(err)(f"key {key!r} (stored as {encoded!r}): {err.detail}") from None
         return self._codecs.decode_entry(entry, key)
 
-    def get_many(self, keys: Iterable[str], *, timeout: float | None = None
-                 ) -> dict[str, bytes]:
+    def get_many(self, keys: Iterable[str], *, timeout: float | None = None) -> dict[str, bytes]:
         """The current value of each of ``keys`` that has one, decoded (as
         ``KeyValue.get_many``: keys with no value are left out).
 
@@ -296,11 +306,15 @@ class CodecKeyValue:
         """
         if isinstance(keys, (str, bytes)):
             raise InvalidArgumentError(
-                f"keys must be an iterable of keys, not a single {type(keys).__name__}")
+                f"keys must be an iterable of keys, not a single {type(keys).__name__}"
+            )
         encoded = {key: self._codecs.encode_key(key) for key in keys}
         found = self._kv.get_many(list(dict.fromkeys(encoded.values())), timeout=timeout)
-        return {key: self._codecs.decode_value(found[stored], key)
-                for key, stored in encoded.items() if stored in found}
+        return {
+            key: self._codecs.decode_value(found[stored], key)
+            for key, stored in encoded.items()
+            if stored in found
+        }
 
     def history(self, key: str, *, timeout: float | None = None) -> list[Entry]:
         """Every entry the bucket keeps for ``key``, oldest first, decoded.
@@ -312,12 +326,14 @@ class CodecKeyValue:
         try:
             entries = self._kv.history(encoded, timeout=timeout)
         except KeyNotFoundError:
-            raise KeyNotFoundError(f"key {key!r} (stored as {encoded!r}) not found in "
-                                   f"bucket {self.bucket!r}") from None
+            raise KeyNotFoundError(
+                f"key {key!r} (stored as {encoded!r}) not found in bucket {self.bucket!r}"
+            ) from None
         return [self._codecs.decode_entry(entry, key) for entry in entries]
 
-    def keys(self, filters: Sequence[str] | None = None, *, timeout: float | None = None
-             ) -> list[str]:
+    def keys(
+        self, filters: Sequence[str] | None = None, *, timeout: float | None = None
+    ) -> list[str]:
         """The keys that have a value (matching one of ``filters``), decoded.
 
         Raises:
@@ -328,12 +344,15 @@ class CodecKeyValue:
         """
         found = list(self.list_keys(filters, timeout=timeout))
         if not found:
-            raise NoKeysError(f"no keys in bucket {self.bucket!r}"
-                              + (f" matching {list(filters)}" if filters else ""))
+            raise NoKeysError(
+                f"no keys in bucket {self.bucket!r}"
+                + (f" matching {list(filters)}" if filters else "")
+            )
         return found
 
-    def list_keys(self, filters: Sequence[str] | None = None, *,
-                  timeout: float | None = None) -> Iterator[str]:
+    def list_keys(
+        self, filters: Sequence[str] | None = None, *, timeout: float | None = None
+    ) -> Iterator[str]:
         """The keys that have a value (matching one of ``filters``), decoded, as they
         are read."""
         patterns = self._codecs.encode_filters(filters)
@@ -344,9 +363,15 @@ class CodecKeyValue:
         """The bucket's state and settings now (sizes are of the encoded values)."""
         return self._kv.status(timeout=timeout)
 
-    def watch(self, keys: str | Sequence[str] = ">", *, include_history: bool = False,
-              ignore_deletes: bool = False, meta_only: bool = False,
-              updates_only: bool = False) -> CodecKeyWatcher:
+    def watch(
+        self,
+        keys: str | Sequence[str] = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+    ) -> CodecKeyWatcher:
         """Watches the keys matching ``keys``, as ``KeyValue.watch``; entries come decoded.
 
         A filter holding a ``*`` or ``>`` goes through the key codec's ``encode_filter``
@@ -360,16 +385,31 @@ class CodecKeyValue:
             KeyEncodeError: a filter cannot be encoded.
         """
         patterns = self._codecs.encode_filters(keys) or [">"]
-        watcher = self._kv.watch(patterns, include_history=include_history,
-                                 ignore_deletes=ignore_deletes, meta_only=meta_only,
-                                 updates_only=updates_only)
+        watcher = self._kv.watch(
+            patterns,
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+        )
         return CodecKeyWatcher(watcher, self._codecs, values=not meta_only)
 
-    def watch_all(self, *, include_history: bool = False, ignore_deletes: bool = False,
-                  meta_only: bool = False, updates_only: bool = False) -> CodecKeyWatcher:
+    def watch_all(
+        self,
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+    ) -> CodecKeyWatcher:
         """Watches every key (``watch(">")``)."""
-        return self.watch(">", include_history=include_history, ignore_deletes=ignore_deletes,
-                          meta_only=meta_only, updates_only=updates_only)
+        return self.watch(
+            ">",
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+        )
 
     # --- writing --------------------------------------------------------------------------
 
@@ -378,41 +418,42 @@ class CodecKeyValue:
         encoded = self._codecs.encode_key(key, writing=True)
         return self._kv.put(encoded, self._codecs.encode_value(value), timeout=timeout)
 
-    def create(self, key: str, value: bytes, *, ttl: float | str | None = None,
-               timeout: float | None = None) -> int:
+    def create(
+        self,
+        key: str,
+        value: bytes,
+        *,
+        ttl: float | str | None = None,
+        timeout: float | None = None,
+    ) -> int:
         """Stores ``value`` only if ``key`` has none, as ``KeyValue.create``.
 
         Raises:
             KeyWrongLastSequenceError: the key has a value.
         """
         encoded = self._codecs.encode_key(key, writing=True)
-        return self._kv.create(encoded, self._codecs.encode_value(value), ttl=ttl,
-                               timeout=timeout)
+        return self._kv.create(encoded, self._codecs.encode_value(value), ttl=ttl, timeout=timeout)
 
-    def update(self, key: str, value: bytes, last: int, *, timeout: float | None = None
-               ) -> int:
+    def update(self, key: str, value: bytes, last: int, *, timeout: float | None = None) -> int:
         """Stores ``value`` only if the key's latest revision is ``last``.
 
         Raises:
             KeyWrongLastSequenceError: the key's latest revision is another.
         """
         encoded = self._codecs.encode_key(key, writing=True)
-        return self._kv.update(encoded, self._codecs.encode_value(value), last,
-                               timeout=timeout)
+        return self._kv.update(encoded, self._codecs.encode_value(value), last, timeout=timeout)
 
-    def delete(self, key: str, *, last: int | None = None, timeout: float | None = None
-               ) -> None:
+    def delete(self, key: str, *, last: int | None = None, timeout: float | None = None) -> None:
         """Marks ``key`` deleted, as ``KeyValue.delete``."""
-        self._kv.delete(self._codecs.encode_key(key, writing=True), last=last,
-                        timeout=timeout)
+        self._kv.delete(self._codecs.encode_key(key, writing=True), last=last, timeout=timeout)
 
-    def purge(self, key: str, *, ttl: float | str | None = None,
-              timeout: float | None = None) -> None:
+    def purge(
+        self, key: str, *, ttl: float | str | None = None, timeout: float | None = None
+    ) -> None:
         """Marks ``key`` purged and drops its older entries, as ``KeyValue.purge``."""
         self._kv.purge(self._codecs.encode_key(key, writing=True), ttl=ttl, timeout=timeout)
 
-    def purge_deletes(self, *, older_than: float = 1800.0, timeout: float | None = None
-                      ) -> None:
+    def purge_deletes(self, *, older_than: float = 1800.0, timeout: float | None = None) -> None:
         """Removes the keys whose latest entry is a marker, as ``KeyValue.purge_deletes``
         (no key is decoded: every marker of the bucket counts)."""
         self._kv.purge_deletes(older_than=older_than, timeout=timeout)

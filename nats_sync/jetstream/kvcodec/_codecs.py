@@ -148,8 +148,7 @@ def _utf8(key: str, what: str) -> bytes:
     try:
         return key.encode("utf-8")
     except UnicodeEncodeError:
-        raise KeyEncodeError(f"{what} {key!r} is not valid Unicode (a lone surrogate)"
-                             ) from None
+        raise KeyEncodeError(f"{what} {key!r} is not valid Unicode (a lone surrogate)") from None
 
 
 class Base64Codec:
@@ -181,15 +180,18 @@ class Base64Codec:
             try:
                 decoded.append(_b64_decode(token).decode("utf-8"))
             except (ValueError, binascii.Error) as err:
-                raise KeyDecodeError(f"key {key!r}: token {token!r} is not base64 of "
-                                     f"UTF-8 text ({err})") from None
+                raise KeyDecodeError(
+                    f"key {key!r}: token {token!r} is not base64 of UTF-8 text ({err})"
+                ) from None
         return ".".join(decoded)
 
     def encode_filter(self, key_filter: str) -> str:
         """Each token of ``key_filter`` in base64, but whole ``*`` and ``>`` tokens."""
         _utf8(key_filter, "key filter")
-        return ".".join(token if token in _WILDCARDS else _b64_encode(token.encode("utf-8"))
-                        for token in key_filter.split("."))
+        return ".".join(
+            token if token in _WILDCARDS else _b64_encode(token.encode("utf-8"))
+            for token in key_filter.split(".")
+        )
 
     def encode_value(self, value: bytes) -> bytes:
         """``value`` in base64."""
@@ -204,8 +206,7 @@ class Base64Codec:
         try:
             return _b64_decode(value.decode("ascii"))
         except (ValueError, binascii.Error) as err:
-            raise ValueDecodeError(f"a value of {len(value)} bytes is not base64 ({err})"
-                                   ) from None
+            raise ValueDecodeError(f"a value of {len(value)} bytes is not base64 ({err})") from None
 
 
 class PathCodec:
@@ -229,11 +230,15 @@ class PathCodec:
         """
         _utf8(key, "key")
         if "." in key:
-            raise KeyEncodeError(f"path {key!r} holds '.', which would read back as '/' "
-                                 "(paths separate segments with '/')")
+            raise KeyEncodeError(
+                f"path {key!r} holds '.', which would read back as '/' "
+                "(paths separate segments with '/')"
+            )
         if key.split("/", 1)[0] == ROOT_TOKEN:
-            raise KeyEncodeError(f"path {key!r} starts with the segment {ROOT_TOKEN!r}, "
-                                 "which stands for a leading '/'")
+            raise KeyEncodeError(
+                f"path {key!r} starts with the segment {ROOT_TOKEN!r}, "
+                "which stands for a leading '/'"
+            )
         if key.startswith("/"):
             if key == "/":
                 return ROOT_TOKEN
@@ -245,7 +250,7 @@ class PathCodec:
         if key == ROOT_TOKEN:
             return "/"
         if key.startswith(ROOT_TOKEN + "."):
-            return "/" + key[len(ROOT_TOKEN) + 1:].replace(".", "/")
+            return "/" + key[len(ROOT_TOKEN) + 1 :].replace(".", "/")
         return key.replace(".", "/")
 
     def encode_filter(self, key_filter: str) -> str:
@@ -290,12 +295,12 @@ class ZlibCodec:
         try:
             return zlib.decompress(value)
         except zlib.error as err:
-            raise ValueDecodeError(f"a value of {len(value)} bytes is not zlib data ({err})"
-                                   ) from None
+            raise ValueDecodeError(
+                f"a value of {len(value)} bytes is not zlib data ({err})"
+            ) from None
 
 
-def _failed(error: type[CodecError], index: int, codec: object, err: Exception
-            ) -> CodecError:
+def _failed(error: type[CodecError], index: int, codec: object, err: Exception) -> CodecError:
     detail = err.detail if isinstance(err, CodecError) else f"{type(err).__name__}: {err}"
     return error(f"codec {index} of the chain ({type(codec).__name__}): {detail}")
 
@@ -304,11 +309,11 @@ def _check_members(codecs: tuple[object, ...], methods: tuple[str, str], kind: s
     if not codecs:
         raise InvalidArgumentError(f"a {kind} chain needs at least one codec")
     for index, codec in enumerate(codecs):
-        if isinstance(codec, type) or not all(callable(getattr(codec, m, None))
-                                              for m in methods):
+        if isinstance(codec, type) or not all(callable(getattr(codec, m, None)) for m in methods):
             raise InvalidArgumentError(
                 f"codec {index} of the chain, {codec!r}, is not a {kind} codec "
-                f"(an instance with {methods[0]} and {methods[1]})")
+                f"(an instance with {methods[0]} and {methods[1]})"
+            )
 
 
 class KeyChainCodec:
@@ -367,7 +372,8 @@ class KeyChainCodec:
             if not isinstance(codec, FilterableKeyCodec):
                 raise WildcardNotSupportedError(
                     f"codec {index} of the chain ({type(codec).__name__}) has no "
-                    f"encode_filter, so the filter {key_filter!r} cannot keep its wildcards")
+                    f"encode_filter, so the filter {key_filter!r} cannot keep its wildcards"
+                )
         for index, codec in enumerate(self._codecs):
             try:
                 key_filter = codec.encode_filter(key_filter)  # type: ignore[attr-defined]

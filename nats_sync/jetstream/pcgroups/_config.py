@@ -70,22 +70,34 @@ class GroupJetStream(Protocol):
         """The default seconds per API call."""
         ...
 
-    def create_stream(self, config: StreamConfig | None = None, *,
-                      timeout: float | None = None, **fields: Any) -> Stream:
+    def create_stream(
+        self, config: StreamConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> Stream:
         """Creates a stream."""
         ...
 
-    def stream_info(self, name: str, subjects_filter: str | None = None,
-                    deleted_details: bool = False, *, timeout: float | None = None
-                    ) -> StreamInfo:
+    def stream_info(
+        self,
+        name: str,
+        subjects_filter: str | None = None,
+        deleted_details: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> StreamInfo:
         """A stream's config and state."""
         ...
 
     def delete_stream(self, name: str, timeout: float | None = None) -> None:
         """Deletes a stream."""
 
-    def create_consumer(self, stream: str, config: ConsumerConfig | None = None, *,
-                        timeout: float | None = None, **fields: Any) -> PullConsumer:
+    def create_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> PullConsumer:
         """Creates a consumer."""
         ...
 
@@ -93,16 +105,16 @@ class GroupJetStream(Protocol):
         """Binds to an existing consumer."""
         ...
 
-    def consumer_info(self, stream: str, name: str, *, timeout: float | None = None
-                      ) -> ConsumerInfo:
+    def consumer_info(
+        self, stream: str, name: str, *, timeout: float | None = None
+    ) -> ConsumerInfo:
         """A consumer's config and position."""
         ...
 
     def delete_consumer(self, stream: str, name: str, timeout: float | None = None) -> None:
         """Deletes a consumer."""
 
-    def list_consumers(self, stream: str, timeout: float | None = None
-                       ) -> Iterator[ConsumerInfo]:
+    def list_consumers(self, stream: str, timeout: float | None = None) -> Iterator[ConsumerInfo]:
         """Every consumer's info on a stream."""
         ...
 
@@ -110,8 +122,9 @@ class GroupJetStream(Protocol):
         """Binds to a key-value bucket."""
         ...
 
-    def create_key_value(self, config: Any = None, *, timeout: float | None = None,
-                         **fields: Any) -> KeyValue:
+    def create_key_value(
+        self, config: Any = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
         """Creates a key-value bucket."""
         ...
 
@@ -190,9 +203,14 @@ class ElasticConfig:
     def to_json(self) -> bytes:
         """The value as orbit.go writes it (note ``max_buffered_msg``, singular)."""
         out: dict[str, Any] = {"max_members": self.max_members}
-        out["partitioning_filters"] = None if self.partitioning_filters is None else [
-            {"filter": f.filter, "partitioning_wildcards": list(f.partitioning_wildcards)}
-            for f in self.partitioning_filters]
+        out["partitioning_filters"] = (
+            None
+            if self.partitioning_filters is None
+            else [
+                {"filter": f.filter, "partitioning_wildcards": list(f.partitioning_wildcards)}
+                for f in self.partitioning_filters
+            ]
+        )
         if self.max_buffered_msgs:
             out["max_buffered_msg"] = self.max_buffered_msgs
         if self.max_buffered_bytes:
@@ -209,9 +227,17 @@ class ElasticConfig:
 
     def same_shape(self, other: ElasticConfig) -> bool:
         """Whether what may not change once made (partitions, filters, buffers) is equal."""
-        return (self.max_members, self.partitioning_filters or (), self.max_buffered_msgs,
-                self.max_buffered_bytes) == (other.max_members, other.partitioning_filters or (),
-                                             other.max_buffered_msgs, other.max_buffered_bytes)
+        return (
+            self.max_members,
+            self.partitioning_filters or (),
+            self.max_buffered_msgs,
+            self.max_buffered_bytes,
+        ) == (
+            other.max_members,
+            other.partitioning_filters or (),
+            other.max_buffered_msgs,
+            other.max_buffered_bytes,
+        )
 
 
 def _dumps(value: dict[str, Any]) -> bytes:
@@ -224,8 +250,7 @@ def member_names(members: Sequence[str], mappings: Sequence[MemberMapping]) -> l
     return list(members) if members else [m.member for m in mappings]
 
 
-def in_membership(members: Sequence[str], mappings: Sequence[MemberMapping],
-                  member: str) -> bool:
+def in_membership(members: Sequence[str], mappings: Sequence[MemberMapping], member: str) -> bool:
     """Whether ``member`` is in the list or the mappings."""
     return member in members or any(m.member == member for m in mappings)
 
@@ -252,10 +277,11 @@ def _mappings(raw: list[Any], what: str) -> tuple[MemberMapping, ...]:
     out = []
     for item in raw:
         if not isinstance(item, dict) or not isinstance(item.get("member", ""), str):
-            raise ConsumerGroupConfigError(f"{what}: a member mapping must be "
-                                           f'{{"member": ..., "partitions": [...]}}, got {item!r}')
-        partitions = tuple(_int(p, "a partition", what)
-                           for p in _list(item, "partitions", what))
+            raise ConsumerGroupConfigError(
+                f"{what}: a member mapping must be "
+                f'{{"member": ..., "partitions": [...]}}, got {item!r}'
+            )
+        partitions = tuple(_int(p, "a partition", what) for p in _list(item, "partitions", what))
         out.append(MemberMapping(item.get("member", ""), partitions))
     return tuple(out)
 
@@ -305,11 +331,16 @@ def elastic_from_json(value: bytes, what: str, revision: int = 0) -> ElasticConf
         items = _list(data, "partitioning_filters", what)
         if not all(isinstance(item, dict) for item in items):
             raise ConsumerGroupConfigError(f"{what}: bad partitioning_filters {items!r}")
-        filters = tuple(PartitioningFilter(
-            str(item.get("filter", "")),
-            tuple(_int(w, "a partitioning wildcard", what)
-                  for w in _list(item, "partitioning_wildcards", what)))
-            for item in items)
+        filters = tuple(
+            PartitioningFilter(
+                str(item.get("filter", "")),
+                tuple(
+                    _int(w, "a partitioning wildcard", what)
+                    for w in _list(item, "partitioning_wildcards", what)
+                ),
+            )
+            for item in items
+        )
     config = ElasticConfig(
         max_members=_int(data.get("max_members", 0), "max_members", what),
         partitioning_filters=filters,
@@ -323,8 +354,9 @@ def elastic_from_json(value: bytes, what: str, revision: int = 0) -> ElasticConf
     return config
 
 
-def check_membership(max_members: int, members: Sequence[str],
-                     mappings: Sequence[MemberMapping]) -> None:
+def check_membership(
+    max_members: int, members: Sequence[str], mappings: Sequence[MemberMapping]
+) -> None:
     """orbit.go's rules for the members and mappings.
 
     Raises:
@@ -340,20 +372,23 @@ def check_membership(max_members: int, members: Sequence[str],
     if len(mappings) > max_members:
         raise ConsumerGroupConfigError(
             f"{len(mappings)} member mappings for {max_members} partitions: at most one "
-            "mapping per partition")
+            "mapping per partition"
+        )
     names: set[str] = set()
     seen: set[int] = set()
     for mapping in mappings:
         if not mapping.member or mapping.member in names:
             raise ConsumerGroupConfigError(
-                f"member names in the mappings must be unique and non-empty: {mapping.member!r}")
+                f"member names in the mappings must be unique and non-empty: {mapping.member!r}"
+            )
         names.add(mapping.member)
         for partition in mapping.partitions:
             if partition in seen:
                 raise ConsumerGroupConfigError(f"partition {partition} is mapped twice")
             if not 0 <= partition < max_members:
                 raise ConsumerGroupConfigError(
-                    f"partition {partition} is not within 0..{max_members - 1}")
+                    f"partition {partition} is not within 0..{max_members - 1}"
+                )
             seen.add(partition)
     if len(seen) != max_members:
         missing = sorted(set(range(max_members)) - seen)
@@ -375,17 +410,22 @@ def check_elastic(config: ElasticConfig) -> None:
         stars = tokens.count("*")
         if stars == 0 and tokens[-1] != ">":
             raise ConsumerGroupConfigError(
-                f"partitioning filter {pf.filter!r} needs a * wildcard or a final >")
+                f"partitioning filter {pf.filter!r} needs a * wildcard or a final >"
+            )
         if len(set(pf.partitioning_wildcards)) != len(pf.partitioning_wildcards):
             raise ConsumerGroupConfigError(
-                f"partitioning wildcards {list(pf.partitioning_wildcards)} repeat an index")
+                f"partitioning wildcards {list(pf.partitioning_wildcards)} repeat an index"
+            )
         for index in pf.partitioning_wildcards:
             if not 1 <= index <= stars:
                 raise ConsumerGroupConfigError(
                     f"partitioning wildcard {index} is not within 1..{stars}, the * "
-                    f"wildcards of {pf.filter!r}")
-    for name, value in (("max_buffered_msgs", config.max_buffered_msgs),
-                        ("max_buffered_bytes", config.max_buffered_bytes)):
+                    f"wildcards of {pf.filter!r}"
+                )
+    for name, value in (
+        ("max_buffered_msgs", config.max_buffered_msgs),
+        ("max_buffered_bytes", config.max_buffered_bytes),
+    ):
         if value < -1:
             raise ConsumerGroupConfigError(f"{name} must be -1, 0 or more, got {value}")
     check_membership(config.max_members, config.members, config.member_mappings)
@@ -399,15 +439,20 @@ def check_names(stream: str, group: str, member: str | None = None) -> None:
             continue
         if not isinstance(name, str) or not name or any(c in name for c in ". *>"):
             raise ConsumerGroupConfigError(
-                f"the {what} name must be non-empty, without '.', ' ', '*' or '>': {name!r}")
+                f"the {what} name must be non-empty, without '.', ' ', '*' or '>': {name!r}"
+            )
 
 
 # --- the partition plan --------------------------------------------------------------------
 
 
-def partition_filters(members: Sequence[str], max_members: int,
-                      mappings: Sequence[MemberMapping], member: str,
-                      filters: Sequence[str]) -> list[str]:
+def partition_filters(
+    members: Sequence[str],
+    max_members: int,
+    mappings: Sequence[MemberMapping],
+    member: str,
+    filters: Sequence[str],
+) -> list[str]:
     """The filter subjects of ``member``'s consumer: ``<partition>.<filter>`` for each of
     its partitions and each of ``filters`` (``>`` when none); with mappings
     ``<partition>.>`` (as orbit.go), once each."""
@@ -416,9 +461,12 @@ def partition_filters(members: Sequence[str], max_members: int,
         chosen = sorted(set(members))[:max_members]
         count = len(chosen)
         per = max_members // count
-        mine = [p for p in range(max_members)
-                if chosen[(p // per) % count if p < count * per
-                          else (p - count * per) % count] == member]
+        mine = [
+            p
+            for p in range(max_members)
+            if chosen[(p // per) % count if p < count * per else (p - count * per) % count]
+            == member
+        ]
         return [f"{p}.{f}" for f in subject_filters for p in mine]
     out: list[str] = []
     for mapping in mappings:
@@ -464,7 +512,8 @@ def bucket(js: GroupJetStream, elastic: bool) -> KeyValue:
     except BucketNotFoundError:
         raise ConsumerGroupNotFoundError(
             f"no {'elastic' if elastic else 'static'} consumer group exists yet "
-            f"(no bucket {name!r})") from None
+            f"(no bucket {name!r})"
+        ) from None
 
 
 def bucket_for_create(js: GroupJetStream, elastic: bool, replicas: int) -> KeyValue:
@@ -490,15 +539,17 @@ def read_value(kv: KeyValue, stream: str, group: str, kind: str) -> tuple[bytes,
         entry = kv.get(key_of(stream, group))
     except KeyNotFoundError:
         raise ConsumerGroupNotFoundError(
-            f"no {kind} consumer group {group!r} on stream {stream!r}") from None
+            f"no {kind} consumer group {group!r} on stream {stream!r}"
+        ) from None
     return entry.value, entry.revision
 
 
 def group_names(kv: KeyValue, stream: str) -> list[str]:
     """The groups of ``stream`` in a bucket."""
     prefix = f"{stream}."
-    return sorted(key[len(prefix):] for key in kv.list_keys([f"{stream}.*"])
-                  if key.startswith(prefix))
+    return sorted(
+        key[len(prefix) :] for key in kv.list_keys([f"{stream}.*"]) if key.startswith(prefix)
+    )
 
 
 # --- arguments -----------------------------------------------------------------------------
@@ -522,7 +573,8 @@ def mappings_of(value: MappingsArg | None) -> tuple[MemberMapping, ...]:
     else:
         raise ConsumerGroupConfigError(
             f"member_mappings must be MemberMapping objects or {{member: [partitions]}}, "
-            f"got {value!r}")
+            f"got {value!r}"
+        )
     for mapping in items:
         check_names("-", "-", mapping.member)
         for p in mapping.partitions:
@@ -555,5 +607,6 @@ def check_max_members(max_members: object) -> int:
     """
     if isinstance(max_members, bool) or not isinstance(max_members, int) or max_members < 1:
         raise ConsumerGroupConfigError(
-            f"max_members (the number of partitions) must be an int >= 1, got {max_members!r}")
+            f"max_members (the number of partitions) must be an int >= 1, got {max_members!r}"
+        )
     return max_members

@@ -73,19 +73,25 @@ def member_template(config: ConsumerConfig | None) -> tuple[ConsumerConfig, floa
         config = ConsumerConfig()
     elif not isinstance(config, ConsumerConfig):
         raise ConsumerGroupConfigError(
-            f"config must be a ConsumerConfig or None, got {type(config).__name__}")
+            f"config must be a ConsumerConfig or None, got {type(config).__name__}"
+        )
     ack_wait = config.ack_wait if config.ack_wait and config.ack_wait > 0 else PCG_DEFAULT_ACK_WAIT
     return config.replace(ack_wait=ack_wait, ack_policy=config.ack_policy or "explicit"), ack_wait
 
 
-def pinned_config(template: ConsumerConfig, ack_wait: float, filters: list[str],
-                  **names: Any) -> ConsumerConfig:
+def pinned_config(
+    template: ConsumerConfig, ack_wait: float, filters: list[str], **names: Any
+) -> ConsumerConfig:
     """The member's consumer: the template with its partitions' filters and the
     ``PCG`` priority group (``pinned_client``, the pin kept for the ack wait)."""
-    return template.replace(filter_subject=None, filter_subjects=filters,
-                            priority_groups=[PCG_PRIORITY_GROUP],
-                            priority_policy="pinned_client",
-                            priority_timeout=max(ack_wait, PCG_MIN_PULL_EXPIRY), **names)
+    return template.replace(
+        filter_subject=None,
+        filter_subjects=filters,
+        priority_groups=[PCG_PRIORITY_GROUP],
+        priority_policy="pinned_client",
+        priority_timeout=max(ack_wait, PCG_MIN_PULL_EXPIRY),
+        **names,
+    )
 
 
 class Kind(Protocol):
@@ -129,8 +135,16 @@ class MemberSource:
         kind: the static or elastic behaviour.
     """
 
-    def __init__(self, js: GroupJetStream, kv: KeyValue, stream: str, group: str,
-                 member: str, ack_wait: float, kind: Kind) -> None:
+    def __init__(
+        self,
+        js: GroupJetStream,
+        kv: KeyValue,
+        stream: str,
+        group: str,
+        member: str,
+        ack_wait: float,
+        kind: Kind,
+    ) -> None:
         self.js = js
         self.kv = kv
         self.stream = stream
@@ -187,8 +201,10 @@ class MemberSource:
             info = self.js.consumer_info(self.kind.consumer_stream, self.consumer.name)
         except Error:
             return False
-        return any(state.group == PCG_PRIORITY_GROUP and state.pinned_client_id == self.pin
-                   for state in info.priority_groups or ())
+        return any(
+            state.group == PCG_PRIORITY_GROUP and state.pinned_client_id == self.pin
+            for state in info.priority_groups or ()
+        )
 
     def delete_consumer(self, name: str) -> None:
         """Deletes a consumer of the member's stream (gone already is fine)."""
@@ -273,8 +289,13 @@ class MemberSource:
         pin = header_value(core.headers, PIN_ID_HEADER)
         if pin:
             self.pin = pin
-        stripped = Msg(core.subject.partition(".")[2] or core.subject, core.reply, core.data,
-                       core.headers, core.sid)
+        stripped = Msg(
+            core.subject.partition(".")[2] or core.subject,
+            core.reply,
+            core.data,
+            core.headers,
+            core.sid,
+        )
         return JsMsg(stripped, self.js.client, self.js.timeout)
 
     def _follow_config(self) -> None:
@@ -335,4 +356,3 @@ class MemberSource:
         self._watcher.stop()
         if messages is not None:
             messages.drain(timeout)
-

@@ -71,9 +71,19 @@ from nats_sync.jetstream.pcgroups._member import (
 from nats_sync.jetstream.pcgroups.errors import GroupConfigChangedError
 from nats_sync.jetstream.pcgroups.static import get_static
 
-__all__ = ["add_members", "create_elastic", "delete_elastic", "delete_member_mappings",
-           "delete_members", "elastic_consume", "elastic_member_step_down", "get_elastic",
-           "list_elastic", "list_members", "set_member_mappings"]
+__all__ = [
+    "add_members",
+    "create_elastic",
+    "delete_elastic",
+    "delete_member_mappings",
+    "delete_members",
+    "elastic_consume",
+    "elastic_member_step_down",
+    "get_elastic",
+    "list_elastic",
+    "list_members",
+    "set_member_mappings",
+]
 
 _KIND = "elastic"
 #: The server's refusal of a consumer whose filters overlap another's on a work queue.
@@ -84,10 +94,17 @@ def _group_stream(stream: str, group: str) -> str:
     return f"{stream}-{group}"
 
 
-def create_elastic(js: GroupJetStream, stream: str, group: str, max_members: int,
-                   filter: str | None = None, partitioning_wildcards: Sequence[int] = (),
-                   *, max_buffered_msgs: int = 0, max_buffered_bytes: int = 0
-                   ) -> ElasticConfig:
+def create_elastic(
+    js: GroupJetStream,
+    stream: str,
+    group: str,
+    max_members: int,
+    filter: str | None = None,
+    partitioning_wildcards: Sequence[int] = (),
+    *,
+    max_buffered_msgs: int = 0,
+    max_buffered_bytes: int = 0,
+) -> ElasticConfig:
     """Creates an elastic group on ``stream`` with no members yet, and its work-queue
     stream ``<stream>-<group>``. The same config again is fine.
 
@@ -120,7 +137,9 @@ def create_elastic(js: GroupJetStream, stream: str, group: str, max_members: int
     config = ElasticConfig(
         max_members=check_max_members(max_members),
         partitioning_filters=None if filter is None else (PartitioningFilter(filter, wildcards),),
-        max_buffered_msgs=max_buffered_msgs, max_buffered_bytes=max_buffered_bytes)
+        max_buffered_msgs=max_buffered_msgs,
+        max_buffered_bytes=max_buffered_bytes,
+    )
     check_elastic(config)
     origin = js.stream_info(stream).config
     kv = bucket_for_create(js, True, origin.num_replicas or 1)
@@ -131,17 +150,24 @@ def create_elastic(js: GroupJetStream, stream: str, group: str, max_members: int
         if not stored.same_shape(config):
             raise ConsumerGroupExistsError(
                 f"elastic consumer group {group!r} on stream {stream!r} exists with another "
-                "config; delete it first") from None
+                "config; delete it first"
+            ) from None
         config = stored
     filters = config.partitioning_filters or (PartitioningFilter(">"),)
-    transforms = [{"src": pf.filter, "dest": transform_destination(pf, config.max_members)}
-                  for pf in filters]
+    transforms = [
+        {"src": pf.filter, "dest": transform_destination(pf, config.max_members)} for pf in filters
+    ]
     js.create_stream(
-        name=_group_stream(stream, group), retention="workqueue",
-        num_replicas=origin.num_replicas or 1, storage=origin.storage or "file",
-        max_msgs=config.max_buffered_msgs, max_bytes=config.max_buffered_bytes,
-        discard="new", sources=[{"name": stream, "subject_transforms": transforms}],
-        allow_direct=True)
+        name=_group_stream(stream, group),
+        retention="workqueue",
+        num_replicas=origin.num_replicas or 1,
+        storage=origin.storage or "file",
+        max_msgs=config.max_buffered_msgs,
+        max_bytes=config.max_buffered_bytes,
+        discard="new",
+        sources=[{"name": stream, "subject_transforms": transforms}],
+        allow_direct=True,
+    )
     return config
 
 
@@ -182,8 +208,7 @@ def list_elastic(js: GroupJetStream, stream: str) -> list[str]:
     return group_names(kv, stream)
 
 
-def list_members(js: GroupJetStream, stream: str, group: str, *, static: bool = False
-                 ) -> list[str]:
+def list_members(js: GroupJetStream, stream: str, group: str, *, static: bool = False) -> list[str]:
     """The members of a group (of the elastic group; ``static=True``: the static one),
     from its member list or its mappings.
 
@@ -199,8 +224,9 @@ def _store(js: GroupJetStream, stream: str, group: str, config: ElasticConfig) -
     bucket(js, True).update(key_of(stream, group), config.to_json(), config.revision)
 
 
-def add_members(js: GroupJetStream, stream: str, group: str,
-                members: str | Sequence[str]) -> list[str]:
+def add_members(
+    js: GroupJetStream, stream: str, group: str, members: str | Sequence[str]
+) -> list[str]:
     """Adds members to an elastic group; running instances of them start reading.
 
     Returns:
@@ -220,14 +246,16 @@ def add_members(js: GroupJetStream, stream: str, group: str,
     if config.member_mappings:
         raise ConsumerGroupConfigError(
             f"elastic group {group!r} uses member mappings: change them with "
-            "set_member_mappings, or delete_member_mappings first")
+            "set_member_mappings, or delete_member_mappings first"
+        )
     new = tuple(sorted(set(config.members) | set(adding)))
     _store(js, stream, group, replace(config, members=new))
     return list(new)
 
 
-def delete_members(js: GroupJetStream, stream: str, group: str,
-                   members: str | Sequence[str]) -> list[str]:
+def delete_members(
+    js: GroupJetStream, stream: str, group: str, members: str | Sequence[str]
+) -> list[str]:
     """Drops members from an elastic group; their partitions go to the others.
 
     Returns:
@@ -244,15 +272,16 @@ def delete_members(js: GroupJetStream, stream: str, group: str,
     config = get_elastic(js, stream, group)
     if config.member_mappings:
         raise ConsumerGroupConfigError(
-            f"elastic group {group!r} uses member mappings: change them with "
-            "set_member_mappings")
+            f"elastic group {group!r} uses member mappings: change them with set_member_mappings"
+        )
     left = tuple(m for m in config.members if m not in dropping)
     _store(js, stream, group, replace(config, members=left))
     return list(left)
 
 
-def set_member_mappings(js: GroupJetStream, stream: str, group: str,
-                        member_mappings: MappingsArg) -> None:
+def set_member_mappings(
+    js: GroupJetStream, stream: str, group: str, member_mappings: MappingsArg
+) -> None:
     """Gives an elastic group's partitions to members by hand (its member list is
     cleared): ``MemberMapping`` objects or ``{member: [partitions]}``, each partition
     exactly once.
@@ -279,8 +308,7 @@ def delete_member_mappings(js: GroupJetStream, stream: str, group: str) -> None:
     _store(js, stream, group, replace(get_elastic(js, stream, group), member_mappings=()))
 
 
-def elastic_member_step_down(js: GroupJetStream, stream: str, group: str,
-                             member: str) -> None:
+def elastic_member_step_down(js: GroupJetStream, stream: str, group: str, member: str) -> None:
     """Makes the member's active (pinned) instance step down: one of its standbys takes
     over (ADR-42 unpin).
 
@@ -291,9 +319,16 @@ def elastic_member_step_down(js: GroupJetStream, stream: str, group: str,
     js.consumer(_group_stream(stream, group), member).unpin(PCG_PRIORITY_GROUP)
 
 
-def elastic_consume(js: GroupJetStream, stream: str, group: str, member: str,
-                    cb: Callable[[JsMsg], None], config: ConsumerConfig | None = None, *,
-                    error_cb: ErrorCallback | None = None) -> ConsumeContext:
+def elastic_consume(
+    js: GroupJetStream,
+    stream: str,
+    group: str,
+    member: str,
+    cb: Callable[[JsMsg], None],
+    config: ConsumerConfig | None = None,
+    *,
+    error_cb: ErrorCallback | None = None,
+) -> ConsumeContext:
     """Joins an elastic group as ``member`` (in its membership now or later) and runs
     ``cb(msg)`` for each message of its partitions, in order, on the group's thread;
     ``msg.subject`` comes without the partition number. ``cb`` must ack each message
@@ -326,7 +361,8 @@ def elastic_consume(js: GroupJetStream, stream: str, group: str, member: str,
     if template.ack_policy != "explicit":
         raise ConsumerGroupConfigError(
             f"an elastic group's members ack explicitly (its stream is a work queue), "
-            f"got ack_policy={template.ack_policy!r}")
+            f"got ack_policy={template.ack_policy!r}"
+        )
     template = template.replace(inactive_threshold=ack_wait)
     current = get_elastic(js, stream, group)
     try:
@@ -334,7 +370,8 @@ def elastic_consume(js: GroupJetStream, stream: str, group: str, member: str,
     except StreamNotFoundError:
         raise ConsumerGroupNotFoundError(
             f"elastic group {group!r} on stream {stream!r} has no stream "
-            f"{_group_stream(stream, group)!r}") from None
+            f"{_group_stream(stream, group)!r}"
+        ) from None
     kind = _Elastic(stream, group, member, current, template, ack_wait)
     source = MemberSource(js, bucket(js, True), stream, group, member, ack_wait, kind)
     try:
@@ -349,8 +386,15 @@ def elastic_consume(js: GroupJetStream, stream: str, group: str, member: str,
 class _Elastic:
     """An elastic member's part of :class:`MemberSource` (the group's thread only)."""
 
-    def __init__(self, stream: str, group: str, member: str, config: ElasticConfig,
-                 template: ConsumerConfig, ack_wait: float) -> None:
+    def __init__(
+        self,
+        stream: str,
+        group: str,
+        member: str,
+        config: ElasticConfig,
+        template: ConsumerConfig,
+        ack_wait: float,
+    ) -> None:
         self.consumer_stream = _group_stream(stream, group)
         self._group = group
         self._member = member
@@ -360,8 +404,7 @@ class _Elastic:
         self._retry_at = 0.0
 
     def _in(self) -> bool:
-        return in_membership(self._config.members, self._config.member_mappings,
-                             self._member)
+        return in_membership(self._config.members, self._config.member_mappings, self._member)
 
     def join(self, source: MemberSource) -> PullConsumer | None:
         """The member's consumer for the current membership, or None (not a member, or
@@ -369,8 +412,12 @@ class _Elastic:
         self._retry_at = time.monotonic() + self._ack_wait + 0.5
         config = self._config
         filters = partition_filters(
-            config.members, config.max_members, config.member_mappings, self._member,
-            [pf.filter for pf in config.partitioning_filters or ()])
+            config.members,
+            config.max_members,
+            config.member_mappings,
+            self._member,
+            [pf.filter for pf in config.partitioning_filters or ()],
+        )
         if not filters:
             return None
         wanted = pinned_config(self._template, self._ack_wait, filters, name=self._member)
@@ -392,9 +439,12 @@ class _Elastic:
         if not new.same_shape(self._config):
             raise GroupConfigChangedError(
                 f"the partitions, filter or buffers of elastic group {self._group!r} "
-                f"changed; member {self._member!r} left (delete and create the group)")
-        same = (new.members, new.member_mappings) == (self._config.members,
-                                                      self._config.member_mappings)
+                f"changed; member {self._member!r} left (delete and create the group)"
+            )
+        same = (new.members, new.member_mappings) == (
+            self._config.members,
+            self._config.member_mappings,
+        )
         self._config = new
         if same and source.consumer is not None:
             return

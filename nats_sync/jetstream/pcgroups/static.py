@@ -56,8 +56,13 @@ from nats_sync.jetstream.pcgroups._member import (
 )
 from nats_sync.jetstream.pcgroups.errors import GroupConfigChangedError
 
-__all__ = ["create_static", "delete_static", "list_static", "static_consume",
-           "static_member_step_down"]
+__all__ = [
+    "create_static",
+    "delete_static",
+    "list_static",
+    "static_consume",
+    "static_member_step_down",
+]
 
 _KIND = "static"
 
@@ -66,9 +71,15 @@ def _consumer_name(group: str, member: str) -> str:
     return f"{group}-{member}"
 
 
-def create_static(js: GroupJetStream, stream: str, group: str, max_members: int,
-                  filters: str | Sequence[str] | None, members: Sequence[str] = (),
-                  member_mappings: MappingsArg | None = ()) -> StaticConfig:
+def create_static(
+    js: GroupJetStream,
+    stream: str,
+    group: str,
+    max_members: int,
+    filters: str | Sequence[str] | None,
+    members: Sequence[str] = (),
+    member_mappings: MappingsArg | None = (),
+) -> StaticConfig:
     """Creates a static group on ``stream``, whose subjects already start with the
     partition number (0 to ``max_members - 1``, the stream's subject transform puts it
     there). The same config again is fine.
@@ -93,10 +104,12 @@ def create_static(js: GroupJetStream, stream: str, group: str, max_members: int,
         StreamNotFoundError: no such stream.
     """
     check_names(stream, group)
-    config = StaticConfig(max_members=check_max_members(max_members),
-                          filters=names_of(filters, "filters"),
-                          members=names_of(members, "members"),
-                          member_mappings=mappings_of(member_mappings))
+    config = StaticConfig(
+        max_members=check_max_members(max_members),
+        filters=names_of(filters, "filters"),
+        members=names_of(members, "members"),
+        member_mappings=mappings_of(member_mappings),
+    )
     for member in config.member_names():
         check_names(stream, group, member)
     check_membership(config.max_members, config.members, config.member_mappings)
@@ -110,7 +123,8 @@ def create_static(js: GroupJetStream, stream: str, group: str, max_members: int,
         if stored != config:
             raise ConsumerGroupExistsError(
                 f"static consumer group {group!r} on stream {stream!r} exists with another "
-                f"config ({stored}); delete it first") from None
+                f"config ({stored}); delete it first"
+            ) from None
     return config
 
 
@@ -142,8 +156,11 @@ def delete_static(js: GroupJetStream, stream: str, group: str) -> None:
     bucket(js, False).delete(key_of(stream, group))
     for info in js.list_consumers(stream):
         name = info.name
-        if (name.startswith(f"{group}-") if members is None
-                else name in {_consumer_name(group, m) for m in members}):
+        if (
+            name.startswith(f"{group}-")
+            if members is None
+            else name in {_consumer_name(group, m) for m in members}
+        ):
             try:
                 js.delete_consumer(stream, name)
             except ConsumerNotFoundError:
@@ -159,8 +176,7 @@ def list_static(js: GroupJetStream, stream: str) -> list[str]:
     return group_names(kv, stream)
 
 
-def static_member_step_down(js: GroupJetStream, stream: str, group: str,
-                            member: str) -> None:
+def static_member_step_down(js: GroupJetStream, stream: str, group: str, member: str) -> None:
     """Makes the member's active (pinned) instance step down: the server unpins it and
     one of its standby instances gets the messages from then on (ADR-42 unpin).
 
@@ -171,9 +187,16 @@ def static_member_step_down(js: GroupJetStream, stream: str, group: str,
     js.consumer(stream, _consumer_name(group, member)).unpin(PCG_PRIORITY_GROUP)
 
 
-def static_consume(js: GroupJetStream, stream: str, group: str, member: str,
-                   cb: Callable[[JsMsg], None], config: ConsumerConfig | None = None, *,
-                   error_cb: ErrorCallback | None = None) -> ConsumeContext:
+def static_consume(
+    js: GroupJetStream,
+    stream: str,
+    group: str,
+    member: str,
+    cb: Callable[[JsMsg], None],
+    config: ConsumerConfig | None = None,
+    *,
+    error_cb: ErrorCallback | None = None,
+) -> ConsumeContext:
     """Joins a static group as ``member`` and runs ``cb(msg)`` for each of its messages,
     in order, on the group's thread; ``msg.subject`` comes without the partition number.
 
@@ -214,7 +237,8 @@ def static_consume(js: GroupJetStream, stream: str, group: str, member: str,
     if not in_membership(current.members, current.member_mappings, member):
         raise MemberNotInGroupError(
             f"{member!r} is not a member of static consumer group {group!r} on stream "
-            f"{stream!r} (members: {current.member_names()})")
+            f"{stream!r} (members: {current.member_names()})"
+        )
     kind = _Static(stream, group, member, current, template, ack_wait)
     source = MemberSource(js, kv, stream, group, member, ack_wait, kind)
     try:
@@ -228,8 +252,15 @@ def static_consume(js: GroupJetStream, stream: str, group: str, member: str,
 class _Static:
     """A static member's part of :class:`MemberSource` (the group's thread only)."""
 
-    def __init__(self, stream: str, group: str, member: str, config: StaticConfig,
-                 template: ConsumerConfig, ack_wait: float) -> None:
+    def __init__(
+        self,
+        stream: str,
+        group: str,
+        member: str,
+        config: StaticConfig,
+        template: ConsumerConfig,
+        ack_wait: float,
+    ) -> None:
         self.consumer_stream = stream
         self._group = group
         self._member = member
@@ -239,14 +270,16 @@ class _Static:
 
     def join(self, source: MemberSource) -> PullConsumer | None:
         config = self._config
-        filters = partition_filters(config.members, config.max_members,
-                                    config.member_mappings, self._member, config.filters)
+        filters = partition_filters(
+            config.members, config.max_members, config.member_mappings, self._member, config.filters
+        )
         if not filters:
             return None
         name = _consumer_name(self._group, self._member)
         return source.js.create_consumer(
             self.consumer_stream,
-            pinned_config(self._template, self._ack_wait, filters, durable_name=name))
+            pinned_config(self._template, self._ack_wait, filters, durable_name=name),
+        )
 
     def apply(self, source: MemberSource, entry: Entry) -> None:
         what = f"static group {self._group!r}"
@@ -258,7 +291,8 @@ class _Static:
             self.on_group_deleted(source)
             raise GroupConfigChangedError(
                 f"the config of {what} on stream {self.consumer_stream!r} changed; a static "
-                f"group's members cannot follow that, so member {self._member!r} left")
+                f"group's members cannot follow that, so member {self._member!r} left"
+            )
 
     def idle(self, source: MemberSource) -> None:
         """Nothing to do: a static member's consumer never changes."""
