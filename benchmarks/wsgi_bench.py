@@ -105,8 +105,8 @@ def _start_gunicorn(
         stderr=log,
         cwd=ROOT,
         env=env,
-        preexec_fn=_die_with_parent,
-    )  # noqa: PLW1509 - only prctl, no locks taken
+        preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+    )
 
 
 def _worker_pid(server: subprocess.Popen[bytes], port: int, log: IO[bytes]) -> int:

@@ -248,7 +248,8 @@ def test_a_rotated_seed_file_is_read_again_on_reconnect(
     stranger, _ = new_keys(nkeys.PREFIX_BYTE_USER)
     server = nats_server_factory(
         config=(
-            f'authorization {{ users = [ {{nkey: "{first_public}"}}, {{nkey: "{second_public}"}} ] }}'
+            f'authorization {{ users = [ {{nkey: "{first_public}"}}, '
+            f'{{nkey: "{second_public}"}} ] }}'
         )
     )
     seed_file = tmp_path / "user.nk"
