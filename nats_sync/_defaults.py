@@ -241,6 +241,16 @@ SPARK_JS_SETTLE_GRACE = 5.0
 #: acks outstanding before ``add`` waits: the product is the messages in flight at most.
 SPARK_JS_FAST_FLOW = 500
 SPARK_JS_FAST_MAX_OUTSTANDING_ACKS = 2
+#: format("jetstream"): seconds a driver call, a read or a write task may keep retrying
+#: what a cluster gets over by itself (a node restart, a leader election: 4-9 s after a
+#: crash) before the query fails (option ``retryTimeout``); the first wait between tries,
+#: doubling up to the last.
+SPARK_JS_RETRY_TIMEOUT = 60.0
+SPARK_JS_RETRY_FIRST_WAIT = 0.25
+SPARK_JS_RETRY_MAX_WAIT = 2.0
+#: Bytes of its input a write task keeps to send again after a transient failure; a
+#: task with more input than this is retried by Spark instead (the whole task).
+SPARK_JS_RETRY_KEEP_BYTES = 64 * 1024 * 1024
 #: Seconds the child interpreter may take to import nats_sync; past it nothing is said.
 SPARK_WORKER_PYTHON_CHECK_TIMEOUT = 30.0
 

@@ -171,6 +171,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "spark._js_rows",
         "spark._js_fast",
         "spark._js_commits",
+        "spark._cluster_retry",
         "spark.testing",
     ),
 )

@@ -33,7 +33,7 @@ sequences), ``failOnDataLoss`` (default true: unread messages that went, or a st
 deleted and made again, fail the query naming the range), ``includeHeaders`` (default
 true), ``readMode`` (``auto``: a temporary consumer, direct gets for work-queue
 streams; ``consumer``; ``direct``), ``fetchBatch`` (messages per pull, default 5,000),
-``domain`` and ``timeout`` (seconds per server call, default 10).
+``domain``, ``timeout`` (seconds per server call, default 10) and ``retryTimeout``.
 
 ``format("jetstream")``, write (batch and streaming): columns ``data``, optional
 ``subject``, ``headers``, ``msg_id``; options ``subject`` (the default subject),
@@ -41,14 +41,22 @@ streams; ``consumer``; ``direct``), ``fetchBatch`` (messages per pull, default 5
 the stream's count of stored rows checked against the rows sent; ``async``:
 ``publish_async`` per row; ``auto``, the default: ``fast`` where the stream storing the
 ``subject`` option allows batched publishing), ``timeout`` (seconds for the
-acknowledgements, default 10), ``maxPendingAcks`` (async, default 4,000) and
-``domain``; streaming writes also ``commitBucket`` (default ``spark_commits``). Every
+acknowledgements, default 10), ``maxPendingAcks`` (async, default 4,000),
+``domain`` and ``retryTimeout``; streaming writes also ``commitBucket`` (default
+``spark_commits``). Every
 row is acknowledged or the task fails; with message ids a retried task stores nothing
 twice within the stream's ``duplicate_window``. Streaming writes record each committed
 micro-batch (persistent query id, batch id) in the ``commitBucket`` key-value bucket
 (made if missing), and a replayed micro-batch already recorded writes nothing, however
 late; only a crash between the tasks' writes and that record leaves the replay to the
 message ids and the duplicate window.
+
+``retryTimeout`` (both "jetstream" sources, default 60): seconds a driver call, a read
+task or a write task may stall on what a cluster gets over by itself (a node restart, a
+leader election: no reply in time, no responders, "temporarily unavailable") before the
+query fails; meanwhile it retries with backoff, a read goes on from where it got to, and
+a write sends its unacknowledged rows again (stored once with message ids). ``0``: no
+retrying. Give every node's URL in ``servers``.
 
 ``format("nats")`` (core NATS): batch and streaming writes with columns ``data``,
 ``subject``, ``reply``, ``headers``; streaming reads yielding ``subject``, ``reply``,

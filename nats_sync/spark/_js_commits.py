@@ -44,6 +44,7 @@ from pyspark import TaskContext
 from nats_sync.client import Client
 from nats_sync.errors import Error
 from nats_sync.jetstream import BucketNotFoundError, JetStream, KeyNotFoundError, KeyValue
+from nats_sync.spark._cluster_retry import RetryPolicy
 from nats_sync.spark._worker import PerClient
 
 logger = logging.getLogger("nats_sync.spark")
@@ -122,15 +123,25 @@ def is_recorded(log: KeyValue, key: str) -> bool:
 
 
 def record(
-    open_log: Callable[[], KeyValue], key: str, *, rows: int, tasks: int, run_ids: Sequence[str]
+    open_log: Callable[[], KeyValue],
+    retry: RetryPolicy,
+    key: str,
+    *,
+    rows: int,
+    tasks: int,
+    run_ids: Sequence[str],
 ) -> bool:
-    """Puts ``key`` in the log ``open_log()`` gives; on failure (binding the bucket or
-    the put) logs a warning (see the module doc) and returns False."""
+    """Puts ``key`` in the log ``open_log()`` gives, riding through transient failures
+    as ``retry`` allows; on failure (binding the bucket or the put) logs a warning (see
+    the module doc) and returns False."""
     value = json.dumps(
         {"rows": rows, "tasks": tasks, "run_ids": sorted(run_ids), "committed_at": time.time()}
     ).encode()
     try:
-        open_log().put(key, value)
+        retry.call(
+            f"jetstream sink: recording micro-batch {key} in the commit log",
+            lambda: open_log().put(key, value),
+        )
     except Error as error:
         logger.warning(
             "jetstream sink: could not record micro-batch %s in the commit log (%s); the "

@@ -25,11 +25,14 @@ every row of a task must go to one stream (a batch belongs to the stream storing
 first row's subject; another stream refuses its rows as a batch it does not know). One
 batch per task is what makes the count check whole.
 
-A batch that fails part-way is resumed by Spark's retry of the whole task, not from
-the publisher's ``ack_sequence``: the same rule as the resume recipe of
-docs/guides/jetstream.md, in that every row not known stored is sent again and message
-ids make the stream store it once (the rows known stored are sent again too: a task
-has no cheaper way to skip them, and the duplicate window drops them).
+A batch that fails part-way for a reason of the moment (`FastBatchShortError` with
+``transient``, a timeout, a connection being remade) is sent again whole by the task
+itself, as ``_js_sink.publish_acknowledged`` and its retry policy say, and past that by
+Spark's retry of the task, not from the publisher's ``ack_sequence``: the same rule as
+the resume recipe of docs/guides/jetstream.md, in that every row not known stored is
+sent again and message ids make the stream store it once (the rows known stored are
+sent again too: a task has no cheaper way to skip them, and the duplicate window drops
+them).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import (
     BatchAck,
     BatchClosedError,
+    BatchGapError,
     BatchMessageError,
     FastBatchNotEnabledError,
     FastBatchUnknownError,
@@ -52,6 +56,7 @@ from nats_sync.jetstream import (
     JetStream,
     JetStreamError,
 )
+from nats_sync.spark._cluster_retry import is_transient
 from nats_sync.spark._js_rows import SINK, RowColumns, batch_columns
 
 
@@ -103,12 +108,15 @@ def publish_fast(
     held: _Row | None = None
     default_subject = settings.subject
     refusals = _FirstRefusal()
+    subjects: set[str] = set()  # one subject: a batch the server forgets was lost by it
     try:
         for batch in batches:
             rows = batch.num_rows
             if not rows:
                 continue
             columns = batch_columns(batch, default_subject, settings.msg_id_columns, sent)
+            if len(subjects) < 2:
+                subjects.update(columns.subjects or (default_subject or "",))
             if publisher is None:
                 publisher = js.fast_publisher(
                     flow=d.SPARK_JS_FAST_FLOW,
@@ -139,10 +147,11 @@ def publish_fast(
         # The server ended the batch before the task's last row: its count is final.
         added = publisher.batch_sequence
         reason = refusals.first or cause or error
-        raise RuntimeError(
+        raise FastBatchShortError(
             f"{SINK}: publishMode 'fast': the stream took {_final_count(publisher)} of the "
             f"{added} rows this task sent before the batch ended early ({reason})"
-            f"{_unknown_batch_hint(reason, cause)}; {_RETRIED}"
+            f"{_unknown_batch_hint(reason, cause)}; {_RETRIED}",
+            transient=_of_the_moment(refusals.first, cause, one_subject=len(subjects) == 1),
         ) from error
     except Error as error:
         added = publisher.batch_sequence if publisher is not None else 0
@@ -160,15 +169,47 @@ def publish_fast(
         # Gap "fail": the server stored rows 1..count in order and ended the batch at
         # the first one lost or refused, so the rest of the task's rows are not stored.
         why = refusals.first or "a gap: a message was lost on the way"
-        raise RuntimeError(
+        raise FastBatchShortError(
             f"{SINK}: publishMode 'fast': the stream took {ack.count} of the {sent} rows "
             f"this task sent (batch {ack.batch_id}: it ended early, at {why})"
-            f"{_unknown_batch_hint(refusals.first)}; {_RETRIED}"
+            f"{_unknown_batch_hint(refusals.first)}; {_RETRIED}",
+            transient=_of_the_moment(refusals.first, one_subject=len(subjects) == 1),
         )
     return sent, (sent if ack.seq == 0 else None)
 
 
-_RETRIED = "Spark retries the task (with message ids the retry stores nothing twice)"
+_RETRIED = "the task sends its rows again (with message ids nothing is stored twice)"
+
+
+class FastBatchShortError(RuntimeError):
+    """The stream stored fewer of a task's rows than it sent: it ended the batch early.
+
+    Attributes:
+        transient: whether the reason is of the moment (a gap on the way, a batch a new
+            stream leader does not know, no answer in time), so sending the rows again
+            may get them all stored; false for a message the stream refused as such.
+    """
+
+    def __init__(self, detail: str, *, transient: bool) -> None:
+        super().__init__(detail)
+        self.transient = transient
+
+
+def _of_the_moment(*reasons: BaseException | None, one_subject: bool) -> bool:
+    """Whether a batch that ended early did so for a reason a second try may not meet:
+    none given (a gap), a gap, a transient error, or a batch the server does not know
+    where every row had one subject (so one stream: the server lost it, at a restart or
+    a new leader; rows for two streams are refused the same way, and always will be)."""
+    for reason in reasons:
+        if reason is None or isinstance(reason, BatchGapError):
+            continue
+        error = reason.error if isinstance(reason, BatchMessageError) else reason
+        if isinstance(error, FastBatchUnknownError) and one_subject:
+            continue
+        if is_transient(error or reason):
+            continue
+        return False
+    return True
 
 
 class _FirstRefusal:
@@ -236,4 +277,4 @@ def _add_rows(
         add(subject, body, headers=headers, msg_id=row_id)
 
 
-__all__ = ["publish_fast"]
+__all__ = ["FastBatchShortError", "publish_fast"]

@@ -11,7 +11,6 @@ JetStream context its calls share.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from nats_sync.jetstream import JetStream
 from nats_sync.jetstream._streams.wire import format_time
 from nats_sync.jetstream.api import StreamInfo
 from nats_sync.jetstream.errors import MessageNotFoundError, StreamNotFoundError
+from nats_sync.spark._cluster_retry import RetryPolicy
 from nats_sync.spark._worker import worker_client
 
 logger = logging.getLogger("nats_sync.spark")
@@ -55,11 +55,17 @@ class JsReadSettings:
     timeout: float = d.SPARK_JS_TIMEOUT
     read_mode: str = "auto"
     fetch_batch: int = d.SPARK_JS_FETCH_BATCH
+    retry_timeout: float = d.SPARK_JS_RETRY_TIMEOUT
 
     def jetstream(self) -> JetStream:
         """This process's JetStream context on the worker client."""
         client = worker_client(list(self.servers), dict(self.connect_options))
         return client.jetstream(domain=self.domain, timeout=self.timeout)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How the reader's calls ride through a cluster's transient failures."""
+        return RetryPolicy(budget=self.retry_timeout, servers=self.servers)
 
 
 @dataclass(frozen=True)
@@ -90,22 +96,33 @@ def head_of(info: StreamInfo) -> int:
 
 
 class Planner:
-    """What both readers do on the driver: stream state, starting points, ranges."""
+    """What both readers do on the driver: stream state, starting points, ranges.
+
+    Each call to the server rides through a cluster's transient failures
+    (``settings.retry``).
+    """
 
     def __init__(self, settings: JsReadSettings) -> None:
         self.settings = settings
+        self._js: JetStream | None = None
 
-    @functools.cached_property
+    @property
     def js(self) -> JetStream:
-        """The context of this planner's calls (its ``api_level`` asked once at most)."""
-        return self.settings.jetstream()
+        """The context of this planner's calls (its ``api_level`` asked once at most),
+        made again on the worker's new client where the one it was on has closed."""
+        if self._js is None or self._js.client.is_closed:
+            self._js = self.settings.jetstream()
+        return self._js
 
     def info(self) -> StreamInfo:
+        stream = self.settings.stream
         try:
-            return self.js.stream_info(self.settings.stream)
+            return self.settings.retry.call(
+                f"{SOURCE}: STREAM.INFO of {stream!r}", lambda: self.js.stream_info(stream)
+            )
         except StreamNotFoundError:
             raise StreamNotFoundError(
-                f"{SOURCE}: stream {self.settings.stream!r} does not exist",
+                f"{SOURCE}: stream {stream!r} does not exist",
                 code=404,
                 err_code=10059,
             ) from None
@@ -129,10 +146,13 @@ class Planner:
 
     def _seq_at_time(self, millis: int, info: StreamInfo) -> int:
         when = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+        stream = self.settings.stream
         try:
-            reply = self.js.api.request(
-                f"STREAM.MSG.GET.{self.settings.stream}",
-                {"start_time": format_time(when)},
+            reply = self.settings.retry.call(
+                f"{SOURCE}: STREAM.MSG.GET of {stream!r} at startingTimestamp {millis}",
+                lambda: self.js.api.request(
+                    f"STREAM.MSG.GET.{stream}", {"start_time": format_time(when)}
+                ),
             )
         except MessageNotFoundError:
             return head_of(info)  # nothing stored at or after that time yet
@@ -218,7 +238,9 @@ class Planner:
             return False
         if mode == "auto" and info.config.retention != "workqueue":
             return False
-        usable = bool(info.config.allow_direct) and self.js.api_level() >= 1
+        usable = bool(info.config.allow_direct) and (
+            self.settings.retry.call(f"{SOURCE}: the server's API level", self.js.api_level) >= 1
+        )
         if mode == "direct" and not usable:
             raise InvalidArgumentError(
                 f"{SOURCE}: readMode 'direct' needs a stream with allow_direct and a "

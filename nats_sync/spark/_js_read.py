@@ -9,7 +9,8 @@ about twice the rate of direct gets on one client), or by batched direct gets
 range starts at the stream's head and the first message read is past ``lo``, it asks the
 stream's state once more: messages removed between planning and reading are data loss,
 reported as the driver would. Where the read ends short of ``hi``, one request to the
-stream's leader tells deletes at the tail from a replica still catching up.
+stream's leader tells deletes at the tail from a replica still catching up. A read cut
+by a cluster's transient failure goes on from where it got to (``_cluster_retry``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ import pyarrow.compute as pc
 from nats_sync import _defaults as d
 from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg, Stream
 from nats_sync.jetstream._streams.wire import ns_from_time
-from nats_sync.jetstream.errors import JetStreamError, MessageNotFoundError
+from nats_sync.jetstream.errors import (
+    ConsumerDeletedError,
+    ConsumerNotFoundError,
+    JetStreamError,
+    MessageNotFoundError,
+    StatusError,
+)
+from nats_sync.spark._cluster_retry import causes_of, is_transient
 from nats_sync.spark._js_plan import SOURCE, JsRange, Planner
 from nats_sync.spark._options import flat_headers
 
@@ -48,32 +56,75 @@ _TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
 def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
     """Yields the stored messages of ``part`` as record batches of `ARROW_SCHEMA`.
 
+    A read cut by a cluster's transient failure (a node restart, a new leader for the
+    stream or its reading consumer) goes on from the first sequence it had not yielded,
+    with a new consumer, for as long as ``retryTimeout`` allows since it last got
+    anywhere.
+
     Raises:
         DataLossError: messages at the head of the range went before they were read
             and ``failOnDataLoss`` is true.
         JetStreamError: the replica that answered stayed behind the stream's leader for
             longer than the read timeout.
+        ClusterRetryTimeoutError: the read got nowhere for ``retryTimeout`` seconds.
     """
+    settings = part.settings
+    progress = _Progress(part.lo)
+    retrying = settings.retry.retrying(
+        f"{SOURCE}: reading sequences {part.lo}..{part.hi - 1} of stream {settings.stream!r}",
+        retry_if=_resumable,
+        last_progress=lambda: progress.at,
+    )
+    for attempt in retrying:
+        with attempt:
+            yield from _read_from(part, progress)
+
+
+class _Progress:
+    """How far one range's read got: the next sequence to yield, and when it moved."""
+
+    def __init__(self, next_seq: int) -> None:
+        self.next_seq = next_seq
+        self.at = time.monotonic()
+
+    def advance(self, next_seq: int) -> None:
+        self.next_seq = next_seq
+        self.at = time.monotonic()
+
+
+def _resumable(error: BaseException) -> bool:
+    """A cut a read goes on from: transient, or its consumer gone with a node or a new
+    leader (409 Consumer Deleted or Leadership Change, 503 no responders to a pull)."""
+    if is_transient(error):
+        return True
+    return any(
+        isinstance(cause, ConsumerDeletedError | ConsumerNotFoundError)
+        or (isinstance(cause, StatusError) and cause.status in (409, 503))
+        for cause in causes_of(error)
+    )
+
+
+def _read_from(part: JsRange, progress: _Progress) -> Iterator[pa.RecordBatch]:
+    """One attempt at the rest of ``part``, from ``progress.next_seq``."""
     settings = part.settings
     js = settings.jetstream()
     stream = js.stream(settings.stream)
-    next_seq = part.lo
     behind_since: float | None = None
-    while next_seq < part.hi:
-        for run in _runs(stream, part, next_seq):
-            if next_seq == part.lo and part.check_head and run.seqs[0] > part.lo:
+    while progress.next_seq < part.hi:
+        for run in _runs(stream, part, progress.next_seq):
+            if progress.next_seq == part.lo and part.check_head and run.seqs[0] > part.lo:
                 _check_head(part)
-            next_seq = run.seqs[-1] + 1
+            progress.advance(run.seqs[-1] + 1)
             yield _batch(settings.stream, run, settings.include_headers)
-        if next_seq == part.lo and part.check_head:
+        if progress.next_seq == part.lo and part.check_head:
             _check_head(part)
-        if next_seq >= part.hi:
+        if progress.next_seq >= part.hi:
             return
         # The read ended short of the range. Messages deleted or filtered out at its tail
         # are fine; a replica (consumer or direct get) behind the leader that planned the
         # range is not: ask the leader what is stored next, and read again if it is ours.
         missing = _next_stored_seq(
-            js, settings.stream, next_seq, settings.subject, settings.timeout
+            js, settings.stream, progress.next_seq, settings.subject, settings.timeout
         )
         if missing is None or missing >= part.hi:
             return
@@ -86,7 +137,7 @@ def read_range_batches(part: JsRange) -> Iterator[pa.RecordBatch]:
                 f"{settings.timeout}s)"
             )
         time.sleep(d.SPARK_JS_LAG_RETRY_WAIT)
-        next_seq = missing
+        progress.next_seq = missing
 
 
 def _runs(stream: Stream, part: JsRange, start: int) -> Iterator[StoredColumns]:

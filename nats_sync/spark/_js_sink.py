@@ -69,12 +69,14 @@ from pyspark.sql.types import (
 )
 
 from nats_sync import _defaults as d
+from nats_sync import errors
 from nats_sync._core.proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, KeyValue, PubAck
 from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
 from nats_sync.spark import _js_commits
-from nats_sync.spark._js_fast import publish_fast
+from nats_sync.spark._cluster_retry import KeptInput, RetryPolicy, causes_of, is_transient
+from nats_sync.spark._js_fast import FastBatchShortError, publish_fast
 from nats_sync.spark._js_rows import SINK, batch_columns
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
@@ -84,6 +86,7 @@ from nats_sync.spark._options import (
     lowered_options,
     positive_float,
     positive_int,
+    retry_timeout,
 )
 from nats_sync.spark._worker import PerClient, worker_client
 
@@ -103,6 +106,7 @@ _OPTION_NAMES = {
     "maxpendingacks": "maxPendingAcks",
     "publishmode": "publishMode",
     "commitbucket": "commitBucket",
+    "retrytimeout": "retryTimeout",
 }
 _COLUMNS = ("data", "subject", "headers", "msg_id")
 _MSG_ID_PART_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
@@ -121,11 +125,17 @@ class SinkSettings:
     msg_id_columns: tuple[str, ...] = ()
     publish_mode: str = DEFAULT_PUBLISH_MODE
     commit_bucket: str = _js_commits.DEFAULT_COMMIT_BUCKET
+    retry_timeout: float = d.SPARK_JS_RETRY_TIMEOUT
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
         """The keywords for `worker_client` (``servers`` excluded)."""
         return dict(self.connect_options)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How the sink's calls ride through a cluster's transient failures."""
+        return RetryPolicy(budget=self.retry_timeout, servers=self.servers)
 
 
 @dataclass
@@ -222,6 +232,7 @@ def parse_sink_options(
         msg_id_columns=id_columns,
         publish_mode=mode,
         commit_bucket=_commit_bucket_option(given, streaming),
+        retry_timeout=retry_timeout(given, _SINK),
     )
 
 
@@ -262,7 +273,10 @@ def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
         return dataclasses.replace(settings, publish_mode="async")
     subject = settings.subject
     try:
-        stream = next(iter(_jetstream(settings).list_streams(subject)), None)
+        stream = settings.retry.call(
+            f"{_SINK}: STREAM.LIST of the stream storing {subject!r}",
+            lambda: next(iter(_jetstream(settings).list_streams(subject)), None),
+        )
     except Error as error:
         raise RuntimeError(
             f"{_SINK}: publishMode {settings.publish_mode!r}: could not look up the stream "
@@ -402,7 +416,10 @@ class _Tally:
             if future.done():
                 self._count(future, subject)
             elif self.failure is None:
-                self.failure = (subject, TimeoutError(f"no ack and no error within {timeout}s"))
+                self.failure = (
+                    subject,
+                    errors.TimeoutError(f"no ack and no error within {timeout}s"),
+                )
 
     def _count(self, future: Future[PubAck], subject: str) -> None:
         error = future.exception()
@@ -419,8 +436,15 @@ def publish_acknowledged(
 ) -> tuple[int, int | None]:
     """Publishes every row of ``batches`` the way ``settings.publish_mode`` says.
 
-    Runs in a write task. Returns (rows acknowledged, duplicates among them: None where
-    the mode does not tell).
+    Runs in a write task. A write cut by a cluster's transient failure (no ack in
+    time, a fast batch a new stream leader does not know, a connection being remade)
+    sends the task's rows again, for as long as ``retryTimeout`` allows: the task keeps
+    its input for that, up to ``SPARK_JS_RETRY_KEEP_BYTES`` (past it Spark retries the
+    whole task). With message ids the stream stores each row once; without them a row
+    whose ack was lost may be stored twice, as under Spark's own task retry.
+
+    Returns (rows acknowledged, duplicates among them: None where the mode does not
+    tell).
 
     Raises:
         RuntimeError: a row was not acknowledged (no stream for its subject, refused,
@@ -429,10 +453,30 @@ def publish_acknowledged(
             the task were acknowledged and why.
         InvalidArgumentError: a row has no subject, or a null or empty message id; the
             message names the row.
+        ClusterRetryTimeoutError: transient failures went on for ``retryTimeout``.
     """
-    if settings.publish_mode == "fast":
-        return publish_fast(_jetstream(settings), settings, batches)
-    return publish_async_acknowledged(settings, batches)
+    kept = KeptInput(batches, d.SPARK_JS_RETRY_KEEP_BYTES)
+
+    def publish_once() -> tuple[int, int | None]:
+        if settings.publish_mode == "fast":
+            return publish_fast(_jetstream(settings), settings, kept.batches())
+        return publish_async_acknowledged(settings, kept.batches())
+
+    return settings.retry.call(
+        f"{_SINK}: publishing this task's rows",
+        publish_once,
+        retry_if=lambda error: kept.complete and _worth_sending_again(error),
+    )
+
+
+def _worth_sending_again(error: BaseException) -> bool:
+    """A failed write a second try may get through: transient, or a fast batch the
+    stream ended short for a reason of the moment (a gap, a new leader)."""
+    if isinstance(error, FastBatchShortError):
+        return error.transient
+    return is_transient(error) and not any(
+        isinstance(cause, InvalidArgumentError) for cause in causes_of(error)
+    )
 
 
 def publish_async_acknowledged(
@@ -581,7 +625,10 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         query_id, batch_id, run_id = batch
         key = _js_commits.commit_key(query_id, batch_id)
         try:
-            recorded = _js_commits.is_recorded(_commit_log(settings), key)
+            recorded = settings.retry.call(
+                f"{_SINK}: reading commit bucket {settings.commit_bucket!r}",
+                lambda: _js_commits.is_recorded(_commit_log(settings), key),
+            )
         except Error as error:
             raise RuntimeError(
                 f"{_SINK}: could not read commit bucket {settings.commit_bucket!r} for "
@@ -636,6 +683,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         for query_id in sorted(query_ids):
             _js_commits.record(
                 lambda: _commit_log(self.settings),
+                self.settings.retry,
                 _js_commits.commit_key(query_id, batchId),
                 rows=rows,
                 tasks=len(done),
@@ -679,7 +727,10 @@ def stream_writer(
     """
     settings = resolve_publish_mode(parse_sink_options(options, schema, overwrite, streaming=True))
     try:
-        _js_commits.open_log(_jetstream(settings), settings.commit_bucket)
+        settings.retry.call(
+            f"{_SINK}: binding commit bucket {settings.commit_bucket!r}",
+            lambda: _js_commits.open_log(_jetstream(settings), settings.commit_bucket),
+        )
     except Error as error:
         raise RuntimeError(
             f"{_SINK}: could not bind or create commit bucket {settings.commit_bucket!r} "

@@ -39,6 +39,7 @@ from nats_sync.spark._options import (
     lowered_options,
     positive_float,
     positive_int,
+    retry_timeout,
 )
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
@@ -66,6 +67,7 @@ _READ_OPTIONS = (
     "timeout",
     "readmode",
     "fetchbatch",
+    "retrytimeout",
 )
 
 
@@ -140,6 +142,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> JsRead
         fetch_batch=positive_int(
             "fetchBatch", given.get("fetchbatch", str(d.SPARK_JS_FETCH_BATCH)), SOURCE
         ),
+        retry_timeout=retry_timeout(given, SOURCE),
     )
 
 

@@ -197,6 +197,29 @@ def positive_float(option: str, text: str, source: str = "nats data source") -> 
     return value
 
 
+def retry_timeout(given: Mapping[str, str], source: str) -> float:
+    """Option ``retryTimeout`` (lower-cased ``retrytimeout``): seconds >= 0 a call may
+    keep retrying a cluster's transient failures (0: no retry); the default where it is
+    not given.
+
+    Raises:
+        InvalidArgumentError: the value is not a number >= 0.
+    """
+    text = given.get("retrytimeout")
+    if text is None:
+        return d.SPARK_JS_RETRY_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise InvalidArgumentError(
+            f"{source}: option 'retryTimeout' must be a number of seconds >= 0 "
+            f"(0: no retry), got {text!r}"
+        )
+    return value
+
+
 def positive_int(option: str, text: str, source: str = "nats data source") -> int:
     """``text`` as a whole number > 0, or `InvalidArgumentError` naming the option."""
     try:
@@ -221,4 +244,5 @@ __all__ = [
     "parse_source_options",
     "positive_float",
     "positive_int",
+    "retry_timeout",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from nats_sync.jetstream import JetStream
+from nats_sync.spark._cluster_retry import RetryPolicy
 from nats_sync.spark._js_commits import commit_key, is_recorded, open_log, record
 from nats_sync.testing import NatsServer
 
@@ -121,12 +122,19 @@ def test_a_record_that_fails_is_logged_and_the_commit_goes_on(
     the very batch the log lacks); a key deleted from the log counts as not recorded."""
     with caplog.at_level(logging.WARNING, logger="nats_sync.spark"):
         assert not record(
-            lambda: js.key_value("no_such_bucket"), "q.1", rows=1, tasks=1, run_ids=[]
+            lambda: js.key_value("no_such_bucket"),
+            RetryPolicy(budget=30.0),
+            "q.1",
+            rows=1,
+            tasks=1,
+            run_ids=[],
         )
     assert "could not record micro-batch q.1" in caplog.text
     log = open_log(js, "record_log")  # made on first use, bound afterwards
     assert open_log(js, "record_log").bucket == "record_log"
-    assert record(lambda: log, "q.1", rows=5, tasks=2, run_ids=["run-b", "run-a"])
+    assert record(
+        lambda: log, RetryPolicy(budget=30.0), "q.1", rows=5, tasks=2, run_ids=["run-b", "run-a"]
+    )
     assert is_recorded(log, "q.1") and not is_recorded(log, "q.2")
     assert json.loads(log.get("q.1").value)["run_ids"] == ["run-a", "run-b"]
     log.delete("q.1")
