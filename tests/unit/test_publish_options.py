@@ -40,6 +40,7 @@ KEYWORDS: dict[str, Any] = {
     "expected_last_subject_seq": 7,
     "expected_last_msg_id": "m-0",
     "ttl": 60,
+    "expected_last_subject_seq_subject": "orders.*",
 }
 #: One bad value of every header keyword.
 BAD_KEYWORDS: dict[str, Any] = {
@@ -49,6 +50,7 @@ BAD_KEYWORDS: dict[str, Any] = {
     "expected_last_subject_seq": 1.5,
     "expected_last_msg_id": 3,
     "ttl": 0.5,
+    "expected_last_subject_seq_subject": "orders..a",
 }
 USER_HEADERS = {"K": "v", "Nats-Msg-Id": "replaced when msg_id is given"}
 
@@ -91,10 +93,16 @@ def test_the_fast_publisher_takes_a_subset_of_the_set() -> None:
                 assert publish[name] == (kind, default), (method, name)
 
 
+def alone(keyword: str) -> dict[str, Any]:
+    """One keyword's good value, with what it needs beside it."""
+    given = {keyword: KEYWORDS[keyword]}
+    if keyword == "expected_last_subject_seq_subject":  # names what the sequence checks
+        given["expected_last_subject_seq"] = KEYWORDS["expected_last_subject_seq"]
+    return given
+
+
 @pytest.mark.parametrize("headers", [None, USER_HEADERS], ids=["no-headers", "headers"])
-@pytest.mark.parametrize(
-    "given", [*({k: v} for k, v in KEYWORDS.items()), KEYWORDS], ids=[*KEYWORDS, "all"]
-)
+@pytest.mark.parametrize("given", [*(alone(k) for k in KEYWORDS), KEYWORDS], ids=[*KEYWORDS, "all"])
 def test_the_builder_agrees_with_the_merge(headers: Any, given: dict[str, Any]) -> None:
     merged = js_headers(headers, **given)
     assert encoded(publish_headers(headers, **given)) == encoded(merged)
@@ -123,6 +131,12 @@ def test_the_builder_refuses_what_the_merge_refuses(keyword: str, value: Any, he
         publish_headers(headers, **{keyword: value})
     assert type(builder_refused.value) is type(merge_refused.value)
     assert str(builder_refused.value) == str(merge_refused.value)
+
+
+def test_a_sequence_subject_without_its_sequence_is_refused_by_both() -> None:
+    for build in (js_headers, publish_headers):
+        with pytest.raises(core.InvalidArgumentError, match="give expected_last_subject_seq"):
+            build(None, expected_last_subject_seq_subject="orders.*")
 
 
 def test_headers_that_are_not_a_mapping_are_refused_by_both() -> None:

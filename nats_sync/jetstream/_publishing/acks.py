@@ -148,6 +148,7 @@ class AsyncPublisher:
         retry_attempts: int = _DEFAULT_RETRY_ATTEMPTS,
         retry_wait: float = _DEFAULT_RETRY_WAIT,
         ttl: float | str | None = None,
+        expected_last_subject_seq_subject: str | None = None,
     ) -> Future[PubAck]:
         """See ``JetStream.publish_async`` (the context binds this method in its place:
         same signature, held to it by ``tests/unit/test_publish_options.py``)."""
@@ -163,6 +164,7 @@ class AsyncPublisher:
             and expected_last_subject_seq is None
             and expected_last_msg_id is None
             and ttl is None
+            and expected_last_subject_seq_subject is None
         ):
             merged = headers  # publish_headers' first case, without its call
         else:
@@ -174,6 +176,7 @@ class AsyncPublisher:
                 expected_last_subject_seq,
                 expected_last_msg_id,
                 ttl,
+                expected_last_subject_seq_subject,
             )
         session = self._session or self._open_session()
         route = session.route

@@ -189,6 +189,7 @@ class AtomicBatch:
         expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         ttl: float | str | None = None,
+        expected_last_subject_seq_subject: str | None = None,
     ) -> None:
         """Sends one message of the batch; it is stored only when the batch commits.
 
@@ -211,6 +212,9 @@ class AtomicBatch:
                 (0: none); not for a subject that an earlier message of the batch writes.
             ttl: seconds the message lives (>= 1, whole seconds kept) or "never"; the
                 stream needs ``allow_msg_ttl``.
+            expected_last_subject_seq_subject: the subject (a filter, wildcards
+                allowed) whose last sequence ``expected_last_subject_seq`` checks, in
+                place of ``subject`` (nats-server 2.12+).
 
         Raises:
             BatchClosedError: the batch ended (committed, discarded or failed).
@@ -227,7 +231,13 @@ class AtomicBatch:
         with self._lock:
             self._check_open()
             prepared = self._prepare(
-                subject, headers, msg_id, expected_last_seq, expected_last_subject_seq, ttl
+                subject,
+                headers,
+                msg_id,
+                expected_last_seq,
+                expected_last_subject_seq,
+                ttl,
+                expected_last_subject_seq_subject,
             )
             if self._added + 1 > self._max_messages:
                 raise _too_large(self._max_messages)
@@ -251,6 +261,7 @@ class AtomicBatch:
         expected_last_seq: int | None = None,
         expected_last_subject_seq: int | None = None,
         ttl: float | str | None = None,
+        expected_last_subject_seq_subject: str | None = None,
     ) -> BatchAck:
         """Commits the batch: the stream stores every message, or none.
 
@@ -287,6 +298,7 @@ class AtomicBatch:
                         expected_last_seq is not None
                         or ttl is not None
                         or expected_last_subject_seq is not None
+                        or expected_last_subject_seq_subject is not None
                     )
                 ):
                     raise InvalidArgumentError(
@@ -303,7 +315,13 @@ class AtomicBatch:
                 payload = b""
             else:
                 prepared = self._prepare(
-                    subject, headers, msg_id, expected_last_seq, expected_last_subject_seq, ttl
+                    subject,
+                    headers,
+                    msg_id,
+                    expected_last_seq,
+                    expected_last_subject_seq,
+                    ttl,
+                    expected_last_subject_seq_subject,
                 )
                 if self._added + 1 > self._max_messages:
                     raise _too_large(self._max_messages)
@@ -359,6 +377,7 @@ class AtomicBatch:
         expected_last_seq: int | None,
         expected_last_subject_seq: int | None,
         ttl: float | str | None,
+        expected_last_subject_seq_subject: str | None,
     ) -> dict[str, Any]:
         """The headers of one message but the batch sequence; validates everything that
         can be validated before sending."""
@@ -380,6 +399,7 @@ class AtomicBatch:
                 expected_last_seq=expected_last_seq,
                 expected_last_subject_seq=expected_last_subject_seq,
                 ttl=ttl,
+                expected_last_subject_seq_subject=expected_last_subject_seq_subject,
             )
             or {}
         )

@@ -421,14 +421,17 @@ class JetStream(NatsPyNames):
         retry_attempts: int = d.DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS,
         retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT,
         ttl: float | str | None = None,
+        expected_last_subject_seq_subject: str | None = None,
     ) -> PubAck:
         """Publishes to a stream and waits for its acknowledgement.
 
-        ``timeout`` applies to each attempt; only "no responders" (no stream, or its
-        leader changing) is retried, a timeout is not (without ``msg_id`` a retry could
-        store the message twice). ``ttl``: seconds the message lives (>= 1, kept whole)
-        or ``"never"``, sent as ``Nats-TTL`` (per-message TTL, ADR-43; the stream needs
-        ``allow_msg_ttl``).
+        ``expected_last_subject_seq`` checks the last sequence of the message's subject,
+        or, with ``expected_last_subject_seq_subject`` (a filter, wildcards allowed), of
+        that subject (nats-server 2.12+). ``timeout`` applies to each attempt; only "no
+        responders" (no stream, or its leader changing) is retried, a timeout is not
+        (without ``msg_id`` a retry could store the message twice). ``ttl``: seconds the
+        message lives (>= 1, kept whole) or ``"never"``, sent as ``Nats-TTL``
+        (per-message TTL, ADR-43; the stream needs ``allow_msg_ttl``).
 
         Raises:
             NoStreamResponseError: no stream stores the subject (after the retries).
@@ -447,6 +450,7 @@ class JetStream(NatsPyNames):
             expected_last_subject_seq,
             expected_last_msg_id,
             ttl,
+            expected_last_subject_seq_subject,
         )
         return publisher.publish(subject, payload, merged, timeout, retry_attempts, retry_wait)
 
@@ -524,6 +528,7 @@ class JetStream(NatsPyNames):
         retry_attempts: int = d.DEFAULT_JS_PUBLISH_RETRY_ATTEMPTS,
         retry_wait: float = d.DEFAULT_JS_PUBLISH_RETRY_WAIT,
         ttl: float | str | None = None,
+        expected_last_subject_seq_subject: str | None = None,
     ) -> Future[PubAck]:
         """Publishes without waiting; the future gets the acknowledgement or the error.
 
@@ -554,6 +559,7 @@ class JetStream(NatsPyNames):
             retry_attempts=retry_attempts,
             retry_wait=retry_wait,
             ttl=ttl,
+            expected_last_subject_seq_subject=expected_last_subject_seq_subject,
         )
 
     def publish_async_pending(self) -> int:

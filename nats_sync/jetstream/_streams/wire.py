@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from nats_sync._core.components.subscription import MessageCallback, Subscription
+from nats_sync._core.proto import subscribe_subject
 from nats_sync._core.validate import check_int, check_text
 from nats_sync.errors import InvalidArgumentError, NoRespondersError
 from nats_sync.jetstream.errors import (
@@ -341,6 +342,7 @@ _MSG_ID = "Nats-Msg-Id"
 _EXPECTED_STREAM = "Nats-Expected-Stream"
 _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 _TTL = "Nats-TTL"
 #: The longest TTL the server can keep: its deadline is nanoseconds in an int64 (Go's
@@ -382,13 +384,19 @@ def js_headers(
     expected_last_subject_seq: int | None = None,
     expected_last_msg_id: str | None = None,
     ttl: float | str | None = None,
+    expected_last_subject_seq_subject: str | None = None,
 ) -> Headers:
     """The user's headers with the JetStream ones the keywords ask for (those win).
+
+    ``expected_last_subject_seq_subject`` (a subject filter, wildcards allowed) is the
+    subject whose last sequence ``expected_last_subject_seq`` checks instead of the
+    message's own (``Nats-Expected-Last-Subject-Sequence-Subject``, nats-server 2.12+).
 
     Raises:
         InvalidArgumentError: a keyword's value is not a non-empty str (ids), an
             int >= 0 (sequences) or a TTL (`ttl_header`); ``InvalidStreamNameError``
-            for ``expected_stream``.
+            for ``expected_stream``; ``expected_last_subject_seq_subject`` without
+            ``expected_last_subject_seq``, or not a subject filter.
     """
     extra: dict[str, str] = {}
     if msg_id is not None:
@@ -401,6 +409,10 @@ def js_headers(
     if expected_last_subject_seq is not None:
         check_int(expected_last_subject_seq, "expected_last_subject_seq", 0)
         extra[_EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last_subject_seq)
+    if expected_last_subject_seq_subject is not None:
+        extra[_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT] = _check_seq_subject(
+            expected_last_subject_seq_subject, expected_last_subject_seq
+        )
     if expected_last_msg_id is not None:
         extra[_EXPECTED_LAST_MSG_ID] = check_text(expected_last_msg_id, "expected_last_msg_id")
     if ttl is not None:
@@ -416,6 +428,20 @@ def js_headers(
     return {**headers, **extra}
 
 
+def _check_seq_subject(subject: object, expected_last_subject_seq: int | None) -> str:
+    if expected_last_subject_seq is None:
+        raise InvalidArgumentError(
+            "expected_last_subject_seq_subject names the subject whose last sequence "
+            "expected_last_subject_seq checks: give expected_last_subject_seq too"
+        )
+    text = check_text(subject, "expected_last_subject_seq_subject")
+    try:
+        subscribe_subject(text)
+    except InvalidArgumentError as bad:
+        raise InvalidArgumentError(f"expected_last_subject_seq_subject: {bad}") from None
+    return text
+
+
 def publish_headers(
     headers: Headers,
     msg_id: str | None = None,
@@ -424,6 +450,7 @@ def publish_headers(
     expected_last_subject_seq: int | None = None,
     expected_last_msg_id: str | None = None,
     ttl: float | str | None = None,
+    expected_last_subject_seq_subject: str | None = None,
 ) -> Headers | bytes:
     """The headers a JetStream publish sends for its keywords, encoded already where
     that is cheaper: the one builder of ``publish_async`` and fast ingest, whose
@@ -448,6 +475,7 @@ def publish_headers(
         and expected_last_subject_seq is None
         and expected_last_msg_id is None
         and ttl is None
+        and expected_last_subject_seq_subject is None
     ):
         if msg_id is None:
             return headers
@@ -464,4 +492,5 @@ def publish_headers(
         expected_last_subject_seq,
         expected_last_msg_id,
         ttl,
+        expected_last_subject_seq_subject,
     )
