@@ -418,6 +418,29 @@ class PubAck(ApiObject):
 
 
 @dataclass(frozen=True)
+class CounterEntry:
+    """A counter's last stored state (ADR-49), as ``Counter.get_entry`` reads it.
+
+    Attributes:
+        subject: the counter's subject.
+        value: its value (an int of any size).
+        sources: where a stream that sources counters got its value from: for each
+            source (the ``Nats-Counter-Sources`` header's keys, e.g. the sourced stream's
+            name), the value each of its subjects had when last sourced; empty for a
+            counter nothing sources into.
+        increment: the increment that made this value (``Nats-Incr``); None where the
+            last message carried none (a value that came from a source).
+        seq: the stream sequence of the message holding the value.
+    """
+
+    subject: str
+    value: int
+    sources: dict[str, dict[str, int]]
+    increment: int | None
+    seq: int
+
+
+@dataclass(frozen=True)
 class BatchAck:
     """The stream's acknowledgement of a whole batch (atomic or fast ingest).
 

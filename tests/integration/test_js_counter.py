@@ -10,6 +10,7 @@ import asyncio
 import json
 import pickle
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -205,3 +206,52 @@ def test_counter_value_refuses_what_is_not_one() -> None:
     for data in (b"", b"{}", b'{"val":"x"}', b"[1]", b'{"val":null}'):
         with pytest.raises(CounterError):
             counter_value(data, "s")
+
+
+def test_get_entry_gives_the_value_and_the_increment_that_made_it(hits: Counter) -> None:
+    hits.add("hits.entry", 2**66)
+    hits.add("hits.entry", -5)
+    entry = hits.get_entry("hits.entry")
+    assert (entry.subject, entry.value, entry.increment) == ("hits.entry", 2**66 - 5, -5)
+    assert entry.sources == {}
+    assert entry.seq > 0
+    with pytest.raises(CounterNotFoundError):
+        hits.get_entry("hits.never")
+    with pytest.raises(InvalidArgumentError, match="no wildcards"):
+        hits.get_entry("hits.*")
+
+
+def test_a_sourcing_counter_says_what_each_source_gave(js: JetStream, hits: Counter) -> None:
+    """ADR-49 rev 6: a counter stream that sources counter streams adds up their values
+    and keeps each source's last one in Nats-Counter-Sources (the layout orbit.go's
+    counters.Get reads: {"<source>": {"<subject>": "<decimal>"}})."""
+    js.create_stream(
+        name="HITS_EU", subjects=["eu.hits.>"], allow_msg_counter=True, allow_direct=True
+    )
+    js.create_stream(
+        name="HITS_ALL",
+        allow_msg_counter=True,
+        allow_direct=True,
+        sources=[
+            {"name": "HITS", "subject_transforms": [{"src": "hits.>", "dest": "all.>"}]},
+            {"name": "HITS_EU", "subject_transforms": [{"src": "eu.hits.>", "dest": "all.>"}]},
+        ],
+    )
+    hits.add("hits.home", 3)
+    js.counter("HITS_EU").add("eu.hits.home", 4)
+    total = js.counter("HITS_ALL")
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            entry = total.get_entry("all.home")
+        except CounterNotFoundError:
+            entry = None
+        if entry is not None and entry.value == 7:
+            break
+        assert time.monotonic() < deadline, f"sourcing did not sum: {entry}"
+        time.sleep(0.05)
+    assert entry.sources == {"HITS": {"hits.home": 3}, "HITS_EU": {"eu.hits.home": 4}}
+    stored = js.stream("HITS_ALL").get_last_msg("all.home")
+    assert stored.headers is not None
+    raw = json.loads(stored.headers["Nats-Counter-Sources"])
+    assert raw == {"HITS": {"hits.home": "3"}, "HITS_EU": {"eu.hits.home": "4"}}

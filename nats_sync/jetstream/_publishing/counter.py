@@ -11,7 +11,9 @@ the new value in the PubAck's ``"val"``. So:
   returns ``int(ack.val)``: Python ints are exact at any size, like the server's.
 - ``get`` reads the subject's last message from the leader (``STREAM.MSG.GET``
   ``last_by_subj``), so it sees every ``add`` that has returned; nothing stored is
-  ``CounterNotFoundError``.
+  ``CounterNotFoundError``. ``get_entry`` reads the same message, and its headers too:
+  the increment (``Nats-Incr``) and, on a stream that sources counters, each source's
+  last value (``Nats-Counter-Sources``).
 - ``get_many`` takes subjects with wildcards. Where the server has batched direct gets
   (API level >= 1) and the stream ``allow_direct``, it asks ``multi_last`` with the
   patterns themselves (``_kv_many.latest_by_subject``: 1,024 to a request, pipelined).
@@ -38,6 +40,7 @@ from nats_sync.jetstream._kv.many import (
     latest_by_subject,
     matching_subjects,
 )
+from nats_sync.jetstream.api import CounterEntry
 from nats_sync.jetstream.errors import (
     CounterError,
     CounterNotEnabledError,
@@ -50,10 +53,46 @@ if TYPE_CHECKING:
     from nats_sync.jetstream._streams.context_api import JsContext
     from nats_sync.jetstream._streams.stream import Stream
 
-__all__ = ["INCREMENT_HEADER", "Counter", "counter_value"]
+__all__ = ["INCREMENT_HEADER", "SOURCES_HEADER", "Counter", "counter_value"]
 
 #: The header carrying an increment (ADR-49).
 INCREMENT_HEADER = "Nats-Incr"
+#: The header a sourcing stream keeps each source's last value in (ADR-49 rev 6):
+#: ``{"<source>": {"<subject>": "<decimal>"}}``.
+SOURCES_HEADER = "Nats-Counter-Sources"
+
+
+def _one(value: object) -> str | None:
+    """A header's value (the first, where it was repeated)."""
+    if isinstance(value, list):
+        return str(value[0]) if value else None
+    return None if value is None else str(value)
+
+
+def _sources(text: str | None, subject: str) -> dict[str, dict[str, int]]:
+    if not text:
+        return {}
+    try:
+        decoded = json.loads(text)
+        return {
+            str(source): {str(name): int(value) for name, value in values.items()}
+            for source, values in decoded.items()
+        }
+    except (ValueError, TypeError, AttributeError):
+        raise CounterError(
+            f"the {SOURCES_HEADER} header of counter {subject!r} is malformed: {text[:80]!r}"
+        ) from None
+
+
+def _increment(text: str | None, subject: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise CounterError(
+            f"the {INCREMENT_HEADER} header of counter {subject!r} is not an integer: {text!r}"
+        ) from None
 
 
 def counter_value(data: bytes, subject: str) -> int:
@@ -155,6 +194,33 @@ class Counter:
                 f"no counter {subject!r} in stream {self._stream.name!r}"
             ) from None
         return counter_value(stored.data, subject)
+
+    def get_entry(self, subject: str, *, timeout: float | None = None) -> CounterEntry:
+        """The counter ``subject``'s last stored state: its value, where a sourcing
+        stream got it from, and the increment that made it (ADR-49, as orbit.go's
+        ``counters.Get``); read from the stream's leader as `get`.
+
+        Raises:
+            CounterNotFoundError: nothing was ever added to ``subject`` (or it was purged).
+            CounterError: the stored message is not a counter value, or its
+                ``Nats-Counter-Sources`` / ``Nats-Incr`` header is malformed.
+            InvalidArgumentError: ``subject`` has wildcards.
+        """
+        subject = _check_subject(subject)
+        try:
+            stored = self._stream.get_last_msg(subject, timeout=timeout)
+        except MessageNotFoundError:
+            raise CounterNotFoundError(
+                f"no counter {subject!r} in stream {self._stream.name!r}"
+            ) from None
+        headers = stored.headers or {}
+        return CounterEntry(
+            subject=subject,
+            value=counter_value(stored.data, subject),
+            sources=_sources(_one(headers.get(SOURCES_HEADER)), subject),
+            increment=_increment(_one(headers.get(INCREMENT_HEADER)), subject),
+            seq=stored.seq,
+        )
 
     def get_many(self, subjects: Iterable[str], *, timeout: float | None = None) -> dict[str, int]:
         """The value of every counter matching ``subjects`` (wildcards allowed), by
