@@ -225,6 +225,7 @@ class Client:
         #: What the extensions use besides the public API (``_core.components.port.port_of``).
         self._port = ClientPort(
             add_status_listener=handler.add_status_listener,
+            add_error_listener=handler.add_error_listener,
             inbox_route=handler.requester.inbox_route,
             publish_inbox=handler.publisher.publish_inbox,
             schedule=handler.timer.schedule,

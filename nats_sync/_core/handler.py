@@ -52,7 +52,7 @@ from nats_sync._core.components.requesting import Requester
 from nats_sync._core.components.requests import RequestMux
 from nats_sync._core.components.subscription import Deliveries, Subscription
 from nats_sync._core.state import DRAINING, State
-from nats_sync._core.threads.callbacks import CallbackRunner, StatusListeners
+from nats_sync._core.threads.callbacks import CallbackRunner, Listeners, StatusListeners
 from nats_sync._core.threads.connection import Connection
 from nats_sync._core.threads.lifecycle import (
     ClientThreads,
@@ -134,6 +134,7 @@ class Handler:
         #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
         #: "closed"; the list is replaced whole under the lock, read without it.
         self._status_listeners = StatusListeners()
+        self._error_listeners: Listeners[BaseException] = Listeners()
         watch_fork(self)
 
     def forked(self) -> None:
@@ -448,6 +449,12 @@ class Handler:
         """
         return self._status_listeners.add(listener)
 
+    def add_error_listener(self, listener: Callable[[BaseException], None]) -> Callable[[], None]:
+        """Registers an internal listener of the errors ``error_cb`` gets (a slow
+        consumer, a permissions violation, ...); returns the call that removes it.
+        ``listener(error)`` runs on the thread that saw the error and must return at once."""
+        return self._error_listeners.add(listener)
+
     def _on_given_up(self, error: BaseException) -> None:
         """Reconnect thread: no server could be reached; the client closes."""
         with self._lock:
@@ -482,7 +489,9 @@ class Handler:
     # --- errors and callbacks --------------------------------------------------------
 
     def report_error(self, error: BaseException) -> None:
-        """Hands ``error`` to ``error_cb`` on the callback thread (or logs it)."""
+        """Hands ``error`` to ``error_cb`` on the callback thread (or logs it), and tells
+        the error listeners."""
+        self._error_listeners.tell(error)
         if self.options.error_cb is not None:
             self._callbacks.submit(self.options.error_cb, error)
         else:

@@ -37,12 +37,21 @@ from nats_sync.micro._api import (
 )
 from nats_sync.micro.discovery import info, ping, stats
 from nats_sync.micro.request import Request, ServiceError, check
-from nats_sync.micro.service import Group, RequestHandler, Service, add_service
+from nats_sync.micro.service import (
+    DoneHandler,
+    Group,
+    RequestHandler,
+    Service,
+    ServiceErrorHandler,
+    StatsHandler,
+    add_service,
+)
 
 __all__ = [
     "DEFAULT_QUEUE_GROUP",
     "ERROR_CODE_HEADER",
     "ERROR_HEADER",
+    "DoneHandler",
     "EndpointInfo",
     "EndpointStats",
     "Group",
@@ -50,9 +59,11 @@ __all__ = [
     "RequestHandler",
     "Service",
     "ServiceError",
+    "ServiceErrorHandler",
     "ServiceInfo",
     "ServicePing",
     "ServiceStats",
+    "StatsHandler",
     "add_service",
     "check",
     "control_subject",

@@ -33,9 +33,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nats_sync import _defaults as d
 from nats_sync._core.components.port import port_of
@@ -46,6 +47,8 @@ from nats_sync.errors import (
     ConnectionClosedError,
     Error,
     InvalidArgumentError,
+    PermissionsViolationError,
+    SlowConsumerError,
 )
 from nats_sync.micro._api import (
     DEFAULT_QUEUE_GROUP,
@@ -74,7 +77,33 @@ log = logging.getLogger("nats_sync")
 
 #: ``handler(request)``: answers with ``request.respond`` or ``request.respond_error``.
 RequestHandler = Callable[[Request], None]
+#: ``stats_handler(endpoint)``: the endpoint's own statistics (any JSON value), put in
+#: its ``data`` in each STATS reply.
+StatsHandler = Callable[[EndpointInfo], Any]
+#: ``error_handler(service, error)``: an asynchronous error on one of the service's
+#: subscriptions (a slow consumer, a permissions violation); the service then stops.
+ServiceErrorHandler = Callable[["Service", BaseException], None]
+#: ``done_handler(service)``: the service stopped (``stop()``, an error, its client closing).
+DoneHandler = Callable[["Service"], None]
 _ids = Nuid()
+
+
+@dataclass(frozen=True)
+class ServiceHandlers:
+    """The service's own callbacks (each optional), as nats.go's micro has them."""
+
+    stats_handler: StatsHandler | None = None
+    error_handler: ServiceErrorHandler | None = None
+    done_handler: DoneHandler | None = None
+
+
+def _subject_of(error: BaseException) -> str | None:
+    """The subscription subject an asynchronous error is about, if it names one."""
+    if isinstance(error, SlowConsumerError):
+        return error.subject
+    if isinstance(error, PermissionsViolationError) and error.operation == "subscription":
+        return error.subject
+    return None
 
 
 class _Endpoint:
@@ -249,10 +278,13 @@ class Group:
     Made by :meth:`Service.add_group` or :meth:`Group.add_group`.
     """
 
-    def __init__(self, service: Service, prefix: str, queue_group: str) -> None:
+    def __init__(
+        self, service: Service, prefix: str, queue_group: str, queue_group_disabled: bool = False
+    ) -> None:
         self._service = service
         self._prefix = prefix
         self._queue_group = queue_group
+        self._queue_group_disabled = queue_group_disabled
 
     @property
     def prefix(self) -> str:
@@ -261,8 +293,9 @@ class Group:
 
     @property
     def queue_group(self) -> str:
-        """The queue group this group's endpoints join unless told otherwise."""
-        return self._queue_group
+        """The queue group this group's endpoints join unless told otherwise ("" where
+        the group has queue groups disabled)."""
+        return "" if self._queue_group_disabled else self._queue_group
 
     def add_endpoint(
         self,
@@ -273,6 +306,7 @@ class Group:
         metadata: dict[str, str] | None = None,
         *,
         max_workers: int = 1,
+        queue_group_disabled: bool = False,
     ) -> None:
         """Adds an endpoint on ``<prefix>.<subject or name>``; see
         :meth:`Service.add_endpoint`."""
@@ -281,16 +315,43 @@ class Group:
             name,
             handler,
             subject,
-            queue_group or self._queue_group,
+            resolve_queue_group(
+                queue_group, self._queue_group, queue_group_disabled, self._queue_group_disabled
+            ),
             metadata,
             max_workers,
         )
 
-    def add_group(self, name: str, queue_group: str | None = None) -> Group:
-        """A nested group on ``<prefix>.<name>``."""
+    def add_group(
+        self, name: str, queue_group: str | None = None, *, queue_group_disabled: bool = False
+    ) -> Group:
+        """A nested group on ``<prefix>.<name>``; see :meth:`Service.add_group`."""
         check_subject(name, "group name", wildcards=False)
-        group_queue = check_queue_group(queue_group or self._queue_group, "queue_group")
-        return Group(self._service, f"{self._prefix}.{name}", group_queue)
+        group_queue = resolve_queue_group(
+            queue_group, self._queue_group, queue_group_disabled, self._queue_group_disabled
+        )
+        return Group(
+            self._service,
+            f"{self._prefix}.{name}",
+            group_queue or self._queue_group,
+            not group_queue,
+        )
+
+
+def resolve_queue_group(
+    given: str | None, parent: str, disabled: bool, parent_disabled: bool
+) -> str:
+    """The queue group an endpoint or group joins ("": none), as nats.go's micro decides
+    it: disabled here wins, then a queue group given here, then the parent's choice.
+
+    Raises:
+        InvalidArgumentError: ``given`` cannot be a queue group name.
+    """
+    if disabled:
+        return ""
+    if given:
+        return check_queue_group(given, "queue_group")
+    return "" if parent_disabled else parent
 
 
 class Service:
@@ -308,6 +369,8 @@ class Service:
         description: str,
         metadata: dict[str, str],
         queue_group: str,
+        queue_group_disabled: bool = False,
+        handlers: ServiceHandlers | None = None,
     ) -> None:
         self._nc = nc
         self.name = name
@@ -316,15 +379,61 @@ class Service:
         self.description = description
         self.metadata = metadata
         self.queue_group = queue_group
+        self.queue_group_disabled = queue_group_disabled
+        self._handlers = handlers or ServiceHandlers()
         self._lock = threading.Lock()
         self._stopped = False
+        self._done = False
         self._endpoints: list[_Endpoint] = []
         self._started = datetime.now(timezone.utc)
         self._discovery: list[Subscription] = []
+        self._unlisten: list[Callable[[], None]] = []
 
     def _start_discovery(self) -> None:
+        port = port_of(self._nc)
+        self._unlisten = [
+            port.add_error_listener(self._on_async_error),
+            port.add_status_listener(self._on_status),
+        ]
         for subject in ("$SRV.*", f"$SRV.*.{self.name}", f"$SRV.*.{self.name}.{self.id}"):
             self._discovery.append(self._nc.subscribe(subject, cb=self._answer_discovery))
+
+    # --- events: asynchronous errors and the client closing ---------------------------
+
+    def _on_async_error(self, error: BaseException) -> None:
+        """Any thread that saw an error: one on this service's subscriptions stops it,
+        after ``error_handler`` (as nats.go's micro), on a thread of its own."""
+        subject = _subject_of(error)
+        if subject is None or self._stopped:
+            return
+        with self._lock:
+            endpoint = next((e for e in self._endpoints if e.subject == subject), None)
+        if endpoint is None and subject not in {sub.subject for sub in self._discovery}:
+            return
+        if endpoint is not None:
+            with self._lock:
+                endpoint.num_errors += 1
+                endpoint.last_error = str(error)
+        self._in_own_thread("error", self._fail, error)
+
+    def _on_status(self, event: str) -> None:
+        """Any thread: the client closed, so the service is stopped (``done_handler``)."""
+        if event == "closed" and not self._done:
+            self._in_own_thread("closed", self.stop)
+
+    def _fail(self, error: BaseException) -> None:
+        error_handler = self._handlers.error_handler
+        if error_handler is not None:
+            try:
+                error_handler(self, error)
+            except Exception:
+                log.exception("nats_sync: error_handler of service %r raised", self.name)
+        self.stop()
+
+    def _in_own_thread(self, why: str, fn: Callable[..., None], *args: Any) -> None:
+        threading.Thread(
+            target=fn, args=args, daemon=True, name=f"nats_sync-micro-{self.name}-{why}"
+        ).start()
 
     def _answer_discovery(self, msg: Msg) -> None:
         """A discovery subscription's delivery thread: answers PING, INFO or STATS."""
@@ -354,6 +463,7 @@ class Service:
         metadata: dict[str, str] | None = None,
         *,
         max_workers: int = 1,
+        queue_group_disabled: bool = False,
     ) -> None:
         """Adds an endpoint and starts serving it at once.
 
@@ -367,28 +477,44 @@ class Service:
             metadata: the endpoint's metadata (str -> str).
             max_workers: handler threads; 1 keeps the requests' order, more run
                 handlers concurrently.
+            queue_group_disabled: subscribe without a queue group, so every instance
+                of the service gets every request (ADR-32); wins over ``queue_group``.
 
         Raises:
             InvalidArgumentError: a bad name, subject, queue group, metadata or
                 ``max_workers``, or the service is stopped.
         """
         self._add(
-            "", name, handler, subject, queue_group or self.queue_group, metadata, max_workers
+            "",
+            name,
+            handler,
+            subject,
+            resolve_queue_group(
+                queue_group, self.queue_group, queue_group_disabled, self.queue_group_disabled
+            ),
+            metadata,
+            max_workers,
         )
 
-    def add_group(self, name: str, queue_group: str | None = None) -> Group:
+    def add_group(
+        self, name: str, queue_group: str | None = None, *, queue_group_disabled: bool = False
+    ) -> Group:
         """A group: endpoints added through it listen on ``<name>.<subject>``.
 
         Args:
             name: the subject prefix (tokens without wildcards).
             queue_group: the group's default queue group (else the service's).
+            queue_group_disabled: the group's endpoints subscribe without a queue group
+                unless one is given to them.
 
         Raises:
             InvalidArgumentError: a bad name or queue group.
         """
         check_subject(name, "group name", wildcards=False)
-        group_queue = check_queue_group(queue_group or self.queue_group, "queue_group")
-        return Group(self, name, group_queue)
+        group_queue = resolve_queue_group(
+            queue_group, self.queue_group, queue_group_disabled, self.queue_group_disabled
+        )
+        return Group(self, name, group_queue or self.queue_group, not group_queue)
 
     def _add(
         self,
@@ -407,7 +533,8 @@ class Service:
             subject if subject is not None else name, "endpoint subject", wildcards=True
         )
         full = f"{prefix}.{local}" if prefix else local
-        check_queue_group(queue_group, "queue_group")
+        if queue_group:  # "": no queue group (disabled)
+            check_queue_group(queue_group, "queue_group")
         check_int(max_workers, "max_workers", 1)
         endpoint = _Endpoint(
             self,
@@ -449,6 +576,18 @@ class Service:
         with self._lock:
             endpoints = [endpoint.stats() for endpoint in self._endpoints]
             started = self._started
+        stats_handler = self._handlers.stats_handler
+        if stats_handler is not None:
+            for stats in endpoints:
+                info = EndpointInfo(stats.name, stats.subject, stats.queue_group)
+                try:
+                    stats.data = stats_handler(info)
+                except Exception:
+                    log.exception(
+                        "nats_sync: stats_handler of service %r raised for %r",
+                        self.name,
+                        stats.name,
+                    )
         return ServiceStats(
             self.name, self.id, self.version, started, dict(self.metadata), endpoints
         )
@@ -486,6 +625,20 @@ class Service:
                 return
             self._stopped = True
             endpoints = list(self._endpoints)
+        for unlisten in self._unlisten:
+            unlisten()
+        try:
+            self._stop_serving(endpoints, timeout)
+        finally:
+            self._done = True
+            done_handler = self._handlers.done_handler
+            if done_handler is not None:
+                try:
+                    done_handler(self)
+                except Exception:
+                    log.exception("nats_sync: done_handler of service %r raised", self.name)
+
+    def _stop_serving(self, endpoints: list[_Endpoint], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         for sub in self._discovery:
             self._end(sub, None)
@@ -544,6 +697,11 @@ def add_service(
     description: str = "",
     metadata: dict[str, str] | None = None,
     queue_group: str = DEFAULT_QUEUE_GROUP,
+    *,
+    queue_group_disabled: bool = False,
+    stats_handler: StatsHandler | None = None,
+    error_handler: ServiceErrorHandler | None = None,
+    done_handler: DoneHandler | None = None,
 ) -> Service:
     """Starts a service on ``nc``: it answers discovery at once; add endpoints to serve.
 
@@ -562,6 +720,19 @@ def add_service(
         metadata: str -> str, shown by discovery.
         queue_group: the queue group endpoints join unless told otherwise, so that
             instances share the load.
+        queue_group_disabled: endpoints subscribe without a queue group unless one is
+            given to them (every instance gets every request).
+        stats_handler: ``stats_handler(endpoint)`` (an `EndpointInfo`) returns that
+            endpoint's own statistics, any JSON value, sent as its ``data`` in each
+            STATS reply; called on the thread answering STATS (one that raises is
+            logged, and ``data`` stays null).
+        error_handler: ``error_handler(service, error)`` on an asynchronous error of
+            one of the service's subscriptions (a slow consumer dropping requests, a
+            subscribe refused): the endpoint counts it, and the service stops after
+            the call, as nats.go's micro does; called on a thread of its own.
+        done_handler: ``done_handler(service)`` once the service stopped: ``stop()``
+            (on the thread that called it, before it returns), an error as above, or
+            the client closing (on a thread of its own).
 
     Raises:
         InvalidArgumentError: a bad name, version, metadata or queue group.
@@ -571,6 +742,13 @@ def add_service(
     check_version(version)
     if not isinstance(description, str):
         raise InvalidArgumentError(f"description must be a str, got {description!r}")
+    for what, given in (
+        ("stats_handler", stats_handler),
+        ("error_handler", error_handler),
+        ("done_handler", done_handler),
+    ):
+        if given is not None and not callable(given):
+            raise TypeError(f"{what} must be callable, got {given!r}")
     service = Service(
         nc,
         name,
@@ -578,6 +756,8 @@ def add_service(
         description,
         check_metadata(metadata, "service metadata"),
         check_queue_group(queue_group, "queue_group"),
+        queue_group_disabled,
+        ServiceHandlers(stats_handler, error_handler, done_handler),
     )
     service._start_discovery()
     service._flush()

@@ -155,6 +155,7 @@ class FakeClient:
         # (not instrumented).
         self._port = ClientPort(
             add_status_listener=self.add_status_listener,
+            add_error_listener=self.add_error_listener,
             inbox_route=self.inbox_route,
             publish_inbox=self.publish_inbox,
             schedule=self.schedule,
@@ -175,6 +176,9 @@ class FakeClient:
         if self.is_closed:
             raise core.ConnectionClosedError("closed")
         return InboxRoute(self.mux, lambda fn, *args: fn(*args))
+
+    def add_error_listener(self, listener: Any) -> Any:
+        return lambda: None
 
     def add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         self.listeners.append(listener)

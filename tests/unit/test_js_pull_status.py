@@ -222,6 +222,7 @@ class FakeClient:
         # (not instrumented).
         self._port = ClientPort(
             add_status_listener=self.add_status_listener,
+            add_error_listener=_unused,
             inbox_route=_unused,
             publish_inbox=_unused,
             schedule=_unused,

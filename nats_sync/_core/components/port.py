@@ -2,7 +2,7 @@
 
 How it works: a :class:`ClientPort` is made by each ``Client`` at construction and
 carries exactly what the extensions need besides the client's public API: status
-listeners, the shared request inbox and publishing under it, the timer thread, and the
+and error listeners, the shared request inbox and publishing under it, the timer thread, and the
 tracing hook with the instrumentation it installed. Extensions reach it with
 :func:`port_of`, never through the client's private attributes (a test holds them to
 it: ``tests/unit/test_import_layers.py``). It owns no thread and no lock: its entries
@@ -39,6 +39,10 @@ class ClientPort:
             threads and must return at once (on "closed" it may wait
             ``CLOSE_CALLBACK_GRACE`` for a thread of its own); returns the call that
             removes it (JetStream consumers, KV watchers, ``publish_async``).
+        add_error_listener: ``add_error_listener(listener)``: ``listener(error)`` gets
+            each asynchronous error ``error_cb`` gets (``SlowConsumerError``,
+            ``PermissionsViolationError``, ...), on the thread that saw it, and must
+            return at once; returns the call that removes it (micro services).
         inbox_route: the client's shared request inbox (subscribed on first use) and the
             callback thread's runner; waiters registered in its mux are completed on the
             reader thread, so they must not block or run user code. Raises
@@ -54,6 +58,7 @@ class ClientPort:
     """
 
     add_status_listener: Callable[[Callable[[str], None]], Callable[[], None]]
+    add_error_listener: Callable[[Callable[[BaseException], None]], Callable[[], None]]
     inbox_route: Callable[[], InboxRoute]
     publish_inbox: PublishInbox
     schedule: Callable[[float, Callable[[], None]], None]

@@ -9,7 +9,8 @@ runs; once the thread has ended, ``submit`` runs the call on the caller's thread
 callback added to a finished future after ``close()`` must still run, as in
 ``concurrent.futures``).
 
-`StatusListeners` holds the internal listeners of connection events (JetStream readers
+`Listeners` holds internal listeners: of connection events (`StatusListeners`:
+JetStream readers use them) and of the errors handed to ``error_cb`` (micro services
 use them); it owns a tuple replaced whole under its lock, so telling needs no lock and
 runs on whichever thread saw the event.
 """
@@ -20,11 +21,13 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger("nats_sync")
 
 _STOP = object()
+
+E = TypeVar("E")
 
 
 class CallbackRunner:
@@ -79,14 +82,14 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         log.exception("nats_sync: callback %r raised", fn)
 
 
-class StatusListeners:
-    """The internal listeners of ``"disconnected"``, ``"reconnected"`` and ``"closed"``."""
+class Listeners(Generic[E]):
+    """Internal listeners of one kind of event (a status word, an error)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._listeners: tuple[Callable[[str], None], ...] = ()
+        self._listeners: tuple[Callable[[E], None], ...] = ()
 
-    def add(self, listener: Callable[[str], None]) -> Callable[[], None]:
+    def add(self, listener: Callable[[E], None]) -> Callable[[], None]:
         """Registers ``listener``; returns the call that removes it."""
         with self._lock:
             self._listeners = (*self._listeners, listener)
@@ -97,10 +100,14 @@ class StatusListeners:
 
         return remove
 
-    def tell(self, event: str) -> None:
+    def tell(self, event: E) -> None:
         """Calls every listener with ``event`` on this thread; one that raises is logged."""
         for listener in self._listeners:
             try:
                 listener(event)
             except Exception:
-                log.exception("nats_sync: status listener %r failed on %s", listener, event)
+                log.exception("nats_sync: listener %r failed on %s", listener, event)
+
+
+#: The internal listeners of ``"disconnected"``, ``"reconnected"`` and ``"closed"``.
+StatusListeners = Listeners[str]
