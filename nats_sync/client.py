@@ -28,6 +28,7 @@ from nats_sync._core.components.publishing import HeadersArg
 from nats_sync._core.components.subscription import MessageCallback, Subscription
 from nats_sync._core.handler import Handler
 from nats_sync._core.state import State
+from nats_sync._core.transport.auth import Credential
 from nats_sync._core.transport.contexts import NatsContext
 from nats_sync._core.transport.options import (
     DelayCallback,
@@ -59,6 +60,7 @@ def connect(
     connect_timeout: float = d.DEFAULT_CONNECT_TIMEOUT,
     retry_on_failed_connect: bool = False,
     dont_randomize: bool = False,
+    no_randomize: bool = False,
     ignore_discovered_servers: bool = False,
     ping_interval: float = d.DEFAULT_PING_INTERVAL,
     max_outstanding_pings: int = d.DEFAULT_MAX_OUTSTANDING_PINGS,
@@ -71,9 +73,9 @@ def connect(
     skip_subject_validation: bool = False,
     drain_timeout: float = d.DEFAULT_DRAIN_TIMEOUT,
     flush_timeout: float | None = None,
-    user: str | None = None,
-    password: str | None = None,
-    token: str | None = None,
+    user: Credential | None = None,
+    password: Credential | None = None,
+    token: Credential | None = None,
     user_credentials: str | None = None,
     nkeys_seed: str | None = None,
     nkeys_seed_str: str | None = None,
@@ -119,7 +121,10 @@ def connect(
             the pool's next server is tried. Not called by connect()'s first pass.
         connect_timeout: seconds for each connection attempt, handshake included.
         retry_on_failed_connect: return at once and keep trying in the background.
-        dont_randomize: try the servers in the order given.
+        dont_randomize: try the servers in the order given, and a host name's
+            addresses in the resolver's order (else both are shuffled, ADR-11).
+        no_randomize: nats.go's name for ``dont_randomize`` (either one turns the
+            shuffling off).
         ignore_discovered_servers: do not use servers learned from INFO.
         ping_interval: seconds between keepalive PINGs.
         max_outstanding_pings: unanswered PINGs after which the connection is stale.
@@ -136,9 +141,13 @@ def connect(
         drain_timeout: default seconds ``drain()`` may take.
         flush_timeout: seconds a publish waits for room when the outgoing buffer is
             full while connected (None: 10 s).
-        user: user name (also from ``nats://user:pass@host``).
-        password: password.
-        token: authentication token (also from ``nats://token@host``).
+        user: user name (also from ``nats://user:pass@host``); or a callable
+            returning it, called at every connect and reconnect (as nats.go's
+            ``UserInfoHandler``: rotated credentials are picked up).
+        password: password; or a callable returning it, called as ``user``'s.
+        token: authentication token (also from ``nats://token@host``); or a callable
+            returning it, called at every connect and reconnect (nats.go's
+            ``TokenHandler``).
         user_credentials: path to a ``.creds`` file (JWT and nkey seed).
         nkeys_seed: path to an nkey seed file (not with ``user_credentials``).
         nkeys_seed_str: the nkey seed itself, as a str (e.g. from an environment variable

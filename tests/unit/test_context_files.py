@@ -107,7 +107,7 @@ def test_fields_the_cli_writes_empty_or_we_do_not_use_are_ignored(env: dict[str,
         description="x",
         url="nats://h:1",
         token="",
-        socks_proxy="socks5://p:1",
+        socks_proxy="",
         color_scheme="dark",
         jetstream_event_prefix="$JS.EVENT",
         windows_cert_store="",
@@ -116,6 +116,15 @@ def test_fields_the_cli_writes_empty_or_we_do_not_use_are_ignored(env: dict[str,
     )
     context = load("full", env)
     assert context.url == "nats://h:1" and context.token is None and context.nsc is None
+
+
+def test_a_socks_proxy_is_refused_naming_it_and_the_file(env: dict[str, str]) -> None:
+    """Connecting straight to the servers instead would reach another network than the
+    context says: refused, not ignored."""
+    save(Path(env["XDG_CONFIG_HOME"]), "proxied", url="nats://h:1", socks_proxy="socks5://p:1")
+    with pytest.raises(nats_sync.NotSupportedError) as refused:
+        load("proxied", env)
+    assert "socks5://p:1" in str(refused.value) and "proxied.json" in str(refused.value)
 
 
 def test_paths_expand_the_home_folder(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:

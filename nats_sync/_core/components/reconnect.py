@@ -383,7 +383,7 @@ class Reconnector:
         self._rng = random.Random()
         self._pool = ServerPool(
             options.servers,
-            randomize=not options.dont_randomize,
+            randomize=options.randomize,
             rng=self._rng,
             ignore_discovered=options.ignore_discovered_servers,
         )

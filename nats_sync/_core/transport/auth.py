@@ -41,6 +41,8 @@ _SIGNATURE_SIZE = 64
 
 SignatureCallback = Callable[[bytes], bytes]
 JwtCallback = Callable[[], str]
+#: A user name, password or token: the text, or a callable giving it at each handshake.
+Credential = str | Callable[[], str]
 
 
 def _nkeys() -> Any:
@@ -152,6 +154,27 @@ def sign(seed: bytes, nonce: bytes) -> bytes:
 
 def _encode_signature(signature: bytes) -> str:
     return base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+
+
+def credential(value: Credential | None, name: str) -> str | None:
+    """A user name, password or token for one handshake: ``value`` itself, or what the
+    user's callable returns now (so rotated credentials are picked up at a reconnect).
+
+    Raises:
+        BadCredentialsError: the callable raised (the original as ``__cause__``, and
+            the value is never shown) or did not return a str.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        given: object = value()
+    except Exception as err:
+        raise BadCredentialsError(f"the {name} callable raised {type(err).__name__}") from err
+    if not isinstance(given, str):
+        raise BadCredentialsError(
+            f"the {name} callable must return a str, got {type(given).__name__}"
+        )
+    return given
 
 
 def _call_user_jwt_cb(user_jwt_cb: JwtCallback) -> str:

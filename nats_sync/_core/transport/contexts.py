@@ -20,9 +20,10 @@ the first set one is used: ``user`` (with ``password``), ``creds``, ``user_jwt``
 with the ``nkey`` seed file), ``nkey``, ``token``. Paths may start with ``~``. The
 JetStream fields (``jetstream_domain``, ``jetstream_api_prefix``) are kept on the
 :class:`NatsContext` for ``Client.jetstream()``. Empty strings mean "not set" (the CLI
-writes every key). Fields this client has no use for (``description``, ``socks_proxy``,
+writes every key). Fields this client has no use for (``description``,
 ``jetstream_event_prefix``, ``color_scheme``, ``windows_cert_*``) are ignored; ``nsc``
-(which runs the ``nsc`` tool) is refused unless ``url`` and ``creds`` replace it.
+(which runs the ``nsc`` tool) is refused unless ``url`` and ``creds`` replace it, and a
+``socks_proxy`` is refused (connecting past it would reach other servers than asked).
 Every error names the file it is about.
 """
 
@@ -159,7 +160,8 @@ def load(name: str, environ: Mapping[str, str] | None = None) -> NatsContext:
     Raises:
         InvalidArgumentError: no such context, an unreadable file, malformed JSON, not a
             JSON object, or a field of the wrong type; the message names the file.
-        NotSupportedError: the context needs ``nsc`` (and has no ``url`` and ``creds``).
+        NotSupportedError: the context needs ``nsc`` (and has no ``url`` and ``creds``),
+            or a SOCKS proxy (``socks_proxy``).
     """
     path = context_path(name, environ)
     try:
@@ -197,6 +199,14 @@ def load(name: str, environ: Mapping[str, str] | None = None) -> NatsContext:
             f"nats context {name!r} ({path}): tls_first must be true or false, got {tls_first!r}"
         )
     context = NatsContext(name=name, path=path, tls_first=tls_first, **values)
+    socks_proxy = data.get("socks_proxy")
+    if socks_proxy:
+        raise NotSupportedError(
+            f"nats context {name!r} ({path}) connects through the SOCKS proxy "
+            f"{socks_proxy!r}, which nats_sync does not speak: remove socks_proxy from the "
+            "context where the servers are reachable directly (or through a tunnel that "
+            "the url names)"
+        )
     if context.nsc and not (context.url and context.creds):
         raise NotSupportedError(
             f"nats context {name!r} ({path}) uses nsc ({context.nsc}), which nats_sync "

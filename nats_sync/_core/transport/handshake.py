@@ -24,7 +24,7 @@ from typing import Any
 
 from nats_sync import _defaults as d
 from nats_sync._core import proto
-from nats_sync._core.transport.auth import connect_auth
+from nats_sync._core.transport.auth import connect_auth, credential
 from nats_sync._core.transport.options import Options
 from nats_sync._core.transport.pool import ServerAddress
 from nats_sync._core.transport.streams import TcpStream, TlsStream, Transport
@@ -59,7 +59,9 @@ def handshake(
         ProtocolError: the server sent something that is not NATS.
     """
     deadline = time.monotonic() + options.connect_timeout
-    tcp = TcpStream.open(server.host, server.port, options.connect_timeout)
+    tcp = TcpStream.open(
+        server.host, server.port, options.connect_timeout, shuffle=options.randomize
+    )
     transport: Transport = tcp
     parser = proto.Parser()
     try:
@@ -176,9 +178,11 @@ def connect_fields(
         user_jwt_cb=options.user_jwt_cb,
         signature_cb=options.signature_cb,
     )
-    user = server.user if server.user is not None else options.user
-    password = server.password if server.password is not None else options.password
-    token = server.token if server.token is not None else options.token
+    user = server.user if server.user is not None else credential(options.user, "user")
+    password = (
+        server.password if server.password is not None else credential(options.password, "password")
+    )
+    token = server.token if server.token is not None else credential(options.token, "token")
     if user is not None:
         auth["user"] = user
         auth["pass"] = password or ""

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from nats_sync import _defaults as d
-from nats_sync._core.transport.auth import read_creds_file, read_seed_file, seed_from_string
+from nats_sync._core.transport.auth import (
+    Credential,
+    read_creds_file,
+    read_seed_file,
+    seed_from_string,
+)
 from nats_sync._core.transport.contexts import NatsContext, apply_context, resolve
 from nats_sync._core.transport.pool import Server, parse_server_url
 from nats_sync._core.validate import check_int, check_timeout
@@ -59,6 +64,7 @@ class Options:
     connect_timeout: float = d.DEFAULT_CONNECT_TIMEOUT
     retry_on_failed_connect: bool = False
     dont_randomize: bool = False
+    no_randomize: bool = False
     ignore_discovered_servers: bool = False
     ping_interval: float = d.DEFAULT_PING_INTERVAL
     max_outstanding_pings: int = d.DEFAULT_MAX_OUTSTANDING_PINGS
@@ -71,9 +77,9 @@ class Options:
     skip_subject_validation: bool = False
     drain_timeout: float = d.DEFAULT_DRAIN_TIMEOUT
     flush_timeout: float | None = None
-    user: str | None = None
-    password: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
+    user: Credential | None = None
+    password: Credential | None = field(default=None, repr=False)
+    token: Credential | None = field(default=None, repr=False)
     user_credentials: str | None = None
     nkeys_seed: str | None = None
     nkeys_seed_str: str | None = field(default=None, repr=False)
@@ -120,6 +126,11 @@ class Options:
             for name, values in headers.items()
             for value in ([values] if isinstance(values, str) else values)
         ]
+
+    @property
+    def randomize(self) -> bool:
+        """Whether servers, and a host name's addresses, are tried in random order."""
+        return not (self.dont_randomize or self.no_randomize)
 
     @property
     def full_wait(self) -> float:
@@ -284,6 +295,12 @@ def _check_credentials(options: Options) -> None:
         BadCredentialsError: an unusable file, half of the callback pair, or an nkey
             combined with a JWT (a connection is one nkey user or one JWT user).
     """
+    for name in ("user", "password", "token"):
+        value = getattr(options, name)
+        if value is not None and not isinstance(value, str) and not callable(value):
+            raise InvalidArgumentError(
+                f"{name} must be a str or a callable returning one, got {type(value).__name__}"
+            )
     for name in ("user_credentials", "nkeys_seed"):
         value = getattr(options, name)
         if value is not None and not isinstance(value, str | os.PathLike):

@@ -36,6 +36,7 @@ raises is already a package error.
 from __future__ import annotations
 
 import builtins
+import random
 import socket
 import ssl
 import threading
@@ -116,6 +117,30 @@ class Transport(Protocol):
         ...
 
 
+def _connect_to_one_of(host: str, port: int, timeout: float, shuffle: bool) -> socket.socket:
+    """A socket connected to one of ``host``'s addresses (the last error if none)."""
+    addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if shuffle and len(addresses) > 1:
+        random.shuffle(addresses)
+    deadline = time.monotonic() + timeout
+    error: OSError | None = None
+    for family, kind, proto, _, address in addresses:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise error or builtins.TimeoutError(f"connecting to {host}:{port} timed out")
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(remaining)
+            sock.connect(address)
+        except OSError as failed:
+            sock.close()
+            error = failed
+            continue
+        sock.settimeout(timeout)
+        return sock
+    raise error or OSError(f"{host!r} has no address")
+
+
 class TcpStream:
     """A connected TCP socket: the bottom of every stack.
 
@@ -133,15 +158,19 @@ class TcpStream:
         self._closed = False
 
     @classmethod
-    def open(cls, host: str, port: int, timeout: float) -> TcpStream:
+    def open(cls, host: str, port: int, timeout: float, *, shuffle: bool = True) -> TcpStream:
         """Connects to ``host:port`` within ``timeout`` seconds.
+
+        A host name's addresses are tried one after the other, in random order with
+        ``shuffle`` (ADR-11: clients spread over the servers a name stands for), else
+        in the resolver's; ``timeout`` is for all of them together.
 
         Raises:
             TimeoutError: the connection was not made in time.
             NatsConnectionError: the connection was refused or could not be made.
         """
         try:
-            sock = socket.create_connection((host, port), timeout=timeout)
+            sock = _connect_to_one_of(host, port, timeout, shuffle)
         except OSError as err:
             raise os_error(err, f"connecting to {host}:{port}") from err
         # Without it a small message would wait for the ACK of the previous one.
