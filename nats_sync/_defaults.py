@@ -103,8 +103,11 @@ CLOSE_CALLBACK_GRACE = 0.25
 MAX_CONTROL_LINE = 4096
 #: The server's default max_payload, assumed until INFO says otherwise.
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
-#: Extra room over max_payload the parser allows for a message's header block.
-MAX_PAYLOAD_HEADROOM = 64 * 1024
+#: Extra room over max_payload the parser allows: for a message's header block, and for
+#: the server's own messages, which max_payload does not bound (a JetStream API reply
+#: listing a stream's subjects: 100,000 of them a page are 1.5 MB and more). 64 MiB is
+#: the server's own default max_pending, so no reply it sends a client is larger.
+MAX_PAYLOAD_HEADROOM = 64 * 1024 * 1024
 #: Validated subjects kept to skip re-validation on hot publish paths.
 SUBJECT_CACHE_SIZE = 4096
 #: Subjects used once each (reply inboxes, JetStream ack subjects): never cached, as

@@ -147,24 +147,15 @@ def read_last(
 def matching_subjects(
     js: JsContext, stream: str, patterns: Sequence[str], timeout: float
 ) -> tuple[list[str], int]:
-    """The stream's subjects matching ``patterns`` (stream info, page by page), sorted
+    """The stream's subjects matching ``patterns`` (stream info, every page), sorted
     per pattern, and the stream's last sequence as of the first answer."""
     found: dict[str, None] = {}
     last_seq = -1
     for pattern in patterns:
-        offset = 0
-        while True:
-            reply = js.api.request(
-                f"STREAM.INFO.{stream}", {"subjects_filter": pattern, "offset": offset}, timeout
-            )
-            state = reply.get("state") or {}
-            if last_seq < 0:
-                last_seq = int(state.get("last_seq") or 0)
-            page = state.get("subjects") or {}
-            found.update(dict.fromkeys(sorted(page)))
-            offset += len(page)
-            if not page or offset >= int(reply.get("total") or 0):
-                break
+        state = js.stream_info(stream, pattern, timeout=timeout).state
+        if last_seq < 0:
+            last_seq = state.last_seq
+        found.update(dict.fromkeys(sorted(state.subjects or {})))
     return list(found), max(last_seq, 0)
 
 

@@ -184,14 +184,31 @@ class JetStream(NatsPyNames):
         *,
         timeout: float | None = None,
     ) -> StreamInfo:
-        """A stream's config and state (the legacy nats-py name; see ``Stream.info``)."""
+        """A stream's config and state (the legacy nats-py name; see ``Stream.info``).
+
+        With ``subjects_filter``, ``state.subjects`` holds every matching subject: the
+        server answers at most 100,000 a page, so the pages are asked for one after
+        the other (``offset``, as nats.go does); the rest of the state is the first
+        page's.
+        """
+        subject = f"STREAM.INFO.{check_stream_name(name)}"
         body: dict[str, Any] = {}
         if subjects_filter:
             body["subjects_filter"] = subjects_filter
         if deleted_details:
             body["deleted_details"] = True
-        reply = self.api.request(f"STREAM.INFO.{check_stream_name(name)}", body, timeout)
-        return StreamInfo.from_api(reply)
+        reply = self.api.request(subject, body, timeout)
+        info = StreamInfo.from_api(reply)
+        subjects = info.state.subjects
+        total = reply.get("total")
+        while subjects_filter and subjects and isinstance(total, int) and len(subjects) < total:
+            page = self.api.request(subject, {**body, "offset": len(subjects)}, timeout)
+            more = (page.get("state") or {}).get("subjects") or {}
+            if not more:
+                break  # the stream changed between pages: what was read is what there is
+            subjects.update(more)
+            total = page.get("total")
+        return info
 
     def delete_stream(self, name: str, timeout: float | None = None) -> None:
         """Deletes a stream and everything in it.
