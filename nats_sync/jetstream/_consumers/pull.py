@@ -1,10 +1,10 @@
 """The pull readers shared by fetch, messages() and consume(): one pull, and pulling ahead.
 
-How it works: a pull is a core publish of a pull request (``_pull_wire.pull_body``) to
+How it works: a pull is a core publish of a pull request (``pull_wire.pull_body``) to
 ``<prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>`` with an inbox of ours as the reply
 subject. The server sends the messages there (each keeping its stored subject, the ack
 subject as its reply) and, on the same inbox, the status messages
-``_pull_wire.classify`` sorts out; its module has the table of what each means here
+``pull_wire.classify`` sorts out; its module has the table of what each means here
 (``heartbeat``, ``done``, ``reset``, ``warning``, ``no_responders``, ``terminal``).
 
 Every reader has a FRESH inbox subscription, never shared with another reader or
@@ -41,7 +41,7 @@ itself, so a reader blocked in ``next()`` is woken by what the server sends. Eve
 the two share (the pending counts, the state, the connected flag, the deadlines, the
 queued warnings) is guarded by the stream's ``_lock``, which is held for bookkeeping
 only, never while publishing or waiting. A priority group's pin lives in the
-consumer's ``_priority.PinTracker`` (its own lock, never taken with ``_lock`` held).
+consumer's ``priority.PinTracker`` (its own lock, never taken with ``_lock`` held).
 Warnings are handed to ``error_cb`` (or the ``nats_sync`` log) on the reading thread,
 never on the client's threads. ``stop()`` and the client's close end the core
 subscription, which wakes every waiting reader.

@@ -21,7 +21,7 @@ status  description                            what it means here
 409     Exceeded MaxWaiting / MaxRequest...    ``warning``: the request was refused
 423     Nats-Pin-Id mismatch / Wrong-Pin-Id    ``pin_lost``: pull again without the id
 400     Bad Request - Priority Group missing,  ``terminal``: the priority group errors
-        Invalid Priority Group, Not a ...      (``_priority.refusal``)
+        Invalid Priority Group, Not a ...      (``priority.refusal``)
 503     (no responders)                        ``no_responders``: no such consumer
 other   (400 Bad Request, 412...)              ``terminal``: ``StatusError``
 ======  =====================================  ====================================

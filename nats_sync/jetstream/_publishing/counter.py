@@ -16,7 +16,7 @@ the new value in the PubAck's ``"val"``. So:
   last value (``Nats-Counter-Sources``).
 - ``get_many`` takes subjects with wildcards. Where the server has batched direct gets
   (API level >= 1) and the stream ``allow_direct``, it asks ``multi_last`` with the
-  patterns themselves (``_kv_many.latest_by_subject``: 1,024 to a request, pipelined).
+  patterns themselves (``_kv.many.latest_by_subject``: 1,024 to a request, pipelined).
   If the patterns match too many subjects for one request (413), or there are no
   direct gets, the stream info lists the matching subjects (``subjects_filter``) and
   they are read in batches of exact subjects, or one by one from the leader.

@@ -1,5 +1,5 @@
 """JetStream publishing: ``publish`` (one acknowledged message), ``publish_batch``
-(pipelined), and the context's door to ``publish_async`` (``_acks.AsyncPublisher``).
+(pipelined), and the context's door to ``publish_async`` (``acks.AsyncPublisher``).
 
 How it works:
 

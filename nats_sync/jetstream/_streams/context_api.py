@@ -2,7 +2,7 @@
 
 How it works: streams, consumers, key-value and object store buckets are made by the
 context (``context.JetStream``) and call back into it. They name its type as this
-protocol, not as the class, as the context names the client ``_api.CoreClient``: so no
+protocol, not as the class, as the context names the client ``wire.CoreClient``: so no
 part imports ``context``, which imports them all, and the imports of ``jetstream/`` run
 one way (``docs/ARCHITECTURE.md``). The members are those the parts call, with the
 context's signatures (publishing with the keywords the parts pass). None makes a
