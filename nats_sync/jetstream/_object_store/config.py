@@ -151,3 +151,20 @@ class ObjectStoreStatus:
     metadata: dict[str, str] | None
     compressed: bool
     info: StreamInfo
+
+
+def store_status(bucket: str, info: StreamInfo) -> ObjectStoreStatus:
+    """The status of ``bucket`` read from its stream's ``info``."""
+    config = info.config
+    return ObjectStoreStatus(
+        bucket=bucket,
+        description=config.description,
+        ttl=config.max_age or None,
+        storage=config.storage,
+        replicas=config.num_replicas,
+        sealed=bool(config.sealed),
+        size=info.state.bytes,
+        metadata=config.metadata,
+        compressed=config.compression == "s2",
+        info=info,
+    )

@@ -58,6 +58,7 @@ from nats_sync.jetstream._object_store.config import (
     check_object_name,
     digest_text,
     encode_name,
+    store_status,
 )
 from nats_sync.jetstream._object_store.watch import ObjectWatcher
 from nats_sync.jetstream._publishing.fast import FastPublisher
@@ -461,32 +462,54 @@ class ObjectStore:
         return self._status(self._stream.info())
 
     def _status(self, info: StreamInfo) -> ObjectStoreStatus:
-        config = info.config
-        return ObjectStoreStatus(
-            bucket=self._bucket,
-            description=config.description,
-            ttl=config.max_age or None,
-            storage=config.storage,
-            replicas=config.num_replicas,
-            sealed=bool(config.sealed),
-            size=info.state.bytes,
-            metadata=config.metadata,
-            compressed=config.compression == "s2",
-            info=info,
-        )
+        return store_status(self._bucket, info)
 
 
 # --- the context's bucket calls ----------------------------------------------------------
 
 
-def create_object_store(js: JsContext, bucket: str, fields: dict[str, Any]) -> ObjectStore:
-    """See ``JetStream.create_object_store``."""
+def put_object_store(
+    js: JsContext, bucket: str, fields: dict[str, Any], action: str
+) -> ObjectStore:
+    """Creates (``action`` "CREATE"), updates ("UPDATE") or either ("") a bucket's
+    stream, with the stream config ``create_object_store`` makes (nats.go's
+    ``prepareObjectStoreConfig`` for all three): an update gives it these settings whole.
+
+    Raises:
+        InvalidArgumentError: a field that ``ObjectStoreConfig`` does not have.
+        BucketNotFoundError: an update of a bucket that does not exist.
+    """
     try:
         config = ObjectStoreConfig(bucket=bucket, **fields)
     except TypeError as error:
-        raise InvalidArgumentError(f"create_object_store: {error}") from None
-    stream = put_stream(js, "CREATE", config.stream_config(), None)
+        what = "create_object_store" if action == "CREATE" else "update_object_store"
+        raise InvalidArgumentError(f"{what}: {error}") from None
+    stream_config = config.stream_config()
+    if action == "CREATE":
+        stream = put_stream(js, "CREATE", stream_config, None)
+    else:
+        try:
+            stream = put_stream(js, "UPDATE", stream_config, None)
+        except StreamNotFoundError:
+            if action == "UPDATE":
+                raise BucketNotFoundError(f"no object store bucket {bucket!r}") from None
+            stream = put_stream(js, "CREATE", stream_config, None)
     return ObjectStore(js, config.bucket, stream)
+
+
+def store_names(js: JsContext, timeout: float | None) -> Iterator[str]:
+    """The names of the object store buckets (streams ``OBJ_*`` storing ``$O.*.C.>``)."""
+    for name in js.stream_names("$O.*.C.>", timeout):
+        if isinstance(name, str) and name.startswith("OBJ_"):
+            yield name[4:]
+
+
+def store_statuses(js: JsContext, timeout: float | None) -> Iterator[ObjectStoreStatus]:
+    """The status of every object store bucket (nats.go's ``ObjectStores``)."""
+    for info in js.list_streams("$O.*.C.>", timeout):
+        name = info.config.name or ""
+        if name.startswith("OBJ_"):
+            yield store_status(name[4:], info)
 
 
 def bind_object_store(js: JsContext, bucket: str) -> ObjectStore:
