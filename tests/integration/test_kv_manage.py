@@ -212,3 +212,18 @@ def test_resume_from_a_bad_revision_raises(js: JetStream, bad: object) -> None:
     kv = js.create_key_value(bucket="bad")
     with pytest.raises(InvalidArgumentError, match="resume_from_revision"):
         kv.watch_all(resume_from_revision=bad)  # type: ignore[arg-type]
+
+
+def test_a_codec_bucket_resumes_too(js: JetStream) -> None:
+    from nats_sync.jetstream import kvcodec
+
+    kv = kvcodec.wrap(js.create_key_value(bucket="coded"), key_codec=kvcodec.Base64Codec())
+    last = kv.put("a b", b"1")
+    kv.put("c d", b"2")
+    with kv.watch_all(resume_from_revision=last + 1) as watcher:
+        got = watcher.updates(timeout=5)
+        assert got is not None and (got.key, got.revision) == ("c d", 2)
+        assert watcher.updates(timeout=5) is None
+    with kv.watch("a b", resume_from_revision=last) as watcher:
+        got = watcher.updates(timeout=5)
+        assert got is not None and (got.key, got.value) == ("a b", b"1")
