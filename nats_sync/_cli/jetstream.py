@@ -1,5 +1,5 @@
 """The command line's JetStream commands: ``stream ls|info|add|rm``,
-``consumer ls|info|add|rm|next`` and ``kv add|ls|get|put|del|history|watch`` (``object``
+``consumer ls|info|add|rm|next`` and ``kv add|update|ls|get|put|del|history|watch`` (``object``
 and ``counter`` come from ``_cli.object`` and ``_cli.counter``); and
 ``pub --js --atomic``, ``pub --js --fast`` and ``pub --js --schedule`` (``publish_atomic``,
 ``publish_fast``, ``publish_scheduled``), which ``cli``'s ``pub`` hands over.
@@ -158,7 +158,7 @@ def _feature_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
     kv = commands.add_parser(
-        "kv", help="key-value buckets: add, list, get, put, delete, history, watch"
+        "kv", help="key-value buckets: add, update, list, get, put, delete, history, watch"
     )
     actions = kv.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="create a bucket (or keep one that matches)")
@@ -179,6 +179,16 @@ def _add_kv_parser(commands: Any, add_options: AddOptions) -> None:
         help="keep a marker this long when age removes a key, so watchers "
         "see it (>= 1; server 2.11+)",
     )
+    update = actions.add_parser(
+        "update", help="change a bucket's settings, keeping its values (only those given)"
+    )
+    update.add_argument("bucket")
+    update.add_argument("--history", type=int, default=None, help="values kept per key (1..64)")
+    update.add_argument("--ttl", type=float, default=None, help="seconds a value lives (0: ever)")
+    update.add_argument("--max-value-size", type=int, default=None)
+    update.add_argument("--max-bytes", type=int, default=None)
+    update.add_argument("--replicas", type=int, default=None)
+    update.add_argument("--description", default=None)
     listing = actions.add_parser("ls", help="the buckets, or a bucket's keys")
     listing.add_argument("bucket", nargs="?", help="list this bucket's keys")
     get = actions.add_parser("get", help="print a key's value")
@@ -302,6 +312,8 @@ def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
             limit_marker_ttl=args.limit_marker_ttl,
         )
         out.write(f"bucket {made.bucket} keeps {args.history} value(s) per key\n")
+    elif action == "update":
+        _kv_update(js, args, out)
     elif action == "ls":
         names = (
             js.key_value(args.bucket).list_keys() if args.bucket else js.key_value_bucket_names()
@@ -327,6 +339,25 @@ def _kv(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
             out.write(_entry_line(entry) + "\n")
     else:
         _kv_watch(js, args, out)
+
+
+def _kv_update(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
+    # An update takes a config whole: start from the bucket's own, so the flags not
+    # given keep their values (as the nats CLI's ``kv edit``).
+    names = ("history", "ttl", "max_value_size", "max_bytes", "replicas", "description")
+    changes = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if not changes:
+        raise InvalidArgumentError(
+            "kv update changes nothing without --history, --ttl, --max-value-size, "
+            "--max-bytes, --replicas or --description"
+        )
+    current = js.key_value(args.bucket).status().config
+    status = js.update_key_value(current, **changes).status()
+    ttl = f"{status.ttl:g}s" if status.ttl else "for ever"
+    out.write(
+        f"bucket {status.bucket} updated: keeps {status.history} value(s) per key, "
+        f"values live {ttl}\n"
+    )
 
 
 def _kv_watch(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:

@@ -1,4 +1,4 @@
-"""The command line's object store commands: ``object put|get|ls|rm|info``.
+"""The command line's object store commands: ``object put|get|ls|rm|info|link``.
 
 How it works: ``_cli.jetstream`` adds these parsers (with the connection options on
 each) and the handler; the handler connects one client on the main thread, makes the
@@ -52,6 +52,13 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     info = actions.add_parser("info", help="an object's info, or a bucket's status (JSON)")
     info.add_argument("bucket")
     info.add_argument("name", nargs="?", default=None)
+    link = actions.add_parser(
+        "link", help="store a link to an object (or, with no target name, to a bucket)"
+    )
+    link.add_argument("bucket")
+    link.add_argument("name", help="the link's name")
+    link.add_argument("target_bucket", help="the bucket linked to (or holding the object)")
+    link.add_argument("target_name", nargs="?", default=None, help="the object linked to")
     for parser in (obj, *actions.choices.values()):
         add_options(parser)
 
@@ -71,6 +78,9 @@ def run(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "put":
         _put(js, args, out)
         return
+    if args.action == "link":
+        _link(js, args, out)
+        return
     store = js.object_store(args.bucket)
     if args.action == "get":
         target = args.output or os.path.basename(args.name) or "object"
@@ -84,7 +94,9 @@ def run(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     elif args.action == "ls":
         for info in store.list():
             when = info.mtime.isoformat() if info.mtime else "-"
-            out.write(f"{info.name}\t{info.size} bytes\t{when}\n")
+            link = (info.options or {}).get("link")
+            size = f"link to {_link_text(link)}" if link else f"{info.size} bytes"
+            out.write(f"{info.name}\t{size}\t{when}\n")
     elif args.action == "rm":
         if args.name is None:
             js.delete_object_store(args.bucket)
@@ -129,6 +141,26 @@ def _put(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
         f"stored {info.name} in {args.bucket}: {info.size} bytes in "
         f"{info.chunks} chunks, {info.digest}\n"
     )
+
+
+def _link(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
+    store = js.object_store(args.bucket)
+    target = js.object_store(args.target_bucket)
+    if args.target_name is None:
+        info = store.add_bucket_link(args.name, target)
+    else:
+        info = store.add_link(args.name, target.get_info(args.target_name))
+    link = (info.options or {}).get("link")
+    out.write(f"link {info.name} in {args.bucket} to {_link_text(link)}\n")
+
+
+def _link_text(link: Any) -> str:
+    """A link's target: ``object NAME in BUCKET``, or ``bucket BUCKET``."""
+    if not isinstance(link, dict):
+        return str(link)
+    if link.get("name"):
+        return f"object {link['name']} in {link.get('bucket')}"
+    return f"bucket {link.get('bucket')}"
 
 
 def _json(info: ObjectInfo) -> str:

@@ -74,3 +74,25 @@ def test_kv_bad_input(jetstream_server: NatsServer, capsys: pytest.CaptureFixtur
     assert status != 0 and "bad key" in err
     status, _, err = cli(capsys, "kv", "watch", "ok", "--count", "0", "-s", url)
     assert status != 0 and "--count" in err
+
+
+def test_kv_update_changes_only_the_settings_given(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = jetstream_server.url
+    cli(capsys, "kv", "add", "cfg", "--history", "2", "--description", "mine", "-s", url)
+    cli(capsys, "kv", "put", "cfg", "k", "v", "-s", url)
+    status, out, err = cli(capsys, "kv", "update", "cfg", "--ttl", "600", "-s", url)
+    assert status == 0, err
+    assert out == "bucket cfg updated: keeps 2 value(s) per key, values live 600s\n"
+    status, out, err = cli(capsys, "kv", "update", "cfg", "--history", "5", "-s", url)
+    assert status == 0, err
+    assert out == "bucket cfg updated: keeps 5 value(s) per key, values live 600s\n"
+    with nats_sync.connect(url) as nc:
+        kv = nc.jetstream().key_value("cfg")
+        assert kv.status().config.description == "mine"  # kept: not given
+        assert kv.get("k").value == b"v"
+    status, _, err = cli(capsys, "kv", "update", "cfg", "-s", url)
+    assert status != 0 and "--history" in err
+    status, _, err = cli(capsys, "kv", "update", "missing", "--ttl", "1", "-s", url)
+    assert status == 1 and "bucket not found" in err

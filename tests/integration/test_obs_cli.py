@@ -71,3 +71,31 @@ def test_object_put_missing_file_and_bad_bucket(
     source.write_bytes(b"a")
     status, _, err = cli(capsys, "object", "put", "bad.bucket", str(source), "-s", url)
     assert status == 1 and "bucket name" in err
+
+
+def test_object_link_to_an_object_and_to_a_bucket(
+    jetstream_server: NatsServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = jetstream_server.url
+    source = tmp_path / "a.txt"
+    source.write_bytes(b"hello")
+    cli(capsys, "object", "put", "files", str(source), "-s", url)
+    cli(capsys, "object", "put", "other", str(source), "--name", "b.txt", "-s", url)
+    status, out, err = cli(capsys, "object", "link", "files", "alias", "other", "b.txt", "-s", url)
+    assert status == 0, err
+    assert out == "link alias in files to object b.txt in other\n"
+    status, out, err = cli(capsys, "object", "link", "files", "dir", "other", "-s", url)
+    assert status == 0 and out == "link dir in files to bucket other\n", err
+    target = tmp_path / "copy.txt"
+    status, out, err = cli(capsys, "object", "get", "files", "alias", "-o", str(target), "-s", url)
+    assert status == 0 and target.read_bytes() == b"hello", err
+    lines = cli(capsys, "object", "ls", "files", "-s", url)[1].splitlines()
+    assert [line.split("\t")[:2] for line in lines] == [
+        ["a.txt", "5 bytes"],
+        ["alias", "link to object b.txt in other"],
+        ["dir", "link to bucket other"],
+    ]
+    status, _, err = cli(capsys, "object", "link", "files", "a.txt", "other", "b.txt", "-s", url)
+    assert status == 1 and "an object of that name exists" in err
+    status, _, err = cli(capsys, "object", "get", "files", "dir", "-o", str(target), "-s", url)
+    assert status == 1 and "link to the bucket 'other'" in err

@@ -395,6 +395,10 @@ class Watch:
     """The messages of an ordered consumer on ``subjects``: the initial ones, ``None``
     once at their end (not with ``updates_only``), then every new one.
 
+    ``start_seq`` starts it at that stream sequence (every message from there on,
+    whatever ``include_history`` says; with ``updates_only``, no ``None``), as nats.go's
+    watchers do with ``ResumeFromRevision``.
+
     Raises:
         InvalidArgumentError: ``include_history`` with ``updates_only``.
     """
@@ -408,17 +412,19 @@ class Watch:
         include_history: bool,
         updates_only: bool,
         headers_only: bool = False,
+        start_seq: int | None = None,
     ) -> None:
         if include_history and updates_only:
             raise InvalidArgumentError("include_history and updates_only exclude each other")
-        if updates_only:
-            next_seq = js.stream_info(stream).state.last_seq + 1
+        if updates_only and start_seq is None:
+            start_seq = js.stream_info(stream).state.last_seq + 1
+        if start_seq is not None:
             self._ordered = OrderedConsumer(
                 js,
                 stream,
                 filter_subjects=subjects,
                 deliver_policy="by_start_sequence",
-                opt_start_seq=next_seq,
+                opt_start_seq=start_seq,
                 headers_only=headers_only,
             )
         else:

@@ -42,6 +42,7 @@ from nats_sync.jetstream._kv.config import (
     KeyValueConfig,
     KeyValueStatus,
     bad_int,
+    bucket_status,
     check_filter,
     check_key,
     stream_name,
@@ -77,18 +78,33 @@ _OPERATION = "KV-Operation"
 # --- bucket management (the context's methods call these) -------------------------------
 
 
-def create_bucket(js: JsContext, config: KeyValueConfig, timeout: float | None) -> KeyValue:
-    """Makes the bucket's stream (the same config again is fine).
+def put_bucket(
+    js: JsContext, config: KeyValueConfig, action: str, timeout: float | None
+) -> KeyValue:
+    """Creates (``action`` "CREATE"), updates ("UPDATE") or either ("") the bucket's
+    stream, with the stream config ``create`` makes (nats.go's ``prepareKeyValueConfig``
+    for all three): an update gives the bucket this config whole.
 
     Raises:
+        BucketNotFoundError: an update of a bucket that does not exist.
         LimitMarkersNotSupportedError: ``limit_marker_ttl`` on a server below API level 1.
+        JetStreamError: what the server refused (a change it does not allow, such as
+            the storage type).
     """
     stream_config = config.to_stream_config()
     if stream_config.subject_delete_marker_ttl and js.api_level(timeout) < 1:
         raise LimitMarkersNotSupportedError(
             "limit_marker_ttl needs nats-server 2.11+ (JetStream API level 1)"
         )
-    stream = put_stream(js, "CREATE", stream_config, timeout)
+    if action == "CREATE":
+        stream = put_stream(js, "CREATE", stream_config, timeout)
+    else:
+        try:
+            stream = put_stream(js, "UPDATE", stream_config, timeout)
+        except StreamNotFoundError:
+            if action == "UPDATE":
+                raise BucketNotFoundError(f"no key-value bucket {config.bucket!r}") from None
+            stream = put_stream(js, "CREATE", stream_config, timeout)
     return KeyValue(js, config.bucket, stream.cached_info)
 
 
@@ -126,6 +142,14 @@ def bucket_names(js: JsContext, timeout: float | None) -> Iterator[str]:
     for name in js.stream_names("$KV.*.>", timeout):
         if isinstance(name, str) and name.startswith("KV_"):
             yield name[3:]
+
+
+def bucket_statuses(js: JsContext, timeout: float | None) -> Iterator[KeyValueStatus]:
+    """The status of every key-value bucket (nats.go's ``KeyValueStores``), page by page."""
+    for info in js.list_streams("$KV.*.>", timeout):
+        name = info.config.name or ""
+        if name.startswith("KV_"):
+            yield bucket_status(name[3:], info)
 
 
 # --- a bucket ------------------------------------------------------------------------------
@@ -360,18 +384,7 @@ class KeyValue:
 
     def status(self, *, timeout: float | None = None) -> KeyValueStatus:
         """The bucket's state and settings now."""
-        info = self._stream.info(timeout=timeout)
-        config = info.config
-        return KeyValueStatus(
-            bucket=self._bucket,
-            values=info.state.messages,
-            history=config.max_msgs_per_subject or 1,
-            ttl=config.max_age or 0.0,
-            bytes=info.state.bytes,
-            is_compressed=config.compression not in (None, "", "none"),
-            limit_marker_ttl=config.subject_delete_marker_ttl or 0.0,
-            info=info,
-        )
+        return bucket_status(self._bucket, self._stream.info(timeout=timeout))
 
     def watch(
         self,
@@ -381,6 +394,7 @@ class KeyValue:
         ignore_deletes: bool = False,
         meta_only: bool = False,
         updates_only: bool = False,
+        resume_from_revision: int | None = None,
     ) -> KeyWatcher:
         """Watches the keys matching ``keys`` (one filter or several).
 
@@ -389,13 +403,39 @@ class KeyValue:
         with ``updates_only``), then every change as it is stored. It survives
         reconnects and server restarts, resuming after the last revision it gave.
 
+        With ``resume_from_revision=n`` it starts at revision ``n`` instead: every
+        entry of a matching key stored at ``n`` or later that the bucket still keeps,
+        oldest first, then ``None`` once when it has caught up (as nats.go's
+        ``ResumeFromRevision``: a consumer by start sequence ``n``). A watcher
+        restarted with the last revision it handled plus one misses nothing and
+        repeats nothing:
+
+        ```python
+        with kv.watch_all(resume_from_revision=last_seen + 1) as watcher:
+            for entry in watcher:
+                last_seen = entry.revision
+        ```
+
         Args:
             keys: key filters (``*`` for a token, a final ``>`` for the rest).
             include_history: start with every kept entry, not just the latest.
             ignore_deletes: leave out delete and purge markers.
             meta_only: leave out the values (headers only).
-            updates_only: only changes stored after the watch began.
+            updates_only: only changes stored after the watch began (with
+                ``resume_from_revision``: from that revision on, and no ``None``).
+            resume_from_revision: the first revision to give (an int >= 1); it may
+                be one not stored yet.
+
+        Raises:
+            InvalidArgumentError: ``include_history`` with ``updates_only``, or a
+                ``resume_from_revision`` that is not an int >= 1.
+            InvalidKeyError: a key filter is not valid.
         """
+        if resume_from_revision is not None and bad_int(resume_from_revision, 1):
+            raise InvalidArgumentError(
+                f"resume_from_revision must be a revision (an int >= 1), "
+                f"got {resume_from_revision!r}"
+            )
         subjects = [self._prefix + pattern for pattern in self._filters(keys)]
         return KeyWatcher(
             self._js,
@@ -406,6 +446,7 @@ class KeyValue:
             ignore_deletes=ignore_deletes,
             meta_only=meta_only,
             updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
         )
 
     def watch_all(
@@ -415,14 +456,16 @@ class KeyValue:
         ignore_deletes: bool = False,
         meta_only: bool = False,
         updates_only: bool = False,
+        resume_from_revision: int | None = None,
     ) -> KeyWatcher:
-        """Watches every key (``watch(">")``)."""
+        """Watches every key (``watch(">")``, with the same options)."""
         return self.watch(
             ">",
             include_history=include_history,
             ignore_deletes=ignore_deletes,
             meta_only=meta_only,
             updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
         )
 
     # --- writing --------------------------------------------------------------------------

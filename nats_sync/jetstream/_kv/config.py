@@ -1,5 +1,6 @@
 """Key-value bucket names and settings: the key and bucket name checks,
-:class:`KeyValueConfig` (and the stream config it makes) and :class:`KeyValueStatus`.
+:class:`KeyValueConfig` (and the stream config it makes) and :class:`KeyValueStatus`
+(and the config it reads back from a bucket's stream).
 
 How it works: plain functions and dataclasses, moved out of ``_kv/bucket.py`` (which imports
 them back, so ``nats_sync.jetstream._kv.bucket`` keeps every name) to keep it short. No thread,
@@ -137,7 +138,7 @@ class KeyValueConfig:
             )
         if config is None:
             if "bucket" not in fields:
-                raise InvalidArgumentError("create_key_value needs a bucket name (bucket=...)")
+                raise InvalidArgumentError("a key-value bucket needs a name (bucket=...)")
             return cls(**fields)
         return dataclasses.replace(config, **fields)
 
@@ -232,3 +233,53 @@ class KeyValueStatus:
     is_compressed: bool = False
     limit_marker_ttl: float = 0.0
     info: StreamInfo = field(default_factory=StreamInfo, repr=False, compare=False)
+
+    @property
+    def config(self) -> KeyValueConfig:
+        """The bucket's settings as a :class:`KeyValueConfig` (nats.go's
+        ``Status().Config()``), read from ``info``: change a field and give it to
+        ``js.update_key_value`` to change only that one.
+
+        The server's own ``_nats.*`` metadata keys are left out.
+        """
+        config = self.info.config
+        metadata = {
+            key: value
+            for key, value in (config.metadata or {}).items()
+            if not key.startswith("_nats.")
+        }
+        return KeyValueConfig(
+            bucket=self.bucket,
+            description=config.description,
+            history=config.max_msgs_per_subject or 1,
+            ttl=config.max_age or 0.0,
+            max_value_size=_limit(config.max_msg_size),
+            max_bytes=_limit(config.max_bytes),
+            storage=config.storage or "file",
+            replicas=config.num_replicas or 1,
+            compression=config.compression not in (None, "", "none"),
+            placement=config.placement,
+            republish=config.republish,
+            metadata=metadata or None,
+            limit_marker_ttl=config.subject_delete_marker_ttl or None,
+        )
+
+
+def bucket_status(bucket: str, info: StreamInfo) -> KeyValueStatus:
+    """The status of ``bucket`` read from its stream's ``info``."""
+    config = info.config
+    return KeyValueStatus(
+        bucket=bucket,
+        values=info.state.messages,
+        history=config.max_msgs_per_subject or 1,
+        ttl=config.max_age or 0.0,
+        bytes=info.state.bytes,
+        is_compressed=config.compression not in (None, "", "none"),
+        limit_marker_ttl=config.subject_delete_marker_ttl or 0.0,
+        info=info,
+    )
+
+
+def _limit(value: int | None) -> int:
+    """A stream's byte limit as a bucket setting: unset or 0 is no limit (-1)."""
+    return value if value is not None and value > 0 else -1

@@ -3,7 +3,8 @@
 How it works: a watcher reads an :class:`~nats_sync.jetstream._consumers.ordered.Watch` (an
 ordered consumer on the bucket's stream) filtered on the watched subjects by the
 server, starting with the last entry of each key, every kept entry
-(``include_history``) or the stream's next sequence (``updates_only``). The consumer is
+(``include_history``), the stream's next sequence (``updates_only``) or a given
+revision (``resume_from_revision``, nats.go's ``ResumeFromRevision``). The consumer is
 made when the watcher is, so nothing stored after ``watch()`` returns is missed, and it
 remakes itself after a reconnect, a server restart or a gap from the stream sequence
 after the last entry it handed over: nothing is lost or repeated.
@@ -98,6 +99,7 @@ class KeyWatcher:
         ignore_deletes: bool,
         meta_only: bool,
         updates_only: bool,
+        resume_from_revision: int | None = None,
     ) -> None:
         self._bucket = bucket
         self._prefix_length = len(f"$KV.{bucket}.")
@@ -109,6 +111,7 @@ class KeyWatcher:
             include_history=include_history,
             updates_only=updates_only,
             headers_only=meta_only,
+            start_seq=resume_from_revision,
         )
 
     def __repr__(self) -> str:

@@ -37,6 +37,13 @@ def encode_name(name: str) -> str:
     return base64.urlsafe_b64encode(name.encode()).decode()
 
 
+def link_of(info: ObjectInfo) -> dict[str, Any] | None:
+    """The ``options.link`` of a link's info (``bucket``, and ``name`` unless it links
+    a whole bucket); None for an object (nats.go's ``isLink``)."""
+    link = (info.options or {}).get("link")
+    return link if isinstance(link, dict) else None
+
+
 def digest_text(hasher: Any) -> str:
     """A finished SHA-256 as the info's ``digest`` field: ``SHA-256=<base64url>``."""
     return "SHA-256=" + base64.urlsafe_b64encode(hasher.digest()).decode()
@@ -50,7 +57,9 @@ class ObjectInfo(ApiObject):
     """An object's info, as stored on its meta subject (object stores, ADR-20; nats.go's names).
 
     ``mtime`` is not stored: it is the time the info was published. ``headers`` map a
-    name to its values. ``options`` holds ``link`` and ``max_chunk_size`` when set.
+    name to its values. ``options`` holds ``link`` and ``max_chunk_size`` when set: a
+    link's info has ``options["link"]`` (``{"bucket": ..., "name": ...}``, no ``name``
+    for a link to a whole bucket), a new ``nuid``, no chunks and no digest.
     """
 
     name: str = ""
@@ -151,3 +160,20 @@ class ObjectStoreStatus:
     metadata: dict[str, str] | None
     compressed: bool
     info: StreamInfo
+
+
+def store_status(bucket: str, info: StreamInfo) -> ObjectStoreStatus:
+    """The status of ``bucket`` read from its stream's ``info``."""
+    config = info.config
+    return ObjectStoreStatus(
+        bucket=bucket,
+        description=config.description,
+        ttl=config.max_age or None,
+        storage=config.storage,
+        replicas=config.num_replicas,
+        sealed=bool(config.sealed),
+        size=info.state.bytes,
+        metadata=config.metadata,
+        compressed=config.compression == "s2",
+        info=info,
+    )

@@ -24,6 +24,11 @@ batch (waiting for the server's final ack) before the purge.
 just acknowledged is seen), then the chunks with ``Stream.get_msgs`` on the chunk
 subject (batched direct gets; a temporary consumer when the stream has no direct gets),
 hashing as they go, and check size, chunk count and digest at the end.
+A link (ADR-20, as nats.go writes it) is an info with no chunks whose
+``options.link`` names a bucket and, for a link to one object, the object's name:
+``add_link``/``add_bucket_link`` publish one (replacing only a link or a deleted
+object), ``get``/``get_into`` follow a link to an object, binding the other bucket
+when it names one, and refuse a link to a whole bucket.
 
 Threads: every call runs on the caller's thread and keeps nothing between calls but the
 bound stream (``_stream``, replaced by ``status``/``seal`` under no lock: a reference
@@ -58,6 +63,8 @@ from nats_sync.jetstream._object_store.config import (
     check_object_name,
     digest_text,
     encode_name,
+    link_of,
+    store_status,
 )
 from nats_sync.jetstream._object_store.watch import ObjectWatcher
 from nats_sync.jetstream._publishing.fast import FastPublisher
@@ -300,8 +307,13 @@ class ObjectStore:
     def get(self, name: str) -> ObjectResult:
         """An object's info and bytes (the whole object in memory; see ``get_into``).
 
+        ``name`` may be a link to an object, in this bucket or another: the result is
+        then the linked object's (its info, its bytes).
+
         Raises:
-            ObjectNotFoundError: no such object, or it was deleted.
+            ObjectNotFoundError: no such object, or it was deleted (or the one a link
+                names is gone).
+            ObjectStoreError: ``name`` is a link to a whole bucket, not to an object.
             DigestMismatchError: the chunks read do not match the info's size, chunk
                 count or SHA-256 digest.
         """
@@ -313,10 +325,12 @@ class ObjectStore:
         """Writes an object's bytes into ``fileobj`` a chunk at a time.
 
         The digest can only be checked at the end: on ``DigestMismatchError`` the file
-        already holds what was read.
+        already holds what was read. A link to an object is followed as with ``get``;
+        the info returned is then the linked object's.
 
         Raises:
             ObjectNotFoundError: no such object, or it was deleted.
+            ObjectStoreError: ``name`` is a link to a whole bucket.
             DigestMismatchError: what was read does not match the info.
         """
         write = getattr(fileobj, "write", None)
@@ -324,16 +338,11 @@ class ObjectStore:
             raise InvalidArgumentError(
                 f"fileobj must be a binary file open for writing, got {type(fileobj).__name__}"
             )
-        info = self.get_info(name)
-        link = (info.options or {}).get("link")
-        if link:
-            raise ObjectStoreError(
-                f"object {name!r} is a link to {link!r}; links are not supported yet"
-            )
+        store, info = self._follow(self.get_info(name))
         hasher = hashlib.sha256()
         size = chunks = 0
         if info.chunks > 0:
-            for stored in self._chunks(info):
+            for stored in store._chunks(info):
                 hasher.update(stored.data)
                 size += len(stored.data)
                 chunks += 1
@@ -349,6 +358,30 @@ class ObjectStore:
                 f"object {name!r}: the bytes read have digest {digest}, its info says {info.digest}"
             )
         return info
+
+    def _follow(self, info: ObjectInfo) -> tuple[ObjectStore, ObjectInfo]:
+        """The store and info of the object ``info`` links to (``info`` itself when it
+        is no link), as nats.go's ``Get``; a chain of links made by hand is followed
+        too, a loop is refused."""
+        store = self
+        seen = {(self._bucket, info.name)}
+        while (link := link_of(info)) is not None:
+            bucket, target = link.get("bucket"), link.get("name")
+            if not target:
+                raise ObjectStoreError(
+                    f"object {info.name!r} in bucket {store.bucket!r} is a link to the "
+                    f"bucket {bucket!r}, not to an object: bind that bucket to read it"
+                )
+            if bucket != store.bucket:
+                store = bind_object_store(self._js, str(bucket))
+            if (store.bucket, target) in seen:
+                raise ObjectStoreError(
+                    f"the link {info.name!r} in bucket {self._bucket!r} leads back to "
+                    f"{target!r} in bucket {store.bucket!r}: a loop of links"
+                )
+            seen.add((store.bucket, target))
+            info = store.get_info(target)
+        return store, info
 
     def _chunks(self, info: ObjectInfo) -> Iterator[StoredMsg]:
         chunk_size = int((info.options or {}).get("max_chunk_size") or d.OBJ_CHUNK_SIZE)
@@ -417,6 +450,85 @@ class ObjectStore:
         gone.mtime = datetime.now(timezone.utc)
         return gone
 
+    # --- links -----------------------------------------------------------------------
+
+    def add_link(self, name: str, target: ObjectInfo) -> ObjectInfo:
+        """Stores ``name`` as a link to the object ``target`` (ADR-20): ``get(name)``
+        then reads that object, in this bucket or the one ``target`` is in.
+
+        ``target`` is taken as given (as nats.go does): an info read before the object
+        was deleted still makes a link, which ``get`` then finds broken.
+
+        Args:
+            name: the link's name; it may replace a link or a deleted object, not an
+                object.
+            target: the info of the object to link to (``get_info``, ``put``, ``list``).
+
+        Returns:
+            The link's info (``options["link"]`` is ``{"bucket", "name"}``).
+
+        Raises:
+            InvalidObjectNameError: ``name`` is empty.
+            InvalidArgumentError: ``target`` is not an ``ObjectInfo`` naming an object
+                and its bucket.
+            ObjectStoreError: ``target`` is deleted or is itself a link, or an object
+                named ``name`` exists.
+        """
+        name = check_object_name(name)
+        if not isinstance(target, ObjectInfo) or not target.name or not target.bucket:
+            raise InvalidArgumentError(
+                f"target must be the ObjectInfo of an object (with its name and bucket), "
+                f"got {target!r}"
+            )
+        if target.deleted:
+            raise ObjectStoreError(
+                f"cannot link {name!r} to {target.name!r} in bucket {target.bucket!r}: "
+                "it is deleted"
+            )
+        if link_of(target) is not None:
+            raise ObjectStoreError(
+                f"cannot link {name!r} to {target.name!r} in bucket {target.bucket!r}: "
+                "it is a link itself (a link names an object)"
+            )
+        return self._put_link(name, {"bucket": target.bucket, "name": target.name})
+
+    def add_bucket_link(self, name: str, bucket: ObjectStore) -> ObjectInfo:
+        """Stores ``name`` as a link to the whole bucket ``bucket``, like a directory
+        (ADR-20). ``get(name)`` refuses it: bind the bucket its
+        ``options["link"]["bucket"]`` names to read it.
+
+        Returns:
+            The link's info (``options["link"]`` is ``{"bucket"}``).
+
+        Raises:
+            InvalidObjectNameError: ``name`` is empty.
+            InvalidArgumentError: ``bucket`` is not an ``ObjectStore``.
+            ObjectStoreError: an object named ``name`` exists.
+        """
+        name = check_object_name(name)
+        if not isinstance(bucket, ObjectStore):
+            raise InvalidArgumentError(
+                f"bucket must be an ObjectStore (js.object_store(...)), got {bucket!r}"
+            )
+        return self._put_link(name, {"bucket": bucket.bucket})
+
+    def _put_link(self, name: str, link: dict[str, str]) -> ObjectInfo:
+        """Publishes the link's info, as nats.go's ``AddLink`` lays it out (ADR-20's
+        rules: it replaces nothing but a link or a deleted object)."""
+        try:
+            existing: ObjectInfo | None = self.get_info(name, show_deleted=True)
+        except ObjectNotFoundError:
+            existing = None
+        if existing is not None and not existing.deleted and link_of(existing) is None:
+            raise ObjectStoreError(
+                f"cannot store the link {name!r} in bucket {self._bucket!r}: an object of "
+                "that name exists (a link replaces only a link or a deleted object)"
+            )
+        info = ObjectInfo(name=name, bucket=self._bucket, nuid=_new_nuid(), options={"link": link})
+        self._js.publish(self._meta_subject(name), _json(info.to_api()), headers=_ROLLUP)
+        info.mtime = datetime.now(timezone.utc)
+        return info
+
     # --- bucket ----------------------------------------------------------------------
 
     def list(self, *, show_deleted: bool = False) -> list[ObjectInfo]:
@@ -461,32 +573,54 @@ class ObjectStore:
         return self._status(self._stream.info())
 
     def _status(self, info: StreamInfo) -> ObjectStoreStatus:
-        config = info.config
-        return ObjectStoreStatus(
-            bucket=self._bucket,
-            description=config.description,
-            ttl=config.max_age or None,
-            storage=config.storage,
-            replicas=config.num_replicas,
-            sealed=bool(config.sealed),
-            size=info.state.bytes,
-            metadata=config.metadata,
-            compressed=config.compression == "s2",
-            info=info,
-        )
+        return store_status(self._bucket, info)
 
 
 # --- the context's bucket calls ----------------------------------------------------------
 
 
-def create_object_store(js: JsContext, bucket: str, fields: dict[str, Any]) -> ObjectStore:
-    """See ``JetStream.create_object_store``."""
+def put_object_store(
+    js: JsContext, bucket: str, fields: dict[str, Any], action: str
+) -> ObjectStore:
+    """Creates (``action`` "CREATE"), updates ("UPDATE") or either ("") a bucket's
+    stream, with the stream config ``create_object_store`` makes (nats.go's
+    ``prepareObjectStoreConfig`` for all three): an update gives it these settings whole.
+
+    Raises:
+        InvalidArgumentError: a field that ``ObjectStoreConfig`` does not have.
+        BucketNotFoundError: an update of a bucket that does not exist.
+    """
     try:
         config = ObjectStoreConfig(bucket=bucket, **fields)
     except TypeError as error:
-        raise InvalidArgumentError(f"create_object_store: {error}") from None
-    stream = put_stream(js, "CREATE", config.stream_config(), None)
+        what = "create_object_store" if action == "CREATE" else "update_object_store"
+        raise InvalidArgumentError(f"{what}: {error}") from None
+    stream_config = config.stream_config()
+    if action == "CREATE":
+        stream = put_stream(js, "CREATE", stream_config, None)
+    else:
+        try:
+            stream = put_stream(js, "UPDATE", stream_config, None)
+        except StreamNotFoundError:
+            if action == "UPDATE":
+                raise BucketNotFoundError(f"no object store bucket {bucket!r}") from None
+            stream = put_stream(js, "CREATE", stream_config, None)
     return ObjectStore(js, config.bucket, stream)
+
+
+def store_names(js: JsContext, timeout: float | None) -> Iterator[str]:
+    """The names of the object store buckets (streams ``OBJ_*`` storing ``$O.*.C.>``)."""
+    for name in js.stream_names("$O.*.C.>", timeout):
+        if isinstance(name, str) and name.startswith("OBJ_"):
+            yield name[4:]
+
+
+def store_statuses(js: JsContext, timeout: float | None) -> Iterator[ObjectStoreStatus]:
+    """The status of every object store bucket (nats.go's ``ObjectStores``)."""
+    for info in js.list_streams("$O.*.C.>", timeout):
+        name = info.config.name or ""
+        if name.startswith("OBJ_"):
+            yield store_status(name[4:], info)
 
 
 def bind_object_store(js: JsContext, bucket: str) -> ObjectStore:

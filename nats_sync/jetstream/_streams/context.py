@@ -25,16 +25,21 @@ from nats_sync.jetstream._consumers.ordered import OrderedConsumer
 from nats_sync.jetstream._kv.bucket import (
     KeyValue,
     KeyValueConfig,
+    KeyValueStatus,
     bind_bucket,
     bucket_names,
-    create_bucket,
+    bucket_statuses,
     delete_bucket,
+    put_bucket,
 )
+from nats_sync.jetstream._object_store.config import ObjectStoreStatus
 from nats_sync.jetstream._object_store.store import (
     ObjectStore,
     bind_object_store,
-    create_object_store,
     delete_object_store,
+    put_object_store,
+    store_names,
+    store_statuses,
 )
 from nats_sync.jetstream._publishing.atomic import AtomicBatch, publish_atomic
 from nats_sync.jetstream._publishing.counter import Counter
@@ -365,7 +370,32 @@ class JetStream(NatsPyNames):
             InvalidBucketNameError: a bad name.
             StreamNameAlreadyInUseError: the bucket exists with other settings.
         """
-        return create_object_store(self, bucket, fields)
+        return put_object_store(self, bucket, fields, "CREATE")
+
+    def update_object_store(self, bucket: str, **fields: Any) -> ObjectStore:
+        """Changes an object store bucket's settings, keeping its objects (nats.go's
+        ``UpdateObjectStore``).
+
+        The bucket takes the settings given whole, as ``create_object_store`` makes
+        them: a field not given goes back to its default.
+
+        Raises:
+            BucketNotFoundError: there is no such bucket.
+            JetStreamError: a change the server refuses (the storage type, ...).
+        """
+        return put_object_store(self, bucket, fields, "UPDATE")
+
+    def create_or_update_object_store(self, bucket: str, **fields: Any) -> ObjectStore:
+        """Updates an object store bucket's settings, or creates it when it does not exist."""
+        return put_object_store(self, bucket, fields, "")
+
+    def object_stores(self, timeout: float | None = None) -> Iterator[ObjectStoreStatus]:
+        """The status of every object store bucket, page by page."""
+        return store_statuses(self, timeout)
+
+    def object_store_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of the object store buckets, page by page."""
+        return store_names(self, timeout)
 
     def object_store(self, bucket: str) -> ObjectStore:
         """Binds to an existing object store bucket.
@@ -399,7 +429,30 @@ class JetStream(NatsPyNames):
             KeyHistoryTooLargeError: history above 64.
             StreamNameAlreadyInUseError: the bucket exists with another config.
         """
-        return create_bucket(self, KeyValueConfig.build(config, fields), timeout)
+        return put_bucket(self, KeyValueConfig.build(config, fields), "CREATE", timeout)
+
+    def update_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Changes a key-value bucket's config, keeping its values (nats.go's
+        ``UpdateKeyValue``); takes what ``create_key_value`` takes.
+
+        The bucket takes the config whole: a field not given goes back to its default.
+        To change one field only, start from the bucket's own config:
+        ``js.update_key_value(kv.status().config, ttl=3600)``.
+
+        Raises:
+            BucketNotFoundError: there is no such bucket.
+            KeyHistoryTooLargeError: history above 64.
+            JetStreamError: a change the server refuses (the storage type, ...).
+        """
+        return put_bucket(self, KeyValueConfig.build(config, fields), "UPDATE", timeout)
+
+    def create_or_update_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Updates a key-value bucket's config, or creates the bucket when it does not exist."""
+        return put_bucket(self, KeyValueConfig.build(config, fields), "", timeout)
 
     def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
         """Binds to an existing key-value bucket.
@@ -420,6 +473,10 @@ class JetStream(NatsPyNames):
     def key_value_bucket_names(self, timeout: float | None = None) -> Iterator[str]:
         """The names of the key-value buckets, page by page."""
         return bucket_names(self, timeout)
+
+    def key_value_stores(self, timeout: float | None = None) -> Iterator[KeyValueStatus]:
+        """The status of every key-value bucket, page by page."""
+        return bucket_statuses(self, timeout)
 
     # --- publishing -------------------------------------------------------------------
 

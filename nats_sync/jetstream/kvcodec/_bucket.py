@@ -371,6 +371,7 @@ class CodecKeyValue:
         ignore_deletes: bool = False,
         meta_only: bool = False,
         updates_only: bool = False,
+        resume_from_revision: int | None = None,
     ) -> CodecKeyWatcher:
         """Watches the keys matching ``keys``, as ``KeyValue.watch``; entries come decoded.
 
@@ -391,6 +392,7 @@ class CodecKeyValue:
             ignore_deletes=ignore_deletes,
             meta_only=meta_only,
             updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
         )
         return CodecKeyWatcher(watcher, self._codecs, values=not meta_only)
 
@@ -401,14 +403,16 @@ class CodecKeyValue:
         ignore_deletes: bool = False,
         meta_only: bool = False,
         updates_only: bool = False,
+        resume_from_revision: int | None = None,
     ) -> CodecKeyWatcher:
-        """Watches every key (``watch(">")``)."""
+        """Watches every key (``watch(">")``, with the same options)."""
         return self.watch(
             ">",
             include_history=include_history,
             ignore_deletes=ignore_deletes,
             meta_only=meta_only,
             updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
         )
 
     # --- writing --------------------------------------------------------------------------
