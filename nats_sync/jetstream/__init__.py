@@ -52,6 +52,7 @@ from nats_sync.jetstream.api import (
     StoredMsg,
     StreamConfig,
     StreamInfo,
+    StreamSource,
     StreamState,
 )
 from nats_sync.jetstream.errors import (
@@ -252,6 +253,7 @@ __all__ = [
     "StreamNameAlreadyInUseError",
     "StreamNotFoundError",
     "StreamNotMatchError",
+    "StreamSource",
     "StreamState",
     "TooManyStalledMsgsError",
     "WrongLastMsgIdError",

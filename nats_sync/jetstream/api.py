@@ -417,6 +417,47 @@ class PubAck(ApiObject):
     val: str | None = None
 
 
+@dataclass
+class StreamSource:
+    """Where a mirror or a sourcing stream reads from; for a bucket's ``mirror`` and
+    ``sources``, the *bucket* it names (as nats.go: ``KV_``/``OBJ_`` added for you).
+
+    Attributes:
+        name: the stream (or, in a bucket's config, the bucket).
+        opt_start_seq: the first sequence to read.
+        opt_start_time: the first time to read from (RFC 3339 text).
+        filter_subject: only these subjects.
+        subject_transforms: ``[{"src": ..., "dest": ...}]``; a bucket's are made for
+            you where none are given.
+        domain: the JetStream domain the source lives in (another hub or leaf node);
+            sent as ``external.api`` ``$JS.<domain>.API``.
+        external: the ``{"api": ..., "deliver": ...}`` prefixes of a source in another
+            account (given as it is; ``domain`` fills ``api`` where this is None).
+    """
+
+    name: str
+    opt_start_seq: int | None = None
+    opt_start_time: str | None = None
+    filter_subject: str | None = None
+    subject_transforms: list[dict[str, str]] | None = None
+    domain: str | None = None
+    external: dict[str, str] | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON object of a stream config's ``mirror`` or ``sources`` entry."""
+        given: dict[str, Any] = {"name": self.name}
+        for key in ("opt_start_seq", "opt_start_time", "filter_subject", "subject_transforms"):
+            value = getattr(self, key)
+            if value is not None:
+                given[key] = value
+        external = dict(self.external) if self.external else {}
+        if self.domain and "api" not in external:
+            external["api"] = f"$JS.{self.domain}.API"
+        if external:
+            given["external"] = external
+        return given
+
+
 @dataclass(frozen=True)
 class CounterEntry:
     """A counter's last stored state (ADR-49), as ``Counter.get_entry`` reads it.

@@ -45,6 +45,7 @@ from nats_sync.jetstream._kv.config import (
     bucket_status,
     check_filter,
     check_key,
+    origin_of,
     stream_name,
 )
 from nats_sync.jetstream._kv.many import NoBatchedGetsError, latest_values
@@ -152,6 +153,23 @@ def bucket_statuses(js: JsContext, timeout: float | None) -> Iterator[KeyValueSt
             yield bucket_status(name[3:], info)
 
 
+def _key_prefixes(js: JsContext, bucket: str, info: StreamInfo) -> tuple[str, str]:
+    """The subject prefixes of a bucket's keys: as stored (read), and as put (ADR-8).
+
+    A mirror stores the keys of the bucket it mirrors and takes no puts: they go to
+    that bucket, through the API prefix of its domain where it names one. A context on
+    another domain or API prefix puts through it (``$JS.<domain>.API.$KV.<bucket>.``,
+    which the server maps to the domain's ``$KV.<bucket>.``).
+    """
+    origin = origin_of(info)
+    read = f"$KV.{origin[0] if origin else bucket}."
+    if origin is not None and origin[1]:
+        return read, f"{origin[1]}.{read}"
+    if js.api.prefix != d.DEFAULT_JS_API_PREFIX:
+        return read, f"{js.api.prefix}.{read}"
+    return read, read
+
+
 # --- a bucket ------------------------------------------------------------------------------
 
 
@@ -165,7 +183,7 @@ class KeyValue:
         self._js = js
         self._bucket = bucket
         self._stream = Stream(js, info)
-        self._prefix = f"$KV.{bucket}."
+        self._prefix, self._put_prefix = _key_prefixes(js, bucket, info)
         self._direct = bool(info.config.allow_direct)
         self._batched = self._direct  # until the server says otherwise (get_many)
 
@@ -295,7 +313,9 @@ class KeyValue:
         wait = float(timeout or self._js.timeout)
         if wanted and self._batched and self._js.api_level(wait) >= 1:
             try:
-                return latest_values(self._js, self._bucket, self._stream.name, wanted, wait)
+                return latest_values(
+                    self._js, self._bucket, self._prefix, self._stream.name, wanted, wait
+                )
             except NoBatchedGetsError:
                 self._batched = False
         values: dict[str, bytes] = {}
@@ -440,6 +460,7 @@ class KeyValue:
         return KeyWatcher(
             self._js,
             self._bucket,
+            self._prefix,
             self._stream.name,
             subjects,
             include_history=include_history,
@@ -472,7 +493,7 @@ class KeyValue:
 
     def put(self, key: str, value: bytes, *, timeout: float | None = None) -> int:
         """Stores ``value`` under ``key``; returns its revision."""
-        subject = self._prefix + check_key(key, writing=True)
+        subject = self._put_prefix + check_key(key, writing=True)
         return self._js.publish(subject, _value(value), timeout=timeout).seq
 
     def create(
@@ -493,7 +514,7 @@ class KeyValue:
             KeyWrongLastSequenceError: the key has a value.
             MsgTTLDisabledError: ``ttl`` on a bucket without limit markers.
         """
-        subject = self._prefix + check_key(key, writing=True)
+        subject = self._put_prefix + check_key(key, writing=True)
         data = _value(value)
         try:
             return self._js.publish(
@@ -516,7 +537,7 @@ class KeyValue:
         Raises:
             KeyWrongLastSequenceError: the key's latest revision is another.
         """
-        subject = self._prefix + check_key(key, writing=True)
+        subject = self._put_prefix + check_key(key, writing=True)
         if bad_int(last, 0):
             raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
         return self._update(subject, key, _value(value), last, timeout, None)
@@ -568,7 +589,7 @@ class KeyValue:
         timeout: float | None,
         ttl: float | str | None = None,
     ) -> None:
-        subject = self._prefix + check_key(key, writing=True)
+        subject = self._put_prefix + check_key(key, writing=True)
         if last is not None and bad_int(last, 0):
             raise InvalidArgumentError(f"last must be a revision (an int >= 0), got {last!r}")
         headers = {_OPERATION: operation}

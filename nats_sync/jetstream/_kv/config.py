@@ -16,7 +16,7 @@ from typing import Any
 
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._streams.wire import check_bucket_name
-from nats_sync.jetstream.api import StreamConfig, StreamInfo
+from nats_sync.jetstream.api import StreamConfig, StreamInfo, StreamSource
 from nats_sync.jetstream.errors import (
     InvalidKeyError,
     KeyHistoryTooLargeError,
@@ -101,6 +101,11 @@ class KeyValueConfig:
         limit_marker_ttl: seconds (>= 1) the server keeps a marker when age removes a
             key's last value, so watchers see it; also lets ``create`` and ``purge``
             take a ``ttl`` (key TTLs, ADR-48; nats-server 2.11+). None: no markers.
+        mirror: the bucket this one mirrors (its name, ``domain=`` for one in another
+            JetStream domain): a read-only copy whose reads see the origin's keys and
+            whose puts go to the origin (ADR-8).
+        sources: buckets whose keys this one takes in too (``$KV.<source>.>`` becomes
+            ``$KV.<this>.>`` unless the source gives its own transforms).
     """
 
     bucket: str
@@ -116,6 +121,8 @@ class KeyValueConfig:
     republish: dict[str, Any] | None = None
     metadata: dict[str, str] | None = None
     limit_marker_ttl: float | None = None
+    mirror: StreamSource | None = None
+    sources: list[StreamSource] = field(default_factory=list)
 
     @classmethod
     def build(cls, config: KeyValueConfig | None, fields: dict[str, Any]) -> KeyValueConfig:
@@ -178,9 +185,13 @@ class KeyValueConfig:
         duplicate_window = 120.0
         if self.ttl and self.ttl < duplicate_window:
             duplicate_window = float(self.ttl)
+        mirror, sources = self._origins(bucket)
         return StreamConfig(
             name=stream_name(bucket),
-            subjects=[f"$KV.{bucket}.>"],
+            subjects=None if mirror is not None else [f"$KV.{bucket}.>"],
+            mirror=mirror,
+            mirror_direct=True if mirror is not None else None,
+            sources=sources,
             description=self.description,
             max_msgs_per_subject=self.history,
             max_bytes=self.max_bytes,
@@ -202,6 +213,58 @@ class KeyValueConfig:
             allow_msg_ttl=True if marker_ttl else None,
             subject_delete_marker_ttl=float(marker_ttl) if marker_ttl else None,
         )
+
+    def _origins(self, bucket: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+        """The stream's ``mirror`` and ``sources`` for the buckets named (nats.go's
+        ``prepareKeyValueConfig``): stream names get ``KV_``, and a source's keys are
+        moved under this bucket's subjects.
+
+        Raises:
+            InvalidArgumentError: both a mirror and sources, or an entry that is not a
+                ``StreamSource``.
+        """
+        entries = ([self.mirror] if self.mirror is not None else []) + list(self.sources)
+        for entry in entries:
+            if not isinstance(entry, StreamSource):
+                raise InvalidArgumentError(
+                    f"a bucket's mirror and sources are StreamSource(name=<bucket>), got {entry!r}"
+                )
+        if self.mirror is not None and self.sources:
+            raise InvalidArgumentError(
+                f"bucket {bucket!r}: a mirror takes no sources (give one or the other)"
+            )
+        if self.mirror is not None:
+            mirrored = dataclasses.replace(self.mirror, name=stream_name(_bucket_of(self.mirror)))
+            return mirrored.to_api(), None
+        if not self.sources:
+            return None, None
+        sources = []
+        for source in self.sources:
+            origin = _bucket_of(source)
+            entry = dataclasses.replace(source, name=stream_name(origin))
+            external = source.domain is not None or source.external is not None
+            if not source.subject_transforms and (not external or origin != bucket):
+                entry.subject_transforms = [{"src": f"$KV.{origin}.>", "dest": f"$KV.{bucket}.>"}]
+            sources.append(entry.to_api())
+        return None, sources
+
+
+def _bucket_of(source: StreamSource) -> str:
+    """The bucket a source names (a stream name ``KV_<bucket>`` is taken too)."""
+    name = source.name[3:] if source.name.startswith("KV_") else source.name
+    return check_bucket_name(name)
+
+
+def origin_of(info: StreamInfo) -> tuple[str, str | None] | None:
+    """For a mirror bucket: the bucket it mirrors and the API prefix of the origin's
+    domain (None: this one's); None for a bucket that is no mirror."""
+    mirror = info.config.mirror
+    if not mirror:
+        return None
+    name = str(mirror.get("name") or "")
+    external = mirror.get("external") or {}
+    api = external.get("api") if isinstance(external, dict) else None
+    return (name[3:] if name.startswith("KV_") else name), (str(api) if api else None)
 
 
 def bad_int(value: object, minimum: int) -> bool:
@@ -262,7 +325,22 @@ class KeyValueStatus:
             republish=config.republish,
             metadata=metadata or None,
             limit_marker_ttl=config.subject_delete_marker_ttl or None,
+            mirror=_source_from(config.mirror) if config.mirror else None,
+            sources=[_source_from(source) for source in config.sources or []],
         )
+
+
+def _source_from(given: dict[str, Any]) -> StreamSource:
+    """A stream's ``mirror`` or ``sources`` entry as a bucket's: it names the bucket."""
+    name = str(given.get("name") or "")
+    return StreamSource(
+        name=name[3:] if name.startswith("KV_") else name,
+        opt_start_seq=given.get("opt_start_seq"),
+        opt_start_time=given.get("opt_start_time"),
+        filter_subject=given.get("filter_subject"),
+        subject_transforms=given.get("subject_transforms"),
+        external=given.get("external"),
+    )
 
 
 def bucket_status(bucket: str, info: StreamInfo) -> KeyValueStatus:

@@ -62,16 +62,17 @@ class NoBatchedGetsError(Exception):
 
 
 def latest_values(
-    js: JsContext, bucket: str, stream: str, keys: Sequence[str], timeout: float
+    js: JsContext, bucket: str, prefix: str, stream: str, keys: Sequence[str], timeout: float
 ) -> dict[str, bytes]:
-    """The current value of each of ``keys`` (valid, distinct) that has one.
+    """The current value of each of ``keys`` (valid, distinct) that has one; ``prefix``
+    is the subject prefix the bucket's keys are stored under (``$KV.<bucket>.``, or for a
+    mirror the origin's).
 
     Raises:
         NoBatchedGetsError: the first answer says batched direct gets are not available.
         StatusError: the server answered a request with another error status.
         TimeoutError: no answer came within ``timeout`` seconds of the last one.
     """
-    prefix = f"$KV.{bucket}."
     try:
         return latest_by_subject(js, stream, [prefix + key for key in keys], timeout, strip=prefix)
     except TimeoutError:

@@ -92,6 +92,7 @@ class KeyWatcher:
         self,
         js: JsContext,
         bucket: str,
+        key_prefix: str,
         stream: str,
         subjects: list[str],
         *,
@@ -102,7 +103,7 @@ class KeyWatcher:
         resume_from_revision: int | None = None,
     ) -> None:
         self._bucket = bucket
-        self._prefix_length = len(f"$KV.{bucket}.")
+        self._prefix_length = len(key_prefix)
         self._ignore_deletes = ignore_deletes
         self._watch = Watch(
             js,
