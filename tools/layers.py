@@ -106,6 +106,8 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "jetstream._consumers.consumer",
         "jetstream._consumers.pull",
         "jetstream._consumers.pull_wire",
+        "jetstream._consumers.push",
+        "jetstream._consumers.push_stream",
         "jetstream._consumers.priority",
         "jetstream._consumers.ordered",
         "jetstream._consumers.msg",

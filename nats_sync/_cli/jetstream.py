@@ -256,7 +256,7 @@ def handlers(connect: Connect) -> dict[str, Handler]:
                         f"{info.num_ack_pending} unacknowledged\n"
                     )
             elif args.action == "info":
-                out.write(_json(js.consumer(args.stream, args.name).info()) + "\n")
+                out.write(_json(js.consumer_info(args.stream, args.name)) + "\n")
             elif args.action == "add":
                 made = js.create_consumer(
                     args.stream,

@@ -17,6 +17,7 @@ from nats_sync.jetstream._consumers.consumer import (
     SequencePair,
 )
 from nats_sync.jetstream._consumers.ordered import OrderedConsumer
+from nats_sync.jetstream._consumers.push import PushConsumer, PushMessageStream
 from nats_sync.jetstream._kv.bucket import (
     Entry,
     KeyValue,
@@ -106,6 +107,7 @@ from nats_sync.jetstream.errors import (
     MaximumConsumersLimitError,
     MessageNotFoundError,
     MirrorWithCountersError,
+    MissedHeartbeatError,
     MsgAlreadyAckdError,
     MsgTTLDisabledError,
     MsgTTLInvalidError,
@@ -114,6 +116,8 @@ from nats_sync.jetstream.errors import (
     NoStreamResponseError,
     NotFoundError,
     NotJSMessageError,
+    NotPullConsumerError,
+    NotPushConsumerError,
     ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
@@ -208,6 +212,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageStream",
     "MirrorWithCountersError",
+    "MissedHeartbeatError",
     "MsgAlreadyAckdError",
     "MsgMetadata",
     "MsgTTLDisabledError",
@@ -217,6 +222,8 @@ __all__ = [
     "NoStreamResponseError",
     "NotFoundError",
     "NotJSMessageError",
+    "NotPullConsumerError",
+    "NotPushConsumerError",
     "ObjectDeletedError",
     "ObjectInfo",
     "ObjectNotFoundError",
@@ -235,6 +242,8 @@ __all__ = [
     "PubAck",
     "PublishAckTimeoutError",
     "PullConsumer",
+    "PushConsumer",
+    "PushMessageStream",
     "ScheduleInvalidError",
     "SchedulesNotEnabledError",
     "SequenceInfo",

@@ -1,6 +1,6 @@
 """The JetStream context: account info, stream and consumer management, and the door to
-publishing (``publish``), reading (``Stream``, ``PullConsumer``, ``OrderedConsumer``)
-and the legacy nats-py names.
+publishing (``publish``), reading (``Stream``, ``PullConsumer``, ``PushConsumer``,
+``OrderedConsumer``) and the legacy nats-py names.
 
 How it works: :class:`JetStream` is made by ``nc.jetstream(...)`` and holds only its
 settings, the :class:`~nats_sync.jetstream._streams.wire.JsApi` and the publisher (which owns
@@ -22,6 +22,11 @@ from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._consumers import compat as _compat
 from nats_sync.jetstream._consumers.consumer import PullConsumer, bind_consumer, put_consumer
 from nats_sync.jetstream._consumers.ordered import OrderedConsumer
+from nats_sync.jetstream._consumers.push import (
+    PushConsumer,
+    bind_push_consumer,
+    put_push_consumer,
+)
 from nats_sync.jetstream._kv.bucket import (
     KeyValue,
     KeyValueConfig,
@@ -241,9 +246,11 @@ class JetStream(NatsPyNames):
         timeout: float | None = None,
         **fields: Any,
     ) -> PullConsumer:
-        """Creates a consumer (the same config again is fine).
+        """Creates a pull consumer (the same config again is fine).
 
         Raises:
+            NotPullConsumerError: the config has a ``deliver_subject`` (use
+                :meth:`create_push_consumer`).
             ConsumerExistsError: it exists with another config.
             StreamNotFoundError: there is no such stream.
         """
@@ -276,13 +283,54 @@ class JetStream(NatsPyNames):
         return put_consumer(self, stream, config, fields, "", timeout)
 
     def consumer(self, stream: str, name: str, timeout: float | None = None) -> PullConsumer:
-        """Binds to an existing consumer.
+        """Binds to an existing pull consumer.
 
         Raises:
+            NotPullConsumerError: it is a push consumer (bind it with
+                :meth:`push_consumer`).
             ConsumerNotFoundError: there is no such consumer.
             StreamNotFoundError: there is no such stream.
         """
         return bind_consumer(self, stream, name, timeout)
+
+    def create_push_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> PushConsumer:
+        """Creates a push consumer: the server sends its messages to its
+        ``deliver_subject`` (a new inbox when not given), in its ``deliver_group``
+        when given, with ``flow_control`` and ``idle_heartbeat`` as set.
+
+        Raises:
+            ConsumerExistsError: it exists with another config.
+            StreamNotFoundError: there is no such stream.
+        """
+        return put_push_consumer(self, stream, config, fields, "create", timeout)
+
+    def create_or_update_push_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> PushConsumer:
+        """Creates the push consumer, or updates it when it exists (as
+        :meth:`create_push_consumer`)."""
+        return put_push_consumer(self, stream, config, fields, "", timeout)
+
+    def push_consumer(self, stream: str, name: str, timeout: float | None = None) -> PushConsumer:
+        """Binds to an existing push consumer (one with a ``deliver_subject``).
+
+        Raises:
+            NotPushConsumerError: it is a pull consumer (bind it with :meth:`consumer`).
+            ConsumerNotFoundError: there is no such consumer.
+        """
+        return bind_push_consumer(self, stream, name, timeout)
 
     def consumer_info(
         self, stream: str, name: str, *, timeout: float | None = None
