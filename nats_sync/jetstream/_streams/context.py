@@ -80,6 +80,9 @@ class JetStream(NatsPyNames):
 
     #: nats-py's ``JetStreamContext.PullSubscription``, what ``pull_subscribe`` returns.
     PullSubscription: TypeAlias = _compat.PullSubscription
+    #: nats-py's ``JetStreamContext.PushSubscription``, what ``subscribe`` and
+    #: ``subscribe_bind`` return (here one type, on a pull or a push consumer).
+    PushSubscription: TypeAlias = _compat.JsSubscription
 
     def __init__(
         self,
