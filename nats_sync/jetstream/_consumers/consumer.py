@@ -553,8 +553,8 @@ def _check_heartbeat(heartbeat: float, max_wait: float) -> None:
 
 
 class MessageSource(Protocol):
-    """What a consume thread reads: a pull consumer's ``MessageStream`` or an ordered
-    consumer's messages."""
+    """What a consume thread reads: a pull consumer's ``MessageStream``, a push
+    consumer's ``PushMessageStream`` or an ordered consumer's messages."""
 
     def next(self, timeout: float | None = None) -> JsMsg:
         """The next message; raises when the source ended."""
@@ -569,8 +569,8 @@ class MessageSource(Protocol):
 
 class ConsumeContext:
     """A running ``consume(cb)``: one thread reading a :class:`MessageSource` (the
-    messages of a pull or an ordered consumer) and calling ``cb`` for each message. A
-    context manager that stops it.
+    messages of a pull, push or ordered consumer) and calling ``cb`` for each message.
+    A context manager that stops it.
     """
 
     def __init__(
