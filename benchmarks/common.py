@@ -21,6 +21,8 @@ IDLE_TIMEOUT = 3.0  # pub->sub: stop waiting after this long without a new messa
 JS_TIMEOUT = 10.0  # JetStream admin calls and acks; generous, a busy VM stalls file writes
 JS_FETCH_BATCH = 500
 JS_FETCH_WAIT = 5.0
+#: The push consumer row's idle heartbeat, seconds (it only has to be watched).
+JS_PUSH_HEARTBEAT = 5.0
 KV_KEY = "bench.key"
 OBJECT_NAME = "bench-object"
 #: Stored and read before the timed object put/get: opens the ack subscription (put)

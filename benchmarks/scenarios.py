@@ -324,6 +324,23 @@ CASES: tuple[Case, ...] = (
         ),
         jetstream=True,
     ),
+    # Push delivery beside it (issue 40): the same messages and acks, the server sending
+    # unasked, with flow control and idle heartbeats (nats-py: js.subscribe + next_msg).
+    Case(
+        "js_push",
+        "JetStream push consumer + ack 128 B (flow control)",
+        "js_push",
+        {"size": 128, "count": 50_000},
+        {"size": 128, "count": 5_000},
+        metrics=(
+            ("msgs_per_s", "received and acked", "msgs/s"),
+            ("cpu_us_per_msg", "CPU per msg", "µs"),
+            ("server_cpu_us", _JS_SERVER_CPU, "µs"),
+            ("errors", "not received", "msgs"),
+            ("unacked", "left un-acked", "msgs"),
+        ),
+        jetstream=True,
+    ),
     # Key-value and object store: buckets are streams, so these run with the JetStream
     # cases (a fresh file-storage bucket per run, deleted after).
     Case(

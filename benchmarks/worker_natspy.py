@@ -264,6 +264,43 @@ async def _js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics
     return metrics
 
 
+async def _js_push(url: str, server_pid: int, size: int, count: int) -> Metrics:
+    data = c.payload(size)
+    async with _js_stream(url, "js_push") as (nc, js, names):
+        failed = _failed(await _publish_all(js, names.subject, data, count))
+        # js.subscribe makes the durable push consumer (explicit acks by default); no
+        # callback, so it is read with next_msg and acked by hand, as on our side.
+        sub = await js.subscribe(
+            names.subject,
+            durable=names.durable,
+            stream=names.stream,
+            manual_ack=True,
+            flow_control=True,
+            idle_heartbeat=c.JS_PUSH_HEARTBEAT,
+        )
+        next_msg = sub.next_msg
+        received = 0
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        try:
+            while received < count:
+                msg = await next_msg(timeout=c.JS_FETCH_WAIT)
+                await msg.ack()
+                received += 1
+        except nats.errors.TimeoutError:
+            pass  # nothing within the wait: the count below shows the shortfall
+        await nc.flush(timeout=c.JS_TIMEOUT)
+        watch.stop()
+        unacked = await _unacked(js, names)
+        await sub.unsubscribe()
+    metrics = c.throughput_metrics(max(received, 1), watch, "msgs")
+    metrics.update(
+        c.server_cpu_metric(watch, max(received, 1)),
+        errors=failed + count - received,
+        unacked=unacked,
+    )
+    return metrics
+
+
 async def _unacked(js: Any, names: c.JsNames) -> int:
     """The consumer's ack-pending count once it settles (the server applies acks
     asynchronously, so right after the flush a few may still be queued)."""
@@ -397,6 +434,7 @@ SCENARIOS = {
     "js_publish_async": _sync(_js_publish_async),
     "js_fast_publish": _sync(_js_fast_publish),
     "js_fetch": _sync(_js_fetch),
+    "js_push": _sync(_js_push),
     "kv_get": _sync(_kv_get),
     "kv_put": _sync(_kv_put),
     "obj_put": _sync(_obj_put),

@@ -317,6 +317,41 @@ def js_fetch(url: str, server_pid: int, size: int, count: int) -> Metrics:
     return metrics
 
 
+def js_push(url: str, server_pid: int, size: int, count: int) -> Metrics:
+    """``count`` stored messages through a durable explicit-ack push consumer with flow
+    control and idle heartbeats: ``messages()``, ``ack()`` each, then flush."""
+    data = c.payload(size)
+    with _js_stream(url, "js_push") as (nc, js, names):
+        failed = _failed(_publish_all(js, names.subject, data, count))
+        consumer = js.create_push_consumer(
+            names.stream,
+            durable_name=names.durable,
+            ack_policy="explicit",
+            flow_control=True,
+            idle_heartbeat=c.JS_PUSH_HEARTBEAT,
+        )
+        received = 0
+        watch = c.Stopwatch(peer_pid=server_pid).start()
+        with consumer.messages() as stream:
+            take = stream.next
+            try:
+                while received < count:
+                    take(timeout=c.JS_FETCH_WAIT).ack()
+                    received += 1
+            except nats_sync.TimeoutError:
+                pass  # nothing within the wait: the count below shows the shortfall
+            nc.flush(timeout=c.JS_TIMEOUT)
+        watch.stop()
+        unacked = _unacked(lambda: consumer.info().num_ack_pending)
+    metrics = c.throughput_metrics(max(received, 1), watch, "msgs")
+    metrics.update(
+        c.server_cpu_metric(watch, max(received, 1)),
+        errors=failed + count - received,
+        unacked=unacked,
+    )
+    return metrics
+
+
 def _unacked(ack_pending: Callable[[], int]) -> int:
     """The consumer's ack-pending count once it settles (the server applies acks
     asynchronously, so right after the flush a few may still be queued)."""
@@ -442,6 +477,7 @@ SCENARIOS = {
     "js_publish_async": js_publish_async,
     "js_fast_publish": js_fast_publish,
     "js_fetch": js_fetch,
+    "js_push": js_push,
     "kv_get": kv_get,
     "kv_put": kv_put,
     "obj_put": obj_put,

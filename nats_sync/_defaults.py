@@ -214,6 +214,9 @@ JS_FETCH_HEARTBEAT = 5.0
 JS_STREAM_MIN_WAIT = 1.0
 JS_STREAM_MIN_HEARTBEAT = 0.5
 JS_STREAM_MAX_HEARTBEAT = 30.0
+#: Seconds a push read's check of its consumer (after a missed heartbeat) may take at
+#: least, even when the caller's ``next(timeout)`` has less left.
+JS_PUSH_MIN_CHECK = 0.5
 #: Chunk bytes a put may have unacknowledged, and a read asks for per batch: enough to
 #: keep the link busy, small enough that a 10 GB file needs no more memory than this.
 OBJ_WINDOW_BYTES = 8 * 1024 * 1024

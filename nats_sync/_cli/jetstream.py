@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
@@ -73,13 +74,24 @@ def add_parsers(commands: Any, add_options: AddOptions) -> None:
     info = actions.add_parser("info", help="a consumer's config and position (JSON)")
     info.add_argument("stream")
     info.add_argument("name")
-    add = actions.add_parser("add", help="create a durable pull consumer")
+    add = actions.add_parser("add", help="create a durable pull (or push) consumer")
     add.add_argument("stream")
     add.add_argument("name")
     add.add_argument("--filter", default=None, help="only this subject (wildcards allowed)")
     add.add_argument("--ack", choices=("explicit", "none", "all"), default="explicit")
     add.add_argument("--deliver", choices=("all", "last", "new", "last_per_subject"), default="all")
     add.add_argument("--max-ack-pending", type=int, default=None)
+    add.add_argument(
+        "--push", action="store_true", help="a push consumer (the server sends, unasked)"
+    )
+    add.add_argument(
+        "--deliver-subject", default=None, help="push: where it sends (default a new inbox)"
+    )
+    add.add_argument(
+        "--deliver-group", default=None, help="push: the readers' queue group that shares"
+    )
+    add.add_argument("--flow-control", action="store_true", help="push: with flow control")
+    add.add_argument("--heartbeat", type=float, default=None, help="push: idle heartbeat, s")
     remove = actions.add_parser("rm", help="delete a consumer")
     remove.add_argument("stream")
     remove.add_argument("name")
@@ -266,17 +278,9 @@ def handlers(connect: Connect) -> dict[str, Handler]:
                         f"{info.num_ack_pending} unacknowledged\n"
                     )
             elif args.action == "info":
-                out.write(_json(js.consumer(args.stream, args.name).info()) + "\n")
+                out.write(_json(js.consumer_info(args.stream, args.name)) + "\n")
             elif args.action == "add":
-                made = js.create_consumer(
-                    args.stream,
-                    durable_name=args.name,
-                    filter_subject=args.filter,
-                    ack_policy=args.ack,
-                    deliver_policy=args.deliver,
-                    max_ack_pending=args.max_ack_pending,
-                )
-                out.write(f"consumer {made.name} on {args.stream}\n")
+                _add_consumer(js, args, out)
             elif args.action == "rm":
                 js.delete_consumer(args.stream, args.name)
                 out.write(f"consumer {args.name} on {args.stream} deleted\n")
@@ -379,9 +383,43 @@ def _entry_line(entry: Entry) -> str:
     return f"{entry.revision}\t{entry.operation}\t{stamp}\t{entry.key}\t{value}"
 
 
+def _add_consumer(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
+    fields: dict[str, Any] = {
+        "durable_name": args.name,
+        "filter_subject": args.filter,
+        "ack_policy": args.ack,
+        "deliver_policy": args.deliver,
+        "max_ack_pending": args.max_ack_pending,
+    }
+    push: dict[str, Any] = {
+        "deliver_subject": args.deliver_subject,
+        "deliver_group": args.deliver_group,
+        "flow_control": args.flow_control or None,
+        "idle_heartbeat": args.heartbeat,
+    }
+    if not args.push:
+        options = ("--deliver-subject", "--deliver-group", "--flow-control", "--heartbeat")
+        used = [option for option, value in zip(options, push.values(), strict=True) if value]
+        if used:
+            raise InvalidArgumentError(f"{', '.join(used)}: for a push consumer (add --push)")
+        made = js.create_consumer(args.stream, **fields)
+        out.write(f"consumer {made.name} on {args.stream}\n")
+        return
+    pushed = js.create_push_consumer(args.stream, **fields, **push)
+    config = pushed.cached_info.config
+    group = f" in group {config.deliver_group}" if config.deliver_group else ""
+    out.write(
+        f"push consumer {pushed.name} on {args.stream} delivers to {config.deliver_subject}"
+        f"{group}\n"
+    )
+
+
 def _next(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
     if args.count < 1:
         raise InvalidArgumentError(f"--count must be >= 1, got {args.count}")
+    if js.consumer_info(args.stream, args.name).config.deliver_subject:
+        _next_pushed(js, args, out)
+        return
     reader = js.consumer(args.stream, args.name)
     batch = reader.fetch(
         args.count,
@@ -577,3 +615,31 @@ def publish_fast(
 
 def _batch_line(ack: BatchAck) -> str:
     return f"{ack.stream}\tseq {ack.seq}\tbatch {ack.batch_id}\tcount {ack.count}\n"
+
+
+def _next_pushed(js: JetStream, args: argparse.Namespace, out: TextIO) -> None:
+    """``consumer next`` on a push consumer: what it sends within ``--timeout``."""
+    shown = 0
+    with js.push_consumer(args.stream, args.name).messages() as stream:
+        deadline = time.monotonic() + args.timeout
+        while shown < args.count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                msg = stream.next(timeout=left)
+            except TimeoutError:
+                break
+            meta = msg.metadata
+            out.write(
+                f"[{msg.subject}] stream seq {meta.sequence.stream}, "
+                f"delivered {meta.num_delivered}x\n"
+            )
+            out.write(msg.data.decode("utf-8", "replace") + "\n")
+            if not args.no_ack:
+                msg.ack()
+            shown += 1
+    if shown == 0:
+        out.write(f"no message within {args.timeout}s\n")
+    elif not args.no_ack:
+        js.client.flush(args.timeout)  # the acks reach the server before we disconnect

@@ -17,6 +17,7 @@ from nats_sync.jetstream._consumers.consumer import (
     SequencePair,
 )
 from nats_sync.jetstream._consumers.ordered import OrderedConsumer
+from nats_sync.jetstream._consumers.push import PushConsumer, PushMessageStream
 from nats_sync.jetstream._kv.bucket import (
     Entry,
     KeyValue,
@@ -108,6 +109,7 @@ from nats_sync.jetstream.errors import (
     MaximumConsumersLimitError,
     MessageNotFoundError,
     MirrorWithCountersError,
+    MissedHeartbeatError,
     MsgAlreadyAckdError,
     MsgTTLDisabledError,
     MsgTTLInvalidError,
@@ -116,6 +118,8 @@ from nats_sync.jetstream.errors import (
     NoStreamResponseError,
     NotFoundError,
     NotJSMessageError,
+    NotPullConsumerError,
+    NotPushConsumerError,
     ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
@@ -211,6 +215,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageStream",
     "MirrorWithCountersError",
+    "MissedHeartbeatError",
     "MsgAlreadyAckdError",
     "MsgMetadata",
     "MsgTTLDisabledError",
@@ -220,6 +225,8 @@ __all__ = [
     "NoStreamResponseError",
     "NotFoundError",
     "NotJSMessageError",
+    "NotPullConsumerError",
+    "NotPushConsumerError",
     "ObjectDeletedError",
     "ObjectInfo",
     "ObjectNotFoundError",
@@ -238,6 +245,8 @@ __all__ = [
     "PubAck",
     "PublishAckTimeoutError",
     "PullConsumer",
+    "PushConsumer",
+    "PushMessageStream",
     "ScheduleInvalidError",
     "SchedulesNotEnabledError",
     "SequenceInfo",

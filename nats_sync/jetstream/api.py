@@ -27,6 +27,7 @@ from nats_sync.jetstream._streams.wire import (
     parse_time,
     to_ns,
 )
+from nats_sync.jetstream.errors import NotPullConsumerError
 
 _T = TypeVar("_T", bound="ApiObject")
 
@@ -255,22 +256,24 @@ class ConsumerConfig(ApiObject):
     priority_groups: list[str] | None = None
     priority_policy: str | None = None
     priority_timeout: float | None = field(default=None, metadata=_DURATION)
-    # push consumers only (the client reads with pull; kept so configs round-trip)
+    # push consumers only (``js.create_push_consumer``; a pull consumer has none)
     deliver_subject: str | None = None
     deliver_group: str | None = None
     idle_heartbeat: float | None = field(default=None, metadata=_DURATION)
     flow_control: bool | None = None
 
     def create_call(
-        self, stream: str, action: str, new_name: Callable[[], str]
+        self, stream: str, action: str, new_name: Callable[[], str], *, push: bool = False
     ) -> tuple[str, dict[str, Any]]:
         """The API call (after the prefix) and body that create (``action`` "create"),
         update ("update") or create-or-update ("") this consumer on ``stream``; a
-        consumer without a name is named ``new_name()``.
+        consumer without a name is named ``new_name()``. ``push``: a push consumer is
+        meant (its ``deliver_subject`` is then required, else refused).
 
         Raises:
-            InvalidArgumentError: two different names, a push consumer's
-                ``deliver_subject``, or an update without a name.
+            InvalidArgumentError: two different names, or an update without a name.
+            NotPullConsumerError: a ``deliver_subject`` where a pull consumer is meant
+                (also an ``InvalidArgumentError``).
             InvalidConsumerNameError: the name holds a character names may not.
         """
         if self.durable_name and self.name and self.durable_name != self.name:
@@ -283,10 +286,13 @@ class ConsumerConfig(ApiObject):
             check_consumer_name(name)
         elif action == "update":
             raise InvalidArgumentError("update_consumer needs the consumer's name")
-        if self.deliver_subject:
-            raise InvalidArgumentError(
-                "deliver_subject makes a push consumer; nats_sync reads with pull consumers "
-                "(leave it out and use fetch, messages or consume)"
+        if push and not self.deliver_subject:
+            raise InvalidArgumentError("a push consumer needs a deliver_subject")
+        if self.deliver_subject and not push:
+            raise NotPullConsumerError(
+                f"deliver_subject {self.deliver_subject!r} makes a push consumer: make it "
+                "with js.create_push_consumer (or create_or_update_push_consumer), or leave "
+                "deliver_subject out for a pull consumer"
             )
         # With one filter subject the server checks it against the subject it was sent to;
         # nats.go and nats-py use this form too. An ephemeral consumer is named by us.

@@ -69,6 +69,7 @@ __all__ = [
     "MaximumConsumersLimitError",
     "MessageNotFoundError",
     "MirrorWithCountersError",
+    "MissedHeartbeatError",
     "MsgAlreadyAckdError",
     "MsgTTLDisabledError",
     "MsgTTLInvalidError",
@@ -77,6 +78,8 @@ __all__ = [
     "NoStreamResponseError",
     "NotFoundError",
     "NotJSMessageError",
+    "NotPullConsumerError",
+    "NotPushConsumerError",
     "ObjectDeletedError",
     "ObjectNotFoundError",
     "ObjectStoreError",
@@ -508,6 +511,15 @@ class NoHeartbeatError(JetStreamError):
     label = "no heartbeat received"
 
 
+class MissedHeartbeatError(NoHeartbeatError):
+    """A push consumer sent nothing, not even an idle heartbeat, for two of its
+    ``idle_heartbeat`` intervals while connected: the server, the route or the consumer
+    may be gone. A warning: the reading goes on (``consume`` reports it to its
+    ``error_cb``; ``messages()`` raises it from ``next()`` once per silence)."""
+
+    label = "missed idle heartbeat"
+
+
 class NotJSMessageError(JetStreamError):
     """The message was not delivered by a JetStream consumer (no ack subject)."""
 
@@ -653,6 +665,21 @@ class InvalidConsumerNameError(JetStreamError, InvalidArgumentError):
     """A consumer name is empty or holds ``. * > / \\`` or whitespace."""
 
     label = "invalid consumer name"
+
+
+class NotPullConsumerError(JetStreamError, InvalidArgumentError):
+    """A push consumer (it has a ``deliver_subject``) was given where a pull consumer is
+    made or bound: ``create_consumer`` with a ``deliver_subject``, or ``js.consumer`` on
+    a push consumer. Use ``create_push_consumer`` or ``push_consumer``."""
+
+    label = "not a pull consumer"
+
+
+class NotPushConsumerError(JetStreamError, InvalidArgumentError):
+    """``push_consumer`` named a pull consumer (no ``deliver_subject``): bind it with
+    ``js.consumer``."""
+
+    label = "not a push consumer"
 
 
 class InvalidBucketNameError(KeyValueError, InvalidArgumentError):

@@ -101,3 +101,43 @@ def test_bad_arguments_are_clear(
     with pytest.raises(SystemExit) as raised:
         main(["stream", "frobnicate"])
     assert raised.value.code == 2
+
+
+def test_consumer_add_push_then_info_and_next_read_it(
+    jetstream_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = jetstream_server.url
+    cli(capsys, "stream", "add", "PUSHED", "--subjects", "pushed.>", "-s", url)
+    with nats_sync.connect(url) as nc:
+        for n in range(3):
+            nc.request(f"pushed.{n}", b"job %d" % n, timeout=5)
+    status, out, err = cli(
+        capsys,
+        "consumer",
+        "add",
+        "PUSHED",
+        "feed",
+        "--push",
+        "--deliver-group",
+        "readers",
+        "--heartbeat",
+        "2",
+        "-s",
+        url,
+    )
+    assert status == 0, err
+    assert out.startswith("push consumer feed on PUSHED delivers to _INBOX.")
+    assert out.rstrip().endswith("in group readers")
+    status, out, _ = cli(capsys, "consumer", "info", "PUSHED", "feed", "-s", url)
+    config = json.loads(out)["config"]
+    assert config["deliver_group"] == "readers" and config["idle_heartbeat"] == 2_000_000_000
+    status, out, err = cli(
+        capsys, "consumer", "next", "PUSHED", "feed", "--count", "2", "--timeout", "5", "-s", url
+    )
+    assert status == 0, err
+    assert "[pushed.0] stream seq 1, delivered 1x\njob 0\n" in out and "job 1" in out
+    assert "job 2" not in out
+    status, _, err = cli(
+        capsys, "consumer", "add", "PUSHED", "x", "--flow-control", "--heartbeat", "1", "-s", url
+    )
+    assert status == 1 and "--flow-control, --heartbeat: for a push consumer (add --push)" in err

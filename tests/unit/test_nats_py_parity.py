@@ -51,10 +51,6 @@ CLIENT_DIFFERENCES = {
 #: Public names of nats-py's JetStreamContext and JetStreamManager missing on the
 #: JetStream context, and why.
 JETSTREAM_DIFFERENCES = {
-    # nats_sync reads JetStream with pull consumers only: js.subscribe runs on a pull
-    # consumer (or an ordered one), so there is no push subscription to return or bind.
-    "PushSubscription": "no push consumers: js.subscribe reads a pull consumer",
-    "subscribe_bind": "binds a push consumer; use pull_subscribe_bind or js.consumer()",
     # nats-py's own helper that reads the Status header of a message.
     "is_status_msg": "an internal helper of nats-py; Msg.status carries the status",
 }

@@ -1,14 +1,17 @@
-"""nats-py's legacy JetStream reading names, on pull consumers: ``pull_subscribe`` and
-``subscribe``.
+"""nats-py's legacy JetStream reading names: ``pull_subscribe``, ``subscribe`` and
+``subscribe_bind``.
 
 How it works: ``pull_subscribe`` binds (or creates) a pull consumer filtered on the
 subject and wraps it in :class:`PullSubscription`, whose ``fetch(batch, timeout)``
 returns a list and raises ``TimeoutError`` only when nothing at all arrived, as nats-py
-does. ``subscribe`` has no push consumer under it: it reads a pull consumer with
-``messages()`` (or ``consume(cb)`` when a callback is given, acknowledging after the
-callback returns unless ``manual_ack``), or an ordered consumer for
-``ordered_consumer=True``. The threads are those of ``messages``/``consume``; these
-wrappers hold only what they were built with.
+does. ``subscribe`` reads a pull consumer with ``messages()`` (or ``consume(cb)`` when a
+callback is given, acknowledging after the callback returns unless ``manual_ack``), or
+an ordered consumer for ``ordered_consumer=True``; it reads a push consumer the same
+way when the consumer its ``durable`` (or ``queue``) names is one, or when ``config``
+has a ``deliver_subject`` (then it makes a push consumer, as nats-py does, in the
+``queue`` as its deliver group). ``subscribe_bind`` reads an existing push consumer.
+The threads are those of ``messages``/``consume``; these wrappers hold only what they
+were built with.
 """
 
 from __future__ import annotations
@@ -18,11 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from nats_sync import errors as core_errors
 from nats_sync.errors import InvalidArgumentError
-from nats_sync.jetstream._consumers.consumer import PullConsumer, bind_consumer, put_consumer
+from nats_sync.jetstream._consumers.consumer import PullConsumer, put_consumer
 from nats_sync.jetstream._consumers.ordered import OrderedConsumer
+from nats_sync.jetstream._consumers.push import (
+    PushConsumer,
+    bind_push_consumer,
+    put_push_consumer,
+)
 from nats_sync.jetstream._streams.wire import check_stream_name
 from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo
-from nats_sync.jetstream.errors import ConsumerNotFoundError, JetStreamError
+from nats_sync.jetstream.errors import ConsumerNotFoundError, JetStreamError, NotPullConsumerError
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._consumers.msg import JsMsg
@@ -73,12 +81,12 @@ class PullSubscription:
 
 
 class JsSubscription:
-    """nats-py's ``js.subscribe`` result, read from a pull (or ordered) consumer."""
+    """nats-py's ``js.subscribe`` result, read from a pull, push or ordered consumer."""
 
     def __init__(
         self,
         js: JsContext,
-        consumer: PullConsumer | None,
+        consumer: PullConsumer | PushConsumer | None,
         reader: Any,
         *,
         ephemeral: bool,
@@ -146,6 +154,11 @@ def pull_subscribe(
     """See ``JetStream.pull_subscribe``."""
     stream_name = stream or js.stream_name_by_subject(subject)
     consumer, ephemeral = _bind_or_create(js, stream_name, subject, durable, config, None)
+    if isinstance(consumer, PushConsumer):
+        raise NotPullConsumerError(
+            f"consumer {durable!r} of stream {stream_name!r} is a push consumer: read it "
+            "with js.subscribe or js.subscribe_bind"
+        )
     return PullSubscription(js, consumer, ephemeral=ephemeral)
 
 
@@ -179,16 +192,92 @@ def subscribe(
             js, None, reader, ephemeral=False, with_callback=cb is not None, on_end=ordered.stop
         )
     # A queue group shares one durable consumer named after it (nats-py does the same).
+    if queue and durable and durable != queue:
+        raise InvalidArgumentError(
+            f"cannot create queue subscription {queue!r} to consumer {durable!r}"
+        )
     name = durable or queue
-    consumer, ephemeral = _bind_or_create(js, stream_name, subject, name, config, deliver_policy)
+    consumer: PullConsumer | PushConsumer
+    if config is not None and config.deliver_subject and not _exists(js, stream_name, name):
+        consumer = _create_push(js, stream_name, subject, name, queue, config, deliver_policy)
+        ephemeral = not name
+    else:
+        consumer, ephemeral = _bind_or_create(
+            js, stream_name, subject, name, config, deliver_policy
+        )
+    if isinstance(consumer, PushConsumer):
+        _check_group(consumer, queue)
     reader = _read(consumer, cb, manual_ack=manual_ack)
     return JsSubscription(js, consumer, reader, ephemeral=ephemeral, with_callback=cb is not None)
+
+
+def subscribe_bind(
+    js: JsContext,
+    stream: str,
+    config: ConsumerConfig | None,
+    consumer: str,
+    cb: Callable[[JsMsg], None] | None = None,
+    manual_ack: bool = False,
+) -> JsSubscription:
+    """See ``JetStream.subscribe_bind``."""
+    if cb is not None and not callable(cb):
+        raise InvalidArgumentError(f"cb must be callable, got {cb!r}")
+    # The server's config, not the caller's copy, says where the messages go.
+    bound = bind_push_consumer(js, stream, consumer, None)
+    reader = _read(bound, cb, manual_ack=manual_ack)
+    return JsSubscription(js, bound, reader, ephemeral=False, with_callback=cb is not None)
+
+
+def _exists(js: JsContext, stream: str, name: str | None) -> bool:
+    if not name:
+        return False
+    try:
+        js.consumer_info(stream, name)
+    except ConsumerNotFoundError:
+        return False
+    return True
+
+
+def _create_push(
+    js: JsContext,
+    stream: str,
+    subject: str,
+    durable: str | None,
+    queue: str | None,
+    config: ConsumerConfig,
+    deliver_policy: str | None,
+) -> PushConsumer:
+    """A push consumer as nats-py's ``subscribe`` makes one: filtered on ``subject``,
+    explicit acks, the ``queue`` as its deliver group."""
+    fields: dict[str, Any] = {}
+    if not config.filter_subject and not config.filter_subjects:
+        fields["filter_subject"] = subject
+    if config.ack_policy is None:
+        fields["ack_policy"] = "explicit"
+    if deliver_policy and config.deliver_policy is None:
+        fields["deliver_policy"] = deliver_policy
+    if durable and not config.durable_name:
+        fields["durable_name"] = durable
+    if queue and not config.deliver_group:
+        fields["deliver_group"] = queue
+    return put_push_consumer(js, stream, config.replace(**fields), {}, "create", None)
+
+
+def _check_group(consumer: PushConsumer, queue: str | None) -> None:
+    """nats-py's rule: a queue subscription reads only a consumer of that deliver group,
+    and a plain one only a consumer without."""
+    group = consumer.cached_info.config.deliver_group
+    if (queue or None) != (group or None):
+        raise InvalidArgumentError(
+            f"push consumer {consumer.name!r} has deliver group {group!r}; a subscription "
+            f"in queue {queue!r} cannot read it"
+        )
 
 
 def _read(source: Any, cb: Callable[[JsMsg], None] | None, *, manual_ack: bool) -> Any:
     if cb is None:
         return source.messages()
-    if manual_ack:
+    if manual_ack or _acks_none(source):
         return source.consume(cb)
     callback = cb
 
@@ -200,6 +289,11 @@ def _read(source: Any, cb: Callable[[JsMsg], None] | None, *, manual_ack: bool) 
     return source.consume(acking)
 
 
+def _acks_none(source: Any) -> bool:
+    """A push consumer that takes no acks is not acknowledged after ``cb`` (nats-py)."""
+    return isinstance(source, PushConsumer) and source.cached_info.config.ack_policy == "none"
+
+
 def _bind_or_create(
     js: JsContext,
     stream: str,
@@ -207,12 +301,18 @@ def _bind_or_create(
     durable: str | None,
     config: ConsumerConfig | None,
     deliver_policy: str | None,
-) -> tuple[PullConsumer, bool]:
+) -> tuple[PullConsumer | PushConsumer, bool]:
+    """The consumer ``durable`` names, read as it is (pull or push), or a new pull
+    consumer."""
     if durable:
         try:
-            return bind_consumer(js, stream, durable, None), False
+            info = js.consumer_info(stream, durable)
         except ConsumerNotFoundError:
             pass
+        else:
+            if info.config.deliver_subject:
+                return PushConsumer(js, stream, info), False
+            return PullConsumer(js, stream, info), False
     fields: dict[str, Any] = {}
     base = config or ConsumerConfig()
     if not base.filter_subject and not base.filter_subjects:
@@ -227,7 +327,7 @@ def _bind_or_create(
     return consumer, not durable
 
 
-def _delete_quietly(js: JsContext, consumer: PullConsumer) -> None:
+def _delete_quietly(js: JsContext, consumer: PullConsumer | PushConsumer) -> None:
     try:
         js.delete_consumer(consumer.stream_name, consumer.name)
     except (JetStreamError, core_errors.Error):

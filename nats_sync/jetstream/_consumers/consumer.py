@@ -62,7 +62,11 @@ from nats_sync.jetstream._consumers.pull import (
 from nats_sync.jetstream._consumers.pull_wire import pull_body
 from nats_sync.jetstream._streams.wire import CoreClient, check_stream_name
 from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo, config_with
-from nats_sync.jetstream.errors import ConsumerNotFoundError, StreamNotFoundError
+from nats_sync.jetstream.errors import (
+    ConsumerNotFoundError,
+    NotPullConsumerError,
+    StreamNotFoundError,
+)
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._streams.context_api import JsContext
@@ -487,7 +491,7 @@ def put_consumer(
     """
     full = config_with(ConsumerConfig, config, fields, "config")
     stream = check_stream_name(stream)
-    call, body = full.create_call(stream, action, lambda: _ephemeral_name(js.client))
+    call, body = full.create_call(stream, action, lambda: ephemeral_name(js.client))
     return PullConsumer(js, stream, ConsumerInfo.from_api(js.api.request(call, body, timeout)))
 
 
@@ -495,14 +499,22 @@ def bind_consumer(js: JsContext, stream: str, name: str, timeout: float | None) 
     """An existing consumer (``js.consumer``).
 
     Raises:
+        NotPullConsumerError: it is a push consumer (bind it with ``js.push_consumer``).
         ConsumerNotFoundError: there is no such consumer.
         StreamNotFoundError: there is no such stream.
     """
     stream = check_stream_name(stream)
-    return PullConsumer(js, stream, js.consumer_info(stream, name, timeout=timeout))
+    info = js.consumer_info(stream, name, timeout=timeout)
+    if info.config.deliver_subject:
+        raise NotPullConsumerError(
+            f"consumer {name!r} of stream {stream!r} is a push consumer (deliver_subject "
+            f"{info.config.deliver_subject!r}): bind it with js.push_consumer"
+        )
+    return PullConsumer(js, stream, info)
 
 
-def _ephemeral_name(client: CoreClient) -> str:
+def ephemeral_name(client: CoreClient) -> str:
+    """A name for a consumer made without one (pull or push)."""
     # A NUID's first characters are the same for every id of a process: hash the whole
     # id so names made one after the other differ in every character.
     return hashlib.sha256(client.new_inbox().encode()).hexdigest()[:10]
@@ -541,8 +553,8 @@ def _check_heartbeat(heartbeat: float, max_wait: float) -> None:
 
 
 class MessageSource(Protocol):
-    """What a consume thread reads: a pull consumer's ``MessageStream`` or an ordered
-    consumer's messages."""
+    """What a consume thread reads: a pull consumer's ``MessageStream``, a push
+    consumer's ``PushMessageStream`` or an ordered consumer's messages."""
 
     def next(self, timeout: float | None = None) -> JsMsg:
         """The next message; raises when the source ended."""
@@ -557,8 +569,8 @@ class MessageSource(Protocol):
 
 class ConsumeContext:
     """A running ``consume(cb)``: one thread reading a :class:`MessageSource` (the
-    messages of a pull or an ordered consumer) and calling ``cb`` for each message. A
-    context manager that stops it.
+    messages of a pull, push or ordered consumer) and calling ``cb`` for each message.
+    A context manager that stops it.
     """
 
     def __init__(

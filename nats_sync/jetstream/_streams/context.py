@@ -1,6 +1,6 @@
 """The JetStream context: account info, stream and consumer management, and the door to
-publishing (``publish``), reading (``Stream``, ``PullConsumer``, ``OrderedConsumer``)
-and the legacy nats-py names.
+publishing (``publish``), reading (``Stream``, ``PullConsumer``, ``PushConsumer``,
+``OrderedConsumer``), the buckets (``BucketCalls``) and the legacy nats-py names.
 
 How it works: :class:`JetStream` is made by ``nc.jetstream(...)`` and holds only its
 settings, the :class:`~nats_sync.jetstream._streams.wire.JsApi` and the publisher (which owns
@@ -22,30 +22,17 @@ from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._consumers import compat as _compat
 from nats_sync.jetstream._consumers.consumer import PullConsumer, bind_consumer, put_consumer
 from nats_sync.jetstream._consumers.ordered import OrderedConsumer
-from nats_sync.jetstream._kv.bucket import (
-    KeyValue,
-    KeyValueConfig,
-    KeyValueStatus,
-    bind_bucket,
-    bucket_names,
-    bucket_statuses,
-    delete_bucket,
-    put_bucket,
-)
-from nats_sync.jetstream._object_store.config import ObjectStoreStatus
-from nats_sync.jetstream._object_store.store import (
-    ObjectStore,
-    bind_object_store,
-    delete_object_store,
-    put_object_store,
-    store_names,
-    store_statuses,
+from nats_sync.jetstream._consumers.push import (
+    PushConsumer,
+    bind_push_consumer,
+    put_push_consumer,
 )
 from nats_sync.jetstream._publishing.atomic import AtomicBatch, publish_atomic
 from nats_sync.jetstream._publishing.counter import Counter
 from nats_sync.jetstream._publishing.fast import FastPublisher
 from nats_sync.jetstream._publishing.publish import JsPublisher
 from nats_sync.jetstream._publishing.schedule import publish_scheduled
+from nats_sync.jetstream._streams.context_buckets import BucketCalls
 from nats_sync.jetstream._streams.context_compat import NatsPyNames
 from nats_sync.jetstream._streams.stream import Stream, bind_stream, put_stream
 from nats_sync.jetstream._streams.wire import (
@@ -70,7 +57,7 @@ from nats_sync.jetstream.api import (
 from nats_sync.jetstream.errors import JetStreamError, StreamNotFoundError
 
 
-class JetStream(NatsPyNames):
+class JetStream(BucketCalls, NatsPyNames):
     """JetStream over one connection; made by :meth:`nats_sync.Client.jetstream`.
 
     Every method blocks and is safe from any thread. Admin calls take ``timeout``
@@ -80,6 +67,9 @@ class JetStream(NatsPyNames):
 
     #: nats-py's ``JetStreamContext.PullSubscription``, what ``pull_subscribe`` returns.
     PullSubscription: TypeAlias = _compat.PullSubscription
+    #: nats-py's ``JetStreamContext.PushSubscription``, what ``subscribe`` and
+    #: ``subscribe_bind`` return (here one type, on a pull or a push consumer).
+    PushSubscription: TypeAlias = _compat.JsSubscription
 
     def __init__(
         self,
@@ -263,9 +253,11 @@ class JetStream(NatsPyNames):
         timeout: float | None = None,
         **fields: Any,
     ) -> PullConsumer:
-        """Creates a consumer (the same config again is fine).
+        """Creates a pull consumer (the same config again is fine).
 
         Raises:
+            NotPullConsumerError: the config has a ``deliver_subject`` (use
+                :meth:`create_push_consumer`).
             ConsumerExistsError: it exists with another config.
             StreamNotFoundError: there is no such stream.
         """
@@ -298,13 +290,54 @@ class JetStream(NatsPyNames):
         return put_consumer(self, stream, config, fields, "", timeout)
 
     def consumer(self, stream: str, name: str, timeout: float | None = None) -> PullConsumer:
-        """Binds to an existing consumer.
+        """Binds to an existing pull consumer.
 
         Raises:
+            NotPullConsumerError: it is a push consumer (bind it with
+                :meth:`push_consumer`).
             ConsumerNotFoundError: there is no such consumer.
             StreamNotFoundError: there is no such stream.
         """
         return bind_consumer(self, stream, name, timeout)
+
+    def create_push_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> PushConsumer:
+        """Creates a push consumer: the server sends its messages to its
+        ``deliver_subject`` (a new inbox when not given), in its ``deliver_group``
+        when given, with ``flow_control`` and ``idle_heartbeat`` as set.
+
+        Raises:
+            ConsumerExistsError: it exists with another config.
+            StreamNotFoundError: there is no such stream.
+        """
+        return put_push_consumer(self, stream, config, fields, "create", timeout)
+
+    def create_or_update_push_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> PushConsumer:
+        """Creates the push consumer, or updates it when it exists (as
+        :meth:`create_push_consumer`)."""
+        return put_push_consumer(self, stream, config, fields, "", timeout)
+
+    def push_consumer(self, stream: str, name: str, timeout: float | None = None) -> PushConsumer:
+        """Binds to an existing push consumer (one with a ``deliver_subject``).
+
+        Raises:
+            NotPushConsumerError: it is a pull consumer (bind it with :meth:`consumer`).
+            ConsumerNotFoundError: there is no such consumer.
+        """
+        return bind_push_consumer(self, stream, name, timeout)
 
     def consumer_info(
         self, stream: str, name: str, *, timeout: float | None = None
@@ -355,128 +388,6 @@ class JetStream(NatsPyNames):
             opt_start_time=opt_start_time,
             headers_only=headers_only,
         )
-
-    # --- object store -----------------------------------------------------------------
-
-    def create_object_store(self, bucket: str, **fields: Any) -> ObjectStore:
-        """Creates an object store bucket (the same settings again is fine).
-
-        Args:
-            bucket: the name (letters, digits, ``-``, ``_``).
-            **fields: ``ObjectStoreConfig``'s: description, ttl (seconds), max_bytes,
-                storage ("file" | "memory"), replicas, compression, metadata, placement.
-
-        Raises:
-            InvalidBucketNameError: a bad name.
-            StreamNameAlreadyInUseError: the bucket exists with other settings.
-        """
-        return put_object_store(self, bucket, fields, "CREATE")
-
-    def update_object_store(self, bucket: str, **fields: Any) -> ObjectStore:
-        """Changes an object store bucket's settings, keeping its objects (nats.go's
-        ``UpdateObjectStore``).
-
-        The bucket takes the settings given whole, as ``create_object_store`` makes
-        them: a field not given goes back to its default.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-            JetStreamError: a change the server refuses (the storage type, ...).
-        """
-        return put_object_store(self, bucket, fields, "UPDATE")
-
-    def create_or_update_object_store(self, bucket: str, **fields: Any) -> ObjectStore:
-        """Updates an object store bucket's settings, or creates it when it does not exist."""
-        return put_object_store(self, bucket, fields, "")
-
-    def object_stores(self, timeout: float | None = None) -> Iterator[ObjectStoreStatus]:
-        """The status of every object store bucket, page by page."""
-        return store_statuses(self, timeout)
-
-    def object_store_names(self, timeout: float | None = None) -> Iterator[str]:
-        """The names of the object store buckets, page by page."""
-        return store_names(self, timeout)
-
-    def object_store(self, bucket: str) -> ObjectStore:
-        """Binds to an existing object store bucket.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-        """
-        return bind_object_store(self, bucket)
-
-    def delete_object_store(self, bucket: str) -> None:
-        """Deletes an object store bucket and every object in it.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-        """
-        delete_object_store(self, bucket)
-
-    # --- key-value --------------------------------------------------------------------
-
-    def create_key_value(
-        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
-    ) -> KeyValue:
-        """Creates a key-value bucket (the same config again is fine) and binds to it.
-
-        Takes a :class:`KeyValueConfig` or its fields (``bucket``, ``history=1``,
-        ``ttl``, ``max_value_size``, ``max_bytes``, ``storage``, ``replicas``,
-        ``compression``, ``description``, ``limit_marker_ttl``, ...).
-
-        Raises:
-            InvalidBucketNameError: the bucket name is not valid.
-            KeyHistoryTooLargeError: history above 64.
-            StreamNameAlreadyInUseError: the bucket exists with another config.
-        """
-        return put_bucket(self, KeyValueConfig.build(config, fields), "CREATE", timeout)
-
-    def update_key_value(
-        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
-    ) -> KeyValue:
-        """Changes a key-value bucket's config, keeping its values (nats.go's
-        ``UpdateKeyValue``); takes what ``create_key_value`` takes.
-
-        The bucket takes the config whole: a field not given goes back to its default.
-        To change one field only, start from the bucket's own config:
-        ``js.update_key_value(kv.status().config, ttl=3600)``.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-            KeyHistoryTooLargeError: history above 64.
-            JetStreamError: a change the server refuses (the storage type, ...).
-        """
-        return put_bucket(self, KeyValueConfig.build(config, fields), "UPDATE", timeout)
-
-    def create_or_update_key_value(
-        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
-    ) -> KeyValue:
-        """Updates a key-value bucket's config, or creates the bucket when it does not exist."""
-        return put_bucket(self, KeyValueConfig.build(config, fields), "", timeout)
-
-    def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
-        """Binds to an existing key-value bucket.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-        """
-        return bind_bucket(self, bucket, timeout)
-
-    def delete_key_value(self, bucket: str, timeout: float | None = None) -> None:
-        """Deletes a key-value bucket and every value in it.
-
-        Raises:
-            BucketNotFoundError: there is no such bucket.
-        """
-        delete_bucket(self, bucket, timeout)
-
-    def key_value_bucket_names(self, timeout: float | None = None) -> Iterator[str]:
-        """The names of the key-value buckets, page by page."""
-        return bucket_names(self, timeout)
-
-    def key_value_stores(self, timeout: float | None = None) -> Iterator[KeyValueStatus]:
-        """The status of every key-value bucket, page by page."""
-        return bucket_statuses(self, timeout)
 
     # --- publishing -------------------------------------------------------------------
 

@@ -207,11 +207,19 @@ class NatsPyNames:
         deliver_policy: str | None = None,
         config: ConsumerConfig | None = None,
     ) -> JsSubscription:
-        """nats-py's ``js.subscribe``, built on a pull consumer (or an ordered one).
+        """nats-py's ``js.subscribe``, built on a pull consumer (or an ordered one), or
+        on a push consumer when ``durable`` (or ``queue``) names one that exists, or
+        when ``config`` has a ``deliver_subject`` (a push consumer is made, with the
+        ``queue`` as its deliver group).
 
         Without ``cb``, read with ``next_msg`` or iteration; with it, ``cb(msg)`` runs on
         a thread of its own and the message is acknowledged after it returns, unless
-        ``manual_ack``. A ``queue`` names the shared durable consumer.
+        ``manual_ack`` (or a push consumer's ``ack_policy`` is "none"). A ``queue``
+        names the shared durable consumer.
+
+        Raises:
+            InvalidArgumentError: ``queue`` and ``durable`` differ, or the push
+                consumer's deliver group is not ``queue``.
         """
         return _compat.subscribe(
             self,
@@ -225,6 +233,24 @@ class NatsPyNames:
             deliver_policy,
             config,
         )
+
+    def subscribe_bind(
+        self: JsContext,
+        stream: str,
+        config: ConsumerConfig | None,
+        consumer: str,
+        cb: Callable[[JsMsg], None] | None = None,
+        manual_ack: bool = False,
+    ) -> JsSubscription:
+        """nats-py's ``subscribe_bind``: reads the existing push consumer ``consumer``
+        of ``stream`` (its deliver subject and group as the server has them; ``config``
+        is taken for nats-py's signature), as :meth:`subscribe` does.
+
+        Raises:
+            NotPushConsumerError: it is a pull consumer (``pull_subscribe_bind``).
+            ConsumerNotFoundError: there is no such consumer.
+        """
+        return _compat.subscribe_bind(self, stream, config, consumer, cb, manual_ack)
 
 
 def _named_stream(js: JsContext, name: str) -> Stream:
