@@ -33,6 +33,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_sync import _defaults as d
@@ -82,6 +83,38 @@ __all__ = [
     "PullConsumer",
     "SequencePair",
 ]
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How a continuous read pulls and ends (``messages()``'s and ``consume()``'s
+    options beyond the limits)."""
+
+    threshold_messages: int | None
+    threshold_bytes: int | None
+    stop_after: int | None
+    error_on_missing_heartbeat: bool
+
+    def check(self, max_messages: int, max_bytes: int | None) -> None:
+        """Raises `InvalidArgumentError` naming an option that cannot be."""
+        if self.threshold_messages is not None:
+            check_int(self.threshold_messages, "threshold_messages", 0)
+            if self.threshold_messages >= max_messages:
+                raise InvalidArgumentError(
+                    f"threshold_messages must be below max_messages ({max_messages}), "
+                    f"got {self.threshold_messages}"
+                )
+        if self.threshold_bytes is not None:
+            if max_bytes is None:
+                raise InvalidArgumentError("threshold_bytes needs max_bytes")
+            check_int(self.threshold_bytes, "threshold_bytes", 0)
+            if self.threshold_bytes >= max_bytes:
+                raise InvalidArgumentError(
+                    f"threshold_bytes must be below max_bytes ({max_bytes}), "
+                    f"got {self.threshold_bytes}"
+                )
+        if self.stop_after is not None:
+            check_int(self.stop_after, "stop_after", 1)
 
 
 class PullConsumer:
@@ -346,6 +379,10 @@ class PullConsumer:
         min_pending: int | None = None,
         min_ack_pending: int | None = None,
         priority: int | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        stop_after: int | None = None,
+        error_on_missing_heartbeat: bool = False,
     ) -> MessageStream:
         """Messages pulled ahead continuously: ``for msg in consumer.messages(): ...``.
 
@@ -368,9 +405,19 @@ class PullConsumer:
             min_pending: with ``group`` (overflow): as for :meth:`fetch`.
             min_ack_pending: with ``group`` (overflow): as for :meth:`fetch`.
             priority: with ``group`` (prioritized): as for :meth:`fetch`.
+            threshold_messages: pull again once this many messages or fewer are
+                buffered or in flight (0 to ``max_messages - 1``; None: half of
+                ``max_messages``), as nats.go's ``PullThresholdMessages``.
+            threshold_bytes: the same for bytes, with ``max_bytes``
+                (``PullThresholdBytes``).
+            stop_after: end the iteration once this many messages were handed out,
+                never asking for more (nats.go's ``StopAfter``).
+            error_on_missing_heartbeat: raise ``NoHeartbeatError`` from the iteration
+                when a heartbeat is missed, instead of logging it; iterating again goes
+                on with a new pull (nats.go's ``WithMessagesErrOnMissingHeartbeat``).
 
         Raises:
-            InvalidArgumentError: a bad limit, wait, heartbeat or criterion.
+            InvalidArgumentError: a bad limit, wait, heartbeat, threshold or criterion.
         """
         return self._stream_of(
             max_messages,
@@ -379,6 +426,7 @@ class PullConsumer:
             heartbeat,
             None,
             self._group(group, min_pending, min_ack_pending, priority),
+            _Reading(threshold_messages, threshold_bytes, stop_after, error_on_missing_heartbeat),
         )
 
     def consume(
@@ -394,11 +442,15 @@ class PullConsumer:
         min_pending: int | None = None,
         min_ack_pending: int | None = None,
         priority: int | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        stop_after: int | None = None,
     ) -> ConsumeContext:
         """Runs ``cb(msg)`` for every message, in order, on a thread of its own.
 
         The messages come as from :meth:`messages` (same arguments, the priority
-        group keywords included). An exception in
+        group keywords and the thresholds included; ``stop_after`` ends the consume
+        once that many callbacks ran). An exception in
         ``cb`` goes to ``error_cb`` (or the log) and the next message follows; warnings
         (missed heartbeats, refused pulls) go there too, and so does the error that
         ends it (the consumer was deleted).
@@ -424,6 +476,7 @@ class PullConsumer:
             heartbeat,
             error_cb,
             self._group(group, min_pending, min_ack_pending, priority),
+            _Reading(threshold_messages, threshold_bytes, stop_after, False),
         )
         return ConsumeContext(stream, cb, error_cb, self._name, self._js.client)
 
@@ -435,10 +488,12 @@ class PullConsumer:
         heartbeat: float | None,
         error_cb: ErrorCallback | None,
         pg: PullGroup | None,
+        reading: _Reading,
     ) -> MessageStream:
         check_int(max_messages, "max_messages", 1)
         if max_bytes is not None:
             check_int(max_bytes, "max_bytes", 1)
+        reading.check(max_messages, max_bytes)
         check_timeout(max_wait, "max_wait")
         if max_wait < d.JS_STREAM_MIN_WAIT:
             raise InvalidArgumentError(
@@ -462,6 +517,10 @@ class PullConsumer:
             exists=self._exists,
             error_cb=error_cb,
             group=pg,
+            threshold_messages=reading.threshold_messages,
+            threshold_bytes=reading.threshold_bytes,
+            stop_after=reading.stop_after,
+            raise_missed_heartbeat=reading.error_on_missing_heartbeat,
         )
 
     def _exists(self, timeout: float) -> bool:

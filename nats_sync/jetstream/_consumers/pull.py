@@ -307,6 +307,13 @@ class MessageStream:
             raises when it cannot tell.
         error_cb: gets the warnings (else the ``nats_sync`` log).
         group: the priority group the pulls name, with its criteria and pin.
+        threshold_messages: pull again once this many messages or fewer are buffered
+            or in flight (None: half of ``max_messages``).
+        threshold_bytes: the same for bytes, with ``max_bytes`` (None: half of it).
+        stop_after: end once this many messages were handed out (None: never); the
+            pulls never ask for more than that.
+        raise_missed_heartbeat: a missed heartbeat is raised from ``next()`` as
+            ``NoHeartbeatError`` (once; the stream goes on) instead of reported.
     """
 
     def __init__(
@@ -323,6 +330,10 @@ class MessageStream:
         exists: Callable[[float], bool],
         error_cb: ErrorCallback | None = None,
         group: PullGroup | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        stop_after: int | None = None,
+        raise_missed_heartbeat: bool = False,
     ) -> None:
         self._client = client
         self._group = group
@@ -330,8 +341,13 @@ class MessageStream:
         self._label = label
         self._max_msgs = max_messages
         self._max_bytes = max_bytes or 0
-        self._threshold_msgs = max_messages // 2
-        self._threshold_bytes = self._max_bytes // 2
+        self._threshold_msgs = (
+            max_messages // 2 if threshold_messages is None else threshold_messages
+        )
+        self._threshold_bytes = self._max_bytes // 2 if threshold_bytes is None else threshold_bytes
+        #: Messages still to hand out before the stream ends (None: no end).
+        self._left = stop_after
+        self._raise_missed_heartbeat = raise_missed_heartbeat
         self._expires = max_wait
         self._heartbeat = heartbeat
         self._ack_timeout = ack_timeout
@@ -437,7 +453,11 @@ class MessageStream:
                             self._pending_bytes = max(0, self._pending_bytes - message_size(msg))
                         self._heartbeat_due = self._idle_due(now)
                         self._backoff = 0.0
+                        if self._left is not None:
+                            self._left -= 1
                     self._taking = False
+                    if self._left == 0:  # stop_after reached: this one is the last
+                        self._end(_ENDED, None)
                     return JsMsg(msg, self._client, self._ack_timeout)
                 self._on_status(msg)
         except Exception:
@@ -583,6 +603,10 @@ class MessageStream:
             if self._pending_msgs > self._threshold_msgs:
                 return None
             batch, size = self._max_msgs - self._pending_msgs, 0
+        if self._left is not None:  # stop_after: never ask for more than is left
+            batch = min(batch, self._left - self._pending_msgs)
+            if batch < 1:
+                return None
         self._pending_msgs += batch
         self._pending_bytes += size
         self._unsent = (batch, size)
@@ -709,8 +733,14 @@ class MessageStream:
     def _report_warnings(self) -> None:
         with self._lock:
             warnings, self._warnings = self._warnings, []
+        missed = None
         for warning in warnings:
+            if self._raise_missed_heartbeat and isinstance(warning, NoHeartbeatError):
+                missed = missed or warning
+                continue
             report(warning, self._error_cb, f"{self._label}: {warning}")
+        if missed is not None:
+            raise missed
 
     # --- the client's threads -----------------------------------------------------------------
 
