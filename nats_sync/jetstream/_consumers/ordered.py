@@ -40,8 +40,10 @@ from nats_sync import _defaults as d
 from nats_sync import errors as core_errors
 from nats_sync._core.components.port import port_of
 from nats_sync._core.threads.waiting import Signal
+from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._consumers.consumer import ConsumeContext, PullConsumer, put_consumer
+from nats_sync.jetstream._streams.wire import check_consumer_name
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
     ConsumerNotFoundError,
@@ -79,7 +81,27 @@ class OrderedConsumer:
         opt_start_seq: int | None = None,
         opt_start_time: datetime | None = None,
         headers_only: bool = False,
+        replay_policy: str = "instant",
+        inactive_threshold: float | None = None,
+        max_reset_attempts: int | None = None,
+        metadata: dict[str, str] | None = None,
+        name_prefix: str | None = None,
     ) -> None:
+        if replay_policy not in ("instant", "original"):
+            raise InvalidArgumentError(
+                f"replay_policy must be 'instant' or 'original', got {replay_policy!r}"
+            )
+        if inactive_threshold is not None:
+            check_timeout(inactive_threshold, "inactive_threshold")
+        if max_reset_attempts is not None:
+            check_int(max_reset_attempts, "max_reset_attempts", 1)
+        if metadata is not None and not (
+            isinstance(metadata, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())
+        ):
+            raise InvalidArgumentError(f"metadata must map str to str, got {metadata!r}")
+        if name_prefix is not None:
+            check_consumer_name(name_prefix)
         if deliver_policy not in _DELIVER_POLICIES:
             raise InvalidArgumentError(
                 f"deliver_policy must be one of {', '.join(_DELIVER_POLICIES)}, "
@@ -99,6 +121,12 @@ class OrderedConsumer:
         self._opt_start_seq = opt_start_seq
         self._opt_start_time = opt_start_time
         self._headers_only = headers_only
+        self._replay_policy = replay_policy
+        self._inactive_threshold = inactive_threshold or d.JS_ORDERED_INACTIVE_THRESHOLD
+        self._max_reset_attempts = max_reset_attempts
+        self._metadata = dict(metadata) if metadata else None
+        self._name_prefix = name_prefix
+        self._serial = 0  # consumers made so far: named <name_prefix>_<serial>
         self._lock = threading.Lock()
         self._consumer: PullConsumer | None = None
         self._stream_seq = 0  # of the last message handed over
@@ -133,9 +161,15 @@ class OrderedConsumer:
             "ack_policy": "none",
             "mem_storage": True,
             "num_replicas": 1,
-            "inactive_threshold": d.JS_ORDERED_INACTIVE_THRESHOLD,
+            "inactive_threshold": self._inactive_threshold,
             "max_deliver": 1,
         }
+        if self._replay_policy != "instant":
+            fields["replay_policy"] = self._replay_policy
+        if self._metadata:
+            fields["metadata"] = dict(self._metadata)
+        if self._name_prefix is not None:
+            fields["name"] = f"{self._name_prefix}_{self._serial}"
         if self._headers_only:
             fields["headers_only"] = True
         if len(self._filters) == 1:
@@ -158,15 +192,28 @@ class OrderedConsumer:
             self._drop_consumer()
         self._reset_needed = False
         backoff = d.JS_ORDERED_FIRST_BACKOFF
+        attempts = 0
         while self._consumer is None:
             if self._stopped.is_set() or self._js.client.is_closed:
                 raise core_errors.ConnectionClosedError("the ordered consumer was stopped")
             try:
+                self._serial += 1
+                attempts += 1
                 self._consumer = put_consumer(
                     self._js, self._stream, None, self._config(), "create", None
                 )
                 self._consumer_seq = 0
-            except (JetStreamError, core_errors.TimeoutError, core_errors.NatsConnectionError):
+            except (
+                JetStreamError,
+                core_errors.TimeoutError,
+                core_errors.NatsConnectionError,
+            ) as failed:
+                limit = self._max_reset_attempts
+                if limit is not None and attempts >= limit:
+                    raise JetStreamError(
+                        f"the ordered consumer of stream {self._stream!r} could not be made "
+                        f"(again) in {attempts} attempts (max_reset_attempts): {failed}"
+                    ) from failed
                 if time.monotonic() + backoff > deadline:
                     raise
                 self._stopped.wait(backoff)

@@ -376,9 +376,26 @@ class JetStream(BucketCalls, NatsPyNames):
         opt_start_seq: int | None = None,
         opt_start_time: Any = None,
         headers_only: bool = False,
+        replay_policy: str = "instant",
+        inactive_threshold: float | None = None,
+        max_reset_attempts: int | None = None,
+        metadata: dict[str, str] | None = None,
+        name_prefix: str | None = None,
     ) -> OrderedConsumer:
         """A consumer that delivers each stream message once, in order, and recreates
-        itself after a gap, a missed heartbeat, a deleted consumer or a reconnect."""
+        itself after a gap, a missed heartbeat, a deleted consumer or a reconnect.
+
+        The rest as nats.go's ``OrderedConsumerConfig``: ``replay_policy``
+        (``"instant"`` or ``"original"``: at the pace they were stored),
+        ``inactive_threshold`` (seconds the server keeps an idle consumer; default 5
+        minutes), ``max_reset_attempts`` (tries at making the consumer, each time it is
+        made again, before the read fails; None: until the read's timeout),
+        ``metadata`` of the consumers and ``name_prefix`` (they are named
+        ``<name_prefix>_<n>``; None: names the server picks).
+
+        Raises:
+            InvalidArgumentError: a value one of these cannot take.
+        """
         return OrderedConsumer(
             self,
             check_stream_name(stream),
@@ -387,6 +404,11 @@ class JetStream(BucketCalls, NatsPyNames):
             opt_start_seq=opt_start_seq,
             opt_start_time=opt_start_time,
             headers_only=headers_only,
+            replay_policy=replay_policy,
+            inactive_threshold=inactive_threshold,
+            max_reset_attempts=max_reset_attempts,
+            metadata=metadata,
+            name_prefix=name_prefix,
         )
 
     # --- publishing -------------------------------------------------------------------
