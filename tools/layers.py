@@ -65,6 +65,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "_core.threads.timer",
         "_core.threads.lifecycle",
         "_core.threads.waiting",
+        "_core.threads.greenlets",
     ),
     # 3 components the handler composes, and the port the extensions take
     (

@@ -41,6 +41,7 @@ from nats_sync._core.components.requests import (
     no_responders,
 )
 from nats_sync._core.nuid import Nuid
+from nats_sync._core.threads.greenlets import threads_are_greenlets
 from nats_sync._core.threads.timer import Timer
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import Error, TimeoutError
@@ -75,6 +76,9 @@ class Requester:
         self._inbox_prefix = inbox_prefix
         self._nuid = Nuid()
         self._mux: RequestMux | None = None
+        #: Greenlets: a request is written by its caller only when it is the only one
+        #: in flight; else the writer sends all the callers' requests at once.
+        self._greenlets = threads_are_greenlets()
 
     def new_inbox(self) -> str:
         """A unique subject under the inbox prefix."""
@@ -107,7 +111,8 @@ class Requester:
         reply = mux.new_reply()
         try:
             mux.add(reply, waiter)
-            self._publisher.publish_request(subject, payload, reply.encode(), headers, True)
+            direct = not self._greenlets or mux.in_flight() <= 1
+            self._publisher.publish_request(subject, payload, reply.encode(), headers, direct)
             # Read the reply on this thread if the reader stepped aside (one wake-up);
             # whatever is left of the timeout is then waited for as usual.
             deadline = time.monotonic() + timeout
@@ -153,7 +158,8 @@ class Requester:
         try:
             mux.add(reply, future)
             self._host.wake_reader()  # nobody waits on this thread: the reader must read it
-            self._publisher.publish_request(subject, payload, reply.encode(), headers, True)
+            direct = not self._greenlets or mux.in_flight() <= 1
+            self._publisher.publish_request(subject, payload, reply.encode(), headers, direct)
             self._timer.schedule(time.monotonic() + timeout, lambda: _expire(mux, reply))
         except BaseException:
             # Also when interrupted before its deadline was scheduled: nothing would

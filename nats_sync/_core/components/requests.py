@@ -225,6 +225,10 @@ class RequestMux:
         self._waiters[token] = waiter
         return self.prefix + token
 
+    def in_flight(self) -> int:
+        """How many waiters are registered (requests awaiting replies, iterators...)."""
+        return len(self._waiters)
+
     def new_reply(self) -> str:
         """A fresh reply subject, nothing registered under it yet (see :meth:`add`).
 
