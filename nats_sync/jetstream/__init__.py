@@ -58,6 +58,7 @@ from nats_sync.jetstream.api import (
 )
 from nats_sync.jetstream.errors import (
     APIError,
+    APIServerError,
     AtomicBatchNotEnabledError,
     AtomicBatchTooManyInflightError,
     BadBucketError,
@@ -144,6 +145,7 @@ from nats_sync.jetstream.errors import (
 
 __all__ = [
     "APIError",
+    "APIServerError",
     "AccountInfo",
     "ApiObject",
     "AtomicBatch",

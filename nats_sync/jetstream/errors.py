@@ -18,6 +18,7 @@ from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 
 __all__ = [
     "APIError",
+    "APIServerError",
     "AtomicBatchNotEnabledError",
     "AtomicBatchTooManyInflightError",
     "BadBucketError",
@@ -148,8 +149,15 @@ class NotFoundError(APIError):
     """404: what the call names does not exist."""
 
 
-class ServerError(APIError):
-    """500: the server failed to do it."""
+class APIServerError(APIError):
+    """500: the JetStream API failed to do it (a call the server took and could not
+    carry out). Not a `nats_sync.ServerError`, which is the server's ``-ERR`` on the
+    connection: JetStream's refusals are all :class:`APIError`."""
+
+
+#: nats-py's name for :class:`APIServerError` (``nats.js.errors.ServerError``), kept:
+#: the same class. ``nats_sync.ServerError`` is another one (a ``-ERR``).
+ServerError = APIServerError
 
 
 class ServiceUnavailableError(APIError):
@@ -412,7 +420,7 @@ _BY_ERR_CODE: dict[int, type[APIError]] = {
 _BY_CODE: dict[int, type[APIError]] = {
     400: BadRequestError,
     404: NotFoundError,
-    500: ServerError,
+    500: APIServerError,
     503: ServiceUnavailableError,
 }
 

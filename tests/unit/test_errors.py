@@ -363,3 +363,15 @@ def test_troubleshooting_guide_names_every_error_class_and_no_other() -> None:
     builtin_names = {name for name in named if isinstance(getattr(builtins, name, None), type)}
     assert classes - named == set(), "classes the guide does not name"
     assert named - classes - builtin_names == set(), "names in the guide that are no class"
+
+
+def test_the_jetstream_500_has_a_name_of_its_own_and_keeps_nats_pys() -> None:
+    """Two classes were both named ServerError (a -ERR and an API 500); the JetStream
+    one is APIServerError now, nats-py's name an alias of it, never the -ERR one."""
+    from nats_sync import jetstream
+    from nats_sync.jetstream.errors import api_error
+
+    assert jetstream.ServerError is jetstream.APIServerError
+    assert not issubclass(jetstream.APIServerError, nats_sync.ServerError)
+    error = api_error({"code": 500, "err_code": 0, "description": "boom"})
+    assert type(error) is jetstream.APIServerError and isinstance(error, nats_sync.Error)
