@@ -32,7 +32,6 @@ from nats_sync._core.transport.auth import Credential
 from nats_sync._core.transport.contexts import NatsContext
 from nats_sync._core.transport.options import (
     DelayCallback,
-    ErrorCallback,
     EventCallback,
     ReconnectToServerHandler,
     WsHeaders,
@@ -42,7 +41,7 @@ from nats_sync._core.transport.options import (
 from nats_sync._core.transport.pool import Server
 from nats_sync._core.validate import check_int
 from nats_sync._trace import MessageTrace, trace
-from nats_sync.errors import ConnectionClosedError, InvalidArgumentError
+from nats_sync.errors import ConnectionClosedError, ErrorCallback, InvalidArgumentError
 from nats_sync.jetstream import JetStream
 from nats_sync.msg import Msg
 

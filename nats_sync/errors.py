@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import re
+from collections.abc import Callable
 
 __all__ = [
     "AuthorizationError",
@@ -59,6 +60,10 @@ __all__ = [
     "TimeoutError",
     "server_error_from_description",
 ]
+
+#: ``error_cb(error)``: what the client, JetStream consumers and groups hand an
+#: asynchronous error (or a warning) to, on a thread of theirs.
+ErrorCallback = Callable[[BaseException], None]
 
 
 class Error(Exception):

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
 import nats_sync
+from nats_sync._cli import AddOptions, Connect, Handler
 from nats_sync._cli import counter as _cli_counter
 from nats_sync._cli import object as _cli_object
 from nats_sync._defaults import JS_ATOMIC_MAX_MESSAGES
@@ -35,10 +35,6 @@ from nats_sync.jetstream import (
     JetStreamError,
     StreamInfo,
 )
-
-Connect = Callable[[argparse.Namespace], nats_sync.Client]
-Handler = Callable[[argparse.Namespace, TextIO], None]
-AddOptions = Callable[[argparse.ArgumentParser], None]
 
 
 def add_parsers(commands: Any, add_options: AddOptions) -> None:

@@ -10,15 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any, TextIO
 
-import nats_sync
 from nats_sync import micro
-
-Connect = Callable[[argparse.Namespace], nats_sync.Client]
-Handler = Callable[[argparse.Namespace, TextIO], None]
-AddOptions = Callable[[argparse.ArgumentParser], None]
+from nats_sync._cli import AddOptions, Connect, Handler
 
 
 def add_parsers(commands: Any, add_options: AddOptions) -> None:

@@ -14,16 +14,11 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
-import nats_sync
+from nats_sync._cli import AddOptions, Connect, Handler
 from nats_sync.jetstream import BucketNotFoundError, JetStream, ObjectInfo
-
-Connect = Callable[[argparse.Namespace], nats_sync.Client]
-Handler = Callable[[argparse.Namespace, TextIO], None]
-AddOptions = Callable[[argparse.ArgumentParser], None]
 
 
 def add_parsers(commands: Any, add_options: AddOptions) -> None:

@@ -14,16 +14,11 @@ from __future__ import annotations
 
 import argparse
 import threading
-from collections.abc import Callable
 from typing import Any, TextIO
 
-import nats_sync
+from nats_sync._cli import AddOptions, Connect, Handler
 from nats_sync.jetstream import ConsumerConfig, JetStream, JsMsg
 from nats_sync.jetstream import pcgroups as pcg
-
-Connect = Callable[[argparse.Namespace], nats_sync.Client]
-Handler = Callable[[argparse.Namespace, TextIO], None]
-AddOptions = Callable[[argparse.ArgumentParser], None]
 
 
 def add_parsers(commands: Any, add_options: AddOptions) -> None:

@@ -16,13 +16,9 @@ import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
-import nats_sync
+from nats_sync._cli import AddOptions, Connect, Handler
 from nats_sync.errors import InvalidArgumentError, TimeoutError
 from nats_sync.sys import Reply, SystemClient, endpoint_filters
-
-Connect = Callable[[argparse.Namespace], nats_sync.Client]
-Handler = Callable[[argparse.Namespace, TextIO], None]
-AddOptions = Callable[[argparse.ArgumentParser], None]
 
 ENDPOINTS = (
     "varz",

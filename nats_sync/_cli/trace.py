@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TextIO
 
-import nats_sync
+from nats_sync._cli import Connect, Handler
 from nats_sync._trace import KIND_NAMES
-
-Connect = Callable[[argparse.Namespace], nats_sync.Client]
-Handler = Callable[[argparse.Namespace, TextIO], None]
 
 
 def add_parser(commands: Any) -> None:

@@ -62,3 +62,9 @@ def check_text(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError(f"{name} must be a non-empty str, got {value!r}")
     return value
+
+
+def int_or_zero(value: object) -> int:
+    """``value`` where it is an int (not a bool), else 0: for numbers in the server's
+    JSON, where a missing or odd field counts as none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

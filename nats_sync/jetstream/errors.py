@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nats_sync._core.validate import int_or_zero
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 
 __all__ = [
@@ -433,15 +434,11 @@ def api_error(error: Any) -> APIError:
     """
     if not isinstance(error, dict):
         return APIError(f"malformed error in a JetStream API reply: {error!r}")
-    code = _int(error.get("code"))
-    err_code = _int(error.get("err_code"))
+    code = int_or_zero(error.get("code"))
+    err_code = int_or_zero(error.get("err_code"))
     description = str(error.get("description", ""))
     cls = _BY_ERR_CODE.get(err_code) or _BY_CODE.get(code) or APIError
     return cls(description, code=code, err_code=err_code, description=description)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 # --- errors of the client's own JetStream logic ----------------------------------------

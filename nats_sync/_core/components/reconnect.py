@@ -39,6 +39,7 @@ import tenacity
 
 from nats_sync import _defaults as d
 from nats_sync._core import proto
+from nats_sync._core.threads.lifecycle import StartThread
 from nats_sync._core.transport.handshake import handshake
 from nats_sync._core.transport.options import Options
 from nats_sync._core.transport.pool import (
@@ -348,9 +349,6 @@ def _find_choice(order: list[ServerAddress], choice: object) -> ServerAddress | 
     except InvalidArgumentError:
         return None
     return next((server for server in order if server.netloc == netloc), None)
-
-
-StartThread = Callable[[Callable[[], None], str], threading.Thread]
 
 
 class Reconnector:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sized
 from typing import TYPE_CHECKING, Protocol
 
 from nats_sync import _defaults as d
+from nats_sync._core.threads.lifecycle import StartThread
 from nats_sync._core.threads.waiting import Sleepers, wait_until
 from nats_sync._core.validate import check_int
 from nats_sync._defaults import DEFAULT_NEXT_MSG_TIMEOUT
@@ -221,6 +222,19 @@ def queued_view(sub: Subscription) -> Sized:
     ingest's per-message check for answers. Its truth value may be stale by the time it
     is acted on; take messages with ``next_msg``/``next_msgs`` as usual."""
     return sub._messages._items
+
+
+def unsubscribe_quietly(sub: Subscription | None, *also: Callable[[], None]) -> None:
+    """Ends ``sub`` (if any) whether or not it ended already or its client closed, after
+    calling each of ``also`` (e.g. removing a status listener): what every JetStream
+    reader and batch publisher does when it ends, on any thread; idempotent."""
+    for call in also:
+        call()
+    if sub is not None:
+        try:
+            sub.unsubscribe()
+        except Error:
+            pass  # already ended, or the client closed: nothing left to end
 
 
 class SubscriptionOwner(Protocol):
@@ -582,9 +596,6 @@ class Subscription:
         state = "closed" if self._ended else "active"
         group = f" queue={self._queue_group!r}" if self._queue_group else ""
         return f"<Subscription sid={self._sid} subject={self._subject!r}{group} {state}>"
-
-
-StartThread = Callable[[Callable[[], None], str], threading.Thread]
 
 
 class Deliveries:

@@ -32,6 +32,10 @@ from nats_sync.errors import ConnectionClosedError
 T = TypeVar("T")
 
 
+#: What components are given to start their threads with (:func:`start_thread`'s shape).
+StartThread = Callable[[Callable[[], None], str], threading.Thread]
+
+
 def start_thread(target: Callable[[], None], role: str) -> threading.Thread:
     """Starts ``target`` on a daemon thread named ``nats_sync-<role>``."""
     thread = threading.Thread(target=target, name=f"nats_sync-{role}", daemon=True)

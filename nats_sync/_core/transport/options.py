@@ -24,9 +24,8 @@ from nats_sync._core.transport.auth import (
 from nats_sync._core.transport.contexts import NatsContext, apply_context, resolve
 from nats_sync._core.transport.pool import Server, parse_server_url
 from nats_sync._core.validate import check_int, check_timeout
-from nats_sync.errors import BadCredentialsError, InvalidArgumentError
+from nats_sync.errors import BadCredentialsError, ErrorCallback, InvalidArgumentError
 
-ErrorCallback = Callable[[BaseException], None]
 EventCallback = Callable[[], None]
 DelayCallback = Callable[[int], float]
 #: ``handler(servers, server_info) -> (server or None, delay)``: picks the next server

@@ -43,6 +43,7 @@ from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
     DrainTimeoutError,
+    ErrorCallback,
     InvalidArgumentError,
     TimeoutError,
 )
@@ -54,7 +55,6 @@ from nats_sync.jetstream._consumers.priority import (
     pull_group,
 )
 from nats_sync.jetstream._consumers.pull import (
-    ErrorCallback,
     MessageBatch,
     MessageStream,
     PullAgain,

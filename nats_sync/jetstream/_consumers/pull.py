@@ -60,34 +60,29 @@ from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
 from nats_sync._core.components.port import port_of
+from nats_sync._core.components.subscription import unsubscribe_quietly
 from nats_sync._core.validate import check_timeout
-from nats_sync.errors import BadSubscriptionError, ConnectionClosedError, Error, TimeoutError
+from nats_sync.errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    Error,
+    ErrorCallback,
+    TimeoutError,
+)
 from nats_sync.jetstream._consumers.msg import JsMsg
 from nats_sync.jetstream._consumers.priority import PullGroup
 from nats_sync.jetstream._consumers.pull_wire import classify, message_size, pull_body
 from nats_sync.jetstream.errors import ConsumerDeletedError, NoHeartbeatError
 
 if TYPE_CHECKING:
-    from nats_sync._core.components.subscription import Subscription
     from nats_sync.jetstream._streams.wire import CoreClient
     from nats_sync.msg import Msg
 
 log = logging.getLogger("nats_sync")
 
-ErrorCallback = Callable[[BaseException], None]
 #: ``again(messages, bytes, seconds)``: the body of a fetch's pull for what it still
 #: wants (bytes 0: no byte limit) within the seconds left, or None not to pull again.
 PullAgain = Callable[[int, int, float], "bytes | None"]
-
-
-def _forget(sub: Subscription, remove_listener: Callable[[], None] | None = None) -> None:
-    """Ends a reader's core subscription (and its status listener); idempotent."""
-    if remove_listener is not None:
-        remove_listener()
-    try:
-        sub.unsubscribe()
-    except Error:
-        pass  # already ended, or the client is closed: nothing left to end
 
 
 # --- one pull: fetch -------------------------------------------------------------------
@@ -139,7 +134,7 @@ class MessageBatch:
             pending_msgs_limit=max(d.DEFAULT_SUB_PENDING_MSGS_LIMIT, batch + 16),
             pending_bytes_limit=max(d.DEFAULT_SUB_PENDING_BYTES_LIMIT, 2 * self._max_bytes),
         )
-        self._release = weakref.finalize(self, _forget, self._sub)
+        self._release = weakref.finalize(self, unsubscribe_quietly, self._sub)
         self._release.atexit = False  # the client's close ends it at exit anyway
         try:
             client.publish(subject, body, reply=inbox)
@@ -387,10 +382,10 @@ class MessageStream:
         try:
             remove = port_of(client).add_status_listener(listener)
         except BaseException:
-            _forget(self._sub)
+            unsubscribe_quietly(self._sub)
             raise
         # Runs once: at stop(), drain(), the end, or when the stream is collected.
-        self._release = weakref.finalize(self, _forget, self._sub, remove)
+        self._release = weakref.finalize(self, unsubscribe_quietly, self._sub, remove)
         self._release.atexit = False
         with self._lock:
             first = self._take_pull(time.monotonic())

@@ -30,10 +30,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import _defaults as d
-from nats_sync.errors import InvalidArgumentError
+from nats_sync.errors import ErrorCallback, InvalidArgumentError
 from nats_sync.jetstream._consumers.consumer import ConsumeContext, ephemeral_name
 from nats_sync.jetstream._consumers.msg import JsMsg
-from nats_sync.jetstream._consumers.pull import ErrorCallback
 from nats_sync.jetstream._consumers.push_stream import PushMessageStream, check_pending_limits
 from nats_sync.jetstream._streams.wire import check_stream_name
 from nats_sync.jetstream.api import ConsumerConfig, ConsumerInfo, config_with

@@ -62,16 +62,18 @@ from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
 from nats_sync._core.components.port import port_of
+from nats_sync._core.components.subscription import unsubscribe_quietly
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
     Error,
+    ErrorCallback,
     SlowConsumerError,
     TimeoutError,
 )
 from nats_sync.jetstream._consumers.msg import JsMsg
-from nats_sync.jetstream._consumers.pull import ErrorCallback, report
+from nats_sync.jetstream._consumers.pull import report
 from nats_sync.jetstream._streams.wire import header_value
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
@@ -81,7 +83,6 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync._core.components.subscription import Subscription
     from nats_sync.jetstream._streams.wire import CoreClient
     from nats_sync.jetstream.api import ConsumerInfo
     from nats_sync.msg import Msg
@@ -93,15 +94,6 @@ STALLED_HEADER = "Nats-Consumer-Stalled"
 
 _STATE_NAMES = ("active", "draining", "ended", "stopped", "closed", "failed")
 _ACTIVE, _DRAINING, _ENDED, _STOPPED, _CLOSED, _FAILED = range(len(_STATE_NAMES))
-
-
-def _forget(sub: Subscription, remove_listener: Callable[[], None]) -> None:
-    """Ends the stream's core subscription and status listener; idempotent."""
-    remove_listener()
-    try:
-        sub.unsubscribe()
-    except Error:
-        pass  # already ended, or the client is closed: nothing left to end
 
 
 def check_pending_limits(pending_msgs_limit: int, pending_bytes_limit: int) -> None:
@@ -196,7 +188,7 @@ class PushMessageStream:
                 pass
             raise
         # Runs once: at stop(), drain(), the end, or when the stream is collected.
-        self._release = weakref.finalize(self, _forget, self._sub, remove)
+        self._release = weakref.finalize(self, unsubscribe_quietly, self._sub, remove)
         self._release.atexit = False
 
     # --- reading ------------------------------------------------------------------------

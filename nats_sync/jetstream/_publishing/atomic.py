@@ -60,13 +60,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from nats_sync import _defaults as d
-from nats_sync._core.components.subscription import Subscription
+from nats_sync._core.components.subscription import Subscription, unsubscribe_quietly
 from nats_sync._core.validate import check_int, check_text, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 from nats_sync.jetstream._publishing.batch_replies import (
     status_error,
     subscribe_replies,
-    unsubscribe_quietly,
 )
 from nats_sync.jetstream._streams.wire import Headers, decode_reply, js_headers, ttl_header
 from nats_sync.jetstream.api import BatchAck

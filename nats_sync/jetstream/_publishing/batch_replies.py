@@ -2,16 +2,14 @@
 
 How it works: each batch publisher subscribes a private inbox of its own for the
 server's answers to its messages (:func:`subscribe_replies`); :func:`status_error` is
-the error a status answer stands for (no responders: no stream stores the subject), and
-:func:`unsubscribe_quietly` ends the inbox however the batch ended. No state, no
-thread: called on the thread using the publisher (``unsubscribe_quietly`` also on the
-client's timer thread, by the fast batch's keep-alive).
+the error a status answer stands for (no responders: no stream stores the subject); the
+core's ``unsubscribe_quietly`` ends the inbox however the batch ended. No state, no
+thread: called on the thread using the publisher.
 """
 
 from __future__ import annotations
 
 from nats_sync._core.components.subscription import Subscription
-from nats_sync.errors import Error
 from nats_sync.jetstream._streams.wire import CoreClient
 from nats_sync.jetstream.errors import JetStreamError, NoStreamResponseError
 from nats_sync.msg import Msg
@@ -46,12 +44,3 @@ def status_error(
     if msg.is_no_responders:
         return NoStreamResponseError(f"no stream stores {subject!r} ({no_stream}){after}")
     return JetStreamError(f"{what} was answered with status {msg.status} {msg.description!r}")
-
-
-def unsubscribe_quietly(sub: Subscription | None) -> None:
-    """Ends a batch's reply inbox, if it has one (a closed client ended it already)."""
-    if sub is not None:
-        try:
-            sub.unsubscribe()
-        except Error:
-            pass  # the client closed: the subscription ended with it

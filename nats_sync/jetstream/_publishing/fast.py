@@ -63,14 +63,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 from nats_sync import _defaults as d
 from nats_sync._core.components.port import port_of
-from nats_sync._core.components.subscription import Subscription, queued_view
-from nats_sync._core.validate import check_int, check_timeout
+from nats_sync._core.components.subscription import (
+    Subscription,
+    queued_view,
+    unsubscribe_quietly,
+)
+from nats_sync._core.validate import check_int, check_timeout, int_or_zero
 from nats_sync._defaults import DEFAULT_SUB_PENDING_MSGS_LIMIT
 from nats_sync.errors import Error, InvalidArgumentError, TimeoutError
 from nats_sync.jetstream._publishing.batch_replies import (
     status_error,
     subscribe_replies,
-    unsubscribe_quietly,
 )
 from nats_sync.jetstream._streams.wire import Headers, publish_headers
 from nats_sync.jetstream.api import BatchAck, FastPubAck
@@ -91,7 +94,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nats_sync")
 
-ErrorCallback = Callable[[JetStreamError], None]
+BatchErrorCallback = Callable[[JetStreamError], None]
 
 #: The ADR's advice: 1 or 2 outstanding acks suit nearly every use, 3 a long round trip;
 #: each one is ``flow`` messages in flight, so the client keeps it within reason.
@@ -147,7 +150,7 @@ class FastPublisher:
         max_outstanding_acks: int = 2,
         continue_on_gap: bool = False,
         ack_timeout: float | None = None,
-        error_cb: ErrorCallback | None = None,
+        error_cb: BatchErrorCallback | None = None,
     ) -> None:
         check_int(flow, "flow", 1)
         if flow > MAX_FLOW:
@@ -576,14 +579,19 @@ class FastPublisher:
             return
         kind = reply.get("type")
         if kind == "ack":
-            self._on_flow_ack(_int(reply.get("seq")), _int(reply.get("msgs")))
+            self._on_flow_ack(int_or_zero(reply.get("seq")), int_or_zero(reply.get("msgs")))
         elif kind == "gap":
             self._on_trouble(
-                BatchGapError(expected_seq=_int(reply.get("last_seq")), seq=_int(reply.get("seq")))
+                BatchGapError(
+                    expected_seq=int_or_zero(reply.get("last_seq")),
+                    seq=int_or_zero(reply.get("seq")),
+                )
             )
         elif kind == "err":
             self._on_trouble(
-                BatchMessageError(seq=_int(reply.get("seq")), error=api_error(reply.get("error")))
+                BatchMessageError(
+                    seq=int_or_zero(reply.get("seq")), error=api_error(reply.get("error"))
+                )
             )
         elif "error" in reply:
             self._on_refusal(api_error(reply["error"]), reply, msg.subject)
@@ -702,10 +710,6 @@ class _KeepAlive:
             return  # the batch ended: the publisher unsubscribed
         self._seen = publisher._ping_if_idle(self._seen)
         self.schedule()
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _reply_seq(subject: str) -> int:

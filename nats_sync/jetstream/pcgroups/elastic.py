@@ -27,10 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from nats_sync._defaults import PCG_PRIORITY_GROUP, PCG_STANDBY_BACKOFF
-from nats_sync.errors import Error, InvalidArgumentError
+from nats_sync.errors import Error, ErrorCallback, InvalidArgumentError
 from nats_sync.jetstream._consumers.consumer import ConsumeContext, PullConsumer
 from nats_sync.jetstream._consumers.msg import JsMsg
-from nats_sync.jetstream._consumers.pull import ErrorCallback
 from nats_sync.jetstream._kv.bucket import Entry
 from nats_sync.jetstream.api import ConsumerConfig
 from nats_sync.jetstream.errors import (

@@ -20,10 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from nats_sync._defaults import PCG_PRIORITY_GROUP
-from nats_sync.errors import InvalidArgumentError
+from nats_sync.errors import ErrorCallback, InvalidArgumentError
 from nats_sync.jetstream._consumers.consumer import ConsumeContext, PullConsumer
 from nats_sync.jetstream._consumers.msg import JsMsg
-from nats_sync.jetstream._consumers.pull import ErrorCallback
 from nats_sync.jetstream._kv.bucket import Entry
 from nats_sync.jetstream.api import ConsumerConfig
 from nats_sync.jetstream.errors import ConsumerNotFoundError, KeyWrongLastSequenceError
