@@ -8,7 +8,14 @@ thread: Spark forks its Python workers, and each worker makes its one client on 
 use.
 
 - `register`: makes ``format("jetstream")`` and ``format("nats")`` available, to reads
-  and writes started on any thread of the session.
+  and writes started on any thread of the session. Optional where the package is
+  installed: Spark (4.0+) finds both formats itself through the top-level modules
+  ``pyspark_nats_sync_jetstream`` and ``pyspark_nats_sync_nats`` (its lookup imports
+  every installed ``pyspark_*`` module and takes its ``DefaultSource``, once per driver
+  JVM, in a Python worker of ``PYSPARK_PYTHON``). Without ``register`` a classic
+  session writes to them only from the thread that built it: Spark looks a write's
+  source up in the starting thread's active session, which other threads lack.
+  Spark Connect serves every thread either way.
 - `kv_lookup_udf`: a vectorised UDF giving each key's current value in a key-value
   bucket (null where absent), the keys of a batch looked up together; bytes, or text
   with ``decode="utf-8"``.
@@ -101,7 +108,8 @@ __all__ = [
 def register(spark: Any) -> None:
     """Registers the ``"nats"`` and ``"jetstream"`` data sources with a SparkSession.
 
-    It also lets a classic session write to them from any thread: Spark looks a Python
+    Optional where the package is installed (Spark finds both formats itself), but it
+    also lets a classic session write to them from any thread: Spark looks a Python
     data source up, for a write, in the active session of the thread starting it, and
     only the thread that built the session has one. After ``register``, pyspark's
     ``DataFrameWriter.save`` and ``DataStreamWriter.start`` make their own session the

@@ -1,4 +1,4 @@
-"""format("jetstream") and format("nats") from any thread of a registered session.
+"""format("jetstream") and format("nats") from any thread, and with no ``register`` at all.
 
 Classic Spark finds a Python data source, for a write, only in the active session of the
 JVM thread that starts it, and pinned-thread pyspark gives each Python thread a JVM thread
@@ -10,6 +10,10 @@ thread would set the thread's active session itself and hide the failure.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +30,8 @@ from nats_sync.testing import NatsServer
 pytestmark = pytest.mark.timeout(180)
 
 QUERY_TIMEOUT = 120
+JOB = Path(__file__).with_name("no_register_job.py")
+JOB_TIMEOUT = 150.0
 
 
 def _on_threads(work: Callable[[], Any], count: int = 1) -> list[Any]:
@@ -172,3 +178,67 @@ def test_register_again_from_two_threads_at_once_is_harmless(
     _batch_write(_numbers(spark, 10), "jetstream", js_server.url, "twice.main")
     read = spark.read.format("jetstream").option("servers", js_server.url)
     assert read.option("stream", "REGISTERED_TWICE").load().count() == 20
+
+
+def _run_job_without_register(mode: str, js_server: NatsServer, tmp_path: Path) -> dict[str, Any]:
+    """What no_register_job.py reports, run in a fresh process with its own Spark JVM.
+
+    Spark's lookup imports the ``pyspark_*`` modules it lists on its worker's
+    ``sys.path``. A wheel puts them in site-packages; setuptools' default editable
+    install serves them through an import hook that this listing cannot see, so the
+    job's ``PYTHONPATH`` names their folder, as a wheel's site-packages would. The job
+    runs in ``tmp_path``: a worker started in the checkout would see them anyway.
+    """
+    import pyspark_nats_sync_jetstream
+
+    found_in = str(Path(pyspark_nats_sync_jetstream.__file__).parent)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env["PYTHONPATH"] = found_in + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    done = subprocess.run(
+        [sys.executable, str(JOB), mode, js_server.url],
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+@pytest.mark.timeout(JOB_TIMEOUT + 30)
+@pytest.mark.parametrize(
+    ("mode", "thread_write"),
+    [
+        # A fact of Spark, not of nats_sync: with no register (the driver never imported
+        # nats_sync, so nothing makes the writer's session active), classic Spark looks a
+        # write from another thread up in that thread's active session, and it has none.
+        # If this becomes "ok", Spark's write lookup became session-based and the Spark
+        # guide's note on threads can go.
+        ("classic", "DATA_SOURCE_NOT_FOUND"),
+        # A Connect server runs every request with its session active.
+        pytest.param("connect", "ok", marks=pytest.mark.slow),
+    ],
+)
+def test_found_without_register_in_a_fresh_session(
+    mode: str, thread_write: str, js_server: NatsServer, js: JetStream, tmp_path: Path
+) -> None:
+    _stream_of(js, f"NOREG_{mode.upper()}", f"noreg.{mode}.in", 7)
+    copies = f"NOREG_{mode.upper()}_COPIES"
+    js.create_stream(name=copies, subjects=[f"noreg.{mode}.copy", f"noreg.{mode}.thread"])
+    with nats_sync.connect(js_server.url, name="noreg") as nc:
+        core = nc.subscribe(f"noreg.{mode}.core")
+        nc.flush()
+        report = _run_job_without_register(mode, js_server, tmp_path)
+        received = sorted(int(core.next_msg(timeout=20).data) for _ in range(5))
+    assert report == {
+        "read": 7,
+        "jetstream write": "ok",
+        "nats write": "ok",
+        "thread write": thread_write,
+        "nats_sync imported": False,
+    }
+    assert received == list(range(5))
+    assert js.stream_info(copies).state.messages == (10 if thread_write == "ok" else 5)
