@@ -108,8 +108,8 @@ test-ft: $(FT_STAMP)
 # what it leaves alone); reformat with `.venv/bin/ruff format .`.
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/ruff check nats_sync tests examples benchmarks tools
-	$(VENV)/bin/mypy --strict nats_sync
+	$(VENV)/bin/ruff check nats_sync pyspark_nats_sync_*.py tests examples benchmarks tools
+	$(VENV)/bin/mypy --strict nats_sync pyspark_nats_sync_*.py
 
 # The docs site into site/ (MkDocs + Material + mkdocstrings, mkdocs.yml): the guides in
 # docs/guides/, the API reference from the docstrings, docs/ARCHITECTURE.md and friends.
@@ -136,7 +136,8 @@ docs-shots: docs
 	bash tools/docs_shots.sh site out/shots
 
 # The release files: sdist and wheel into dist/, twine check --strict, the sdist's contents
-# checked (LICENSE, README, CHANGELOG, py.typed, no caches), then the wheel installed with
+# checked (LICENSE, README, CHANGELOG, py.typed, no caches), the wheel's (py.typed and the
+# pyspark_nats_sync_* modules at its top level, for Spark's lookup), then the wheel installed with
 # the server extra into a fresh venv (.venv-dist, rebuilt each time) where the README's
 # quick start runs as written: its `nats-sync server` line (the wheel's script), then its
 # example (tools/dist_check.py).
@@ -149,6 +150,7 @@ dist: $(RELEASE_STAMP)
 	$(PY) -m build --outdir dist . > /dev/null
 	$(VENV)/bin/twine check --strict dist/*
 	$(PY) tools/dist_check.py sdist dist/*.tar.gz
+	$(PY) tools/dist_check.py wheel dist/*.whl
 	$(PYTHON) -m venv .venv-dist
 	.venv-dist/bin/python -m pip install --quiet --disable-pip-version-check "$$(ls dist/*.whl)[server]"
 	.venv-dist/bin/python tools/dist_check.py quickstart README.md

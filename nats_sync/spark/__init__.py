@@ -7,7 +7,15 @@ the server's. Nothing in the core imports this package, and importing it starts 
 thread: Spark forks its Python workers, and each worker makes its one client on first
 use.
 
-- `register`: makes ``format("jetstream")`` and ``format("nats")`` available.
+- `register`: makes ``format("jetstream")`` and ``format("nats")`` available, to reads
+  and writes started on any thread of the session. Optional where the package is
+  installed: Spark (4.0+) finds both formats itself through the top-level modules
+  ``pyspark_nats_sync_jetstream`` and ``pyspark_nats_sync_nats`` (its lookup imports
+  every installed ``pyspark_*`` module and takes its ``DefaultSource``, once per driver
+  JVM, in a Python worker of ``PYSPARK_PYTHON``). Without ``register`` a classic
+  session writes to them only from the thread that built it: Spark looks a write's
+  source up in the starting thread's active session, which other threads lack.
+  Spark Connect serves every thread either way.
 - `kv_lookup_udf`: a vectorised UDF giving each key's current value in a key-value
   bucket (null where absent), the keys of a batch looked up together; bytes, or text
   with ``decode="utf-8"``.
@@ -80,6 +88,7 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
         "nats_sync.spark needs the spark extra: pip install 'nats-sync[spark]'"
     ) from missing
 
+from nats_sync.spark import _active_session
 from nats_sync.spark._kv_udf import kv_lookup_udf
 from nats_sync.spark._worker_python import check_session_workers
 from nats_sync.spark.datasource import NatsDataSource
@@ -99,6 +108,14 @@ __all__ = [
 def register(spark: Any) -> None:
     """Registers the ``"nats"`` and ``"jetstream"`` data sources with a SparkSession.
 
+    Optional where the package is installed (Spark finds both formats itself), but it
+    also lets a classic session write to them from any thread: Spark looks a Python
+    data source up, for a write, in the active session of the thread starting it, and
+    only the thread that built the session has one. After ``register``, pyspark's
+    ``DataFrameWriter.save`` and ``DataStreamWriter.start`` make their own session the
+    active one for the call. Calling it again, from any thread, is harmless (Spark logs
+    that the registration replaced the previous one).
+
     On a local master it first checks that Spark's Python workers can import
     nats_sync: they run ``PYSPARK_PYTHON`` (``python3`` when unset), not the driver's
     interpreter.
@@ -112,5 +129,8 @@ def register(spark: Any) -> None:
             the fix: set ``PYSPARK_PYTHON`` before the session is made).
     """
     check_session_workers(spark)
+    if not type(spark).__module__.startswith("pyspark.sql.connect"):
+        # Spark Connect's server runs each request with its session active already.
+        _active_session.install()
     spark.dataSource.register(NatsDataSource)
     spark.dataSource.register(JetStreamDataSource)

@@ -1,4 +1,5 @@
-"""The sdist a release uploads holds LICENSE, README, CHANGELOG and py.typed, and no caches."""
+"""The sdist a release uploads holds LICENSE, README, CHANGELOG, py.typed and the
+pyspark_nats_sync_* modules, and no caches."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,70 @@ def test_request_udf_and_request_df(connect: Any, js_server: NatsServer) -> None
             (b"thing b2", None),
             (None, "payload is null"),
         ]
+
+
+def _on_threads(work: Any, count: int = 1) -> None:
+    """Runs ``work`` on ``count`` new threads at once; an exception is raised here."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, name=f"connect-{n}") for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(QUERY_TIMEOUT)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not finish in time"
+    if errors:
+        raise errors[0]
+
+
+def test_writes_from_another_thread_and_register_twice(
+    connect: Any, js_server: NatsServer, orders: JetStream, tmp_path: Path
+) -> None:
+    """A Connect server runs each request with its session active: a batch and a
+    streaming write started on another thread find both formats, as do writes after
+    register ran again from two threads at once."""
+    together = threading.Barrier(2)
+
+    def register_with_the_other() -> None:
+        together.wait(30)
+        register(connect)
+
+    _on_threads(register_with_the_other, count=2)
+    orders.create_stream(name="THREADED", subjects=["threaded.>"])
+    numbers = connect.range(20).selectExpr("CAST(id AS STRING) AS data")
+
+    def batch_write(fmt: str, subject: str) -> None:
+        writer = numbers.write.format(fmt).mode("append").option("servers", js_server.url)
+        writer.option("subject", subject).save()
+
+    def streaming_write() -> None:
+        query = (
+            connect.readStream.format("jetstream")
+            .option("servers", js_server.url)
+            .option("stream", "ORDERS")
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("data")
+            .writeStream.format("jetstream")
+            .option("servers", js_server.url)
+            .option("subject", "threaded.stream")
+            .option("checkpointLocation", str(tmp_path / "thread-cp"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(QUERY_TIMEOUT), "the query did not finish in time"
+            assert query.exception() is None
+        finally:
+            query.stop()
+
+    _on_threads(lambda: batch_write("jetstream", "threaded.batch"))
+    _on_threads(lambda: batch_write("nats", "threaded.core"))  # stored: a stream subject
+    _on_threads(streaming_write)
+    assert orders.stream_info("THREADED").state.messages == 20 + 20 + ORDERS

@@ -33,7 +33,8 @@ def _case_count() -> int:
 @pytest.mark.timeout(CHILD_TIMEOUT + 30)
 def test_the_guide_s_calls_work_under_spark_connect() -> None:
     """register, a batch read, an availableNow read, both sinks, request_udf/request_df
-    and kv_lookup_udf (bytes and decoded) on one Connect session."""
+    and kv_lookup_udf (bytes and decoded) on one Connect session; writes started on
+    another thread, after register ran again from two threads at once."""
     done = subprocess.run(
         [
             sys.executable,
