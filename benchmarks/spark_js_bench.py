@@ -55,9 +55,9 @@ from benchmarks.scenarios import (
     SPARK_KV_UDF,
     SYNC,
 )
-from nats_sync._defaults import SPARK_JS_MAX_SEQ_PER_PARTITION
 from nats_sync.jetstream import KeyNotFoundError, KeyValue
 from nats_sync.spark import kv_lookup_udf, register
+from nats_sync.spark._defaults import SPARK_JS_MAX_SEQ_PER_PARTITION
 from nats_sync.spark._js_read import JS_READ_SCHEMA
 from nats_sync.spark._worker import worker_client
 

@@ -65,15 +65,6 @@ LARGE_PAYLOAD_THRESHOLD = 8 * 1024
 #: How many buffers one ``sendmsg`` call takes at most (IOV_MAX is 1024 on Linux).
 MAX_IOVECS_PER_SEND = 256
 
-# --- micro services ----------------------------------------------------------------
-#: Requests a worker of a micro endpoint with ``max_workers`` > 1 takes from the
-#: subscription at once, at most: its share of those waiting (pending / workers).
-MICRO_WORKER_BATCH = 64
-#: ... unless its handlers take longer than this on average (nanoseconds): then one at a
-#: time, so that a request never waits behind a slow handler while a worker is idle
-#: (the lock round a batch saves, ~0.2 µs per request, is nothing beside them).
-MICRO_BATCH_HANDLER_NS = 50_000
-
 # --- timeouts ----------------------------------------------------------------------
 DEFAULT_REQUEST_TIMEOUT = 0.5
 #: ``request_many``'s total wait: it gathers replies, so it waits longer than one reply.
@@ -152,26 +143,6 @@ JS_BULK_NOT_READY_PAUSES = 5
 #: without the pin id (else it ends with what it has).
 JS_PIN_RETRY_MIN_WAIT = 0.1
 
-# --- partitioned consumer groups (orbit.go's pcgroups) -----------------------------
-#: The key-value buckets the group configs live in (orbit.go's names, shared with it).
-PCG_STATIC_BUCKET = "static-consumer-groups"
-PCG_ELASTIC_BUCKET = "elastic-consumer-groups"
-#: The priority group (ADR-42 pinned_client) of every member's consumer.
-PCG_PRIORITY_GROUP = "PCG"
-#: A member's ack_wait when its consumer config gives none; the pin's timeout and the
-#: pulls' expiry follow from it (orbit.go: pinned TTL = ack_wait, expiry = ack_wait / 2,
-#: both at least 1 s).
-PCG_DEFAULT_ACK_WAIT = 5.0
-PCG_MIN_PULL_EXPIRY = 1.0
-#: How often a member's thread looks at its group's config between messages.
-PCG_CONFIG_POLL = 0.25
-#: Elastic: a standby instance waits this long (plus up to as much again, at random)
-#: before remaking the member's consumer, so the pinned instance goes first.
-PCG_STANDBY_BACKOFF = 0.4
-#: ... and how long it waits for a change when it has messages to hand over (the watch's
-#: reader does not look at what it holds when asked with no time at all).
-PCG_CONFIG_PEEK = 0.001
-
 # --- the connection's inner limits -------------------------------------------------------
 #: A caller writing directly sends what others queued behind it at most this many times
 #: before leaving the rest to the writer (its own request waits meanwhile).
@@ -221,46 +192,7 @@ JS_PUSH_MIN_CHECK = 0.5
 #: keep the link busy, small enough that a 10 GB file needs no more memory than this.
 OBJ_WINDOW_BYTES = 8 * 1024 * 1024
 
-# --- Spark: sources, sinks and lookups ---------------------------------------------------
-#: Seconds a request UDF and a key-value lookup UDF wait for each answer.
-SPARK_REQUEST_TIMEOUT = 2.0
-SPARK_KV_LOOKUP_TIMEOUT = 5.0
-#: format("nats"): the sink's flush timeout; the streaming source's buffer (messages)
-#: and the rows it gives one micro-batch at most.
-SPARK_WRITE_TIMEOUT = 10.0
-SPARK_MAX_BUFFERED = 100_000
-SPARK_MAX_ROWS_PER_BATCH = 10_000
-#: Sequences one read task covers at most (more tasks for a larger range).
-SPARK_JS_MAX_SEQ_PER_PARTITION = 100_000
-#: format("jetstream"): seconds per API call, messages per pull, rows per Arrow batch.
-SPARK_JS_TIMEOUT = 10.0
-SPARK_JS_FETCH_BATCH = 5_000
-SPARK_JS_ROWS_PER_BATCH = 10_000
-#: Seconds between reads of a replica found behind its leader.
-SPARK_JS_LAG_RETRY_WAIT = 0.1
-#: Seconds the sink waits for each acknowledgement.
-SPARK_JS_ACK_TIMEOUT = 10.0
-#: Seconds a task waits beyond the ack timeout for the last futures to settle (the
-#: context's ack timer fails each one at its timeout; this only guards against a stall).
-SPARK_JS_SETTLE_GRACE = 5.0
-#: Messages per flow-control ack the sink asks for (the server may lower it), and
-#: acks outstanding before ``add`` waits: the product is the messages in flight at most.
-SPARK_JS_FAST_FLOW = 500
-SPARK_JS_FAST_MAX_OUTSTANDING_ACKS = 2
-#: format("jetstream"): seconds a driver call, a read or a write task may keep retrying
-#: what a cluster gets over by itself (a node restart, a leader election: 4-9 s after a
-#: crash) before the query fails (option ``retryTimeout``); the first wait between tries,
-#: doubling up to the last.
-SPARK_JS_RETRY_TIMEOUT = 60.0
-SPARK_JS_RETRY_FIRST_WAIT = 0.25
-SPARK_JS_RETRY_MAX_WAIT = 2.0
-#: Bytes of its input a write task keeps to send again after a transient failure; a
-#: task with more input than this is retried by Spark instead (the whole task).
-SPARK_JS_RETRY_KEEP_BYTES = 64 * 1024 * 1024
-#: Seconds the child interpreter may take to import nats_sync; past it nothing is said.
-SPARK_WORKER_PYTHON_CHECK_TIMEOUT = 30.0
-
-# --- JetStream publishing, micro and the CLI ---------------------------------------------
+# --- JetStream publishing --------------------------------------------------------
 #: Seconds a session lives on with nothing in flight before it unsubscribes and its
 #: timer thread ends (a context made per call must not keep a thread forever).
 JS_ACK_TIMER_IDLE_EXIT = 10.0
@@ -281,14 +213,3 @@ JS_FAST_KEEPALIVE_INTERVAL = 2.5
 #: The server's default limit of messages per atomic batch (``streamDefaultMaxAtomicBatchSize``).
 JS_ATOMIC_MAX_MESSAGES = 1000
 OBJ_CHUNK_SIZE = 128 * 1024
-#: Seconds ``stop()`` waits for running handlers unless told otherwise.
-MICRO_STOP_TIMEOUT = 5.0
-#: Seconds to wait for the first answer.
-MICRO_DISCOVERY_TIMEOUT = 2.0
-#: Seconds without a new answer after which the others are taken as all there are.
-MICRO_DISCOVERY_QUIET = 0.25
-#: Seconds for connecting and for each request: one knob, longer than the library's
-#: request default because a person at a terminal would rather wait than retry.
-CLI_TIMEOUT = 2.0
-#: ``pub --js`` awaits at most this many acks (below the context's max_pending_acks).
-CLI_JS_PUBLISH_WINDOW = 1000

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 import nats_sync
-from nats_sync import _defaults as d
+from nats_sync._cli import _defaults as cd
 from nats_sync._cli import jetstream as _cli_jetstream
 from nats_sync._cli import micro as _cli_micro
 from nats_sync._cli import pcgroups as _cli_pcgroups
@@ -57,7 +57,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool)
     """
     # None: connect() picks $NATS_URL, the nats context, or the default URL.
     url_default = None if with_defaults else argparse.SUPPRESS
-    timeout_default: Any = d.CLI_TIMEOUT if with_defaults else argparse.SUPPRESS
+    timeout_default: Any = cd.CLI_TIMEOUT if with_defaults else argparse.SUPPRESS
     other_default: Any = None if with_defaults else argparse.SUPPRESS
     group = parser.add_argument_group("connection options (before or after the command)")
     # The help texts spell the defaults out: %(default)s would print ==SUPPRESS== in a
@@ -86,7 +86,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, with_defaults: bool)
         "--timeout",
         type=float,
         default=timeout_default,
-        help=f"seconds for connect and requests (default {d.CLI_TIMEOUT})",
+        help=f"seconds for connect and requests (default {cd.CLI_TIMEOUT})",
     )
 
 
@@ -260,7 +260,7 @@ def _publish_acked(
         out.write(f"{ack.stream}\tseq {ack.seq}{duplicate}\n")
 
     for n in range(1, args.count + 1):
-        if len(awaited) >= d.CLI_JS_PUBLISH_WINDOW:  # stay below max_pending_acks: never stall
+        if len(awaited) >= cd.CLI_JS_PUBLISH_WINDOW:  # stay below max_pending_acks: never stall
             show(awaited.popleft().result())
         msg_id = args.msg_id.replace("{n}", str(n)) if args.msg_id is not None else None
         awaited.append(

@@ -14,9 +14,9 @@ import json
 import time
 from typing import TYPE_CHECKING, TypeVar
 
-from nats_sync import _defaults as d
 from nats_sync._core.validate import check_timeout
 from nats_sync.errors import InvalidArgumentError, TimeoutError
+from nats_sync.micro import _defaults as md
 from nats_sync.micro._api import (
     ServiceInfo,
     ServicePing,
@@ -37,8 +37,8 @@ def ping(
     name: str | None = None,
     id: str | None = None,
     *,
-    timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
-    quiet: float = d.MICRO_DISCOVERY_QUIET,
+    timeout: float = md.MICRO_DISCOVERY_TIMEOUT,
+    quiet: float = md.MICRO_DISCOVERY_QUIET,
 ) -> list[ServicePing]:
     """Every instance that answers ``$SRV.PING[.<name>[.<id>]]``, sorted by name and id.
 
@@ -60,8 +60,8 @@ def info(
     name: str | None = None,
     id: str | None = None,
     *,
-    timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
-    quiet: float = d.MICRO_DISCOVERY_QUIET,
+    timeout: float = md.MICRO_DISCOVERY_TIMEOUT,
+    quiet: float = md.MICRO_DISCOVERY_QUIET,
 ) -> list[ServiceInfo]:
     """Every instance's answer to ``$SRV.INFO[.<name>[.<id>]]``; see :func:`ping`."""
     return _gather(nc, "INFO", name, id, timeout, quiet, ServiceInfo)
@@ -72,8 +72,8 @@ def stats(
     name: str | None = None,
     id: str | None = None,
     *,
-    timeout: float = d.MICRO_DISCOVERY_TIMEOUT,
-    quiet: float = d.MICRO_DISCOVERY_QUIET,
+    timeout: float = md.MICRO_DISCOVERY_TIMEOUT,
+    quiet: float = md.MICRO_DISCOVERY_QUIET,
 ) -> list[ServiceStats]:
     """Every instance's answer to ``$SRV.STATS[.<name>[.<id>]]``; see :func:`ping`."""
     return _gather(nc, "STATS", name, id, timeout, quiet, ServiceStats)

@@ -38,7 +38,6 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from nats_sync import _defaults as d
 from nats_sync._core.components.port import port_of
 from nats_sync._core.nuid import Nuid
 from nats_sync._core.validate import check_int, check_timeout
@@ -50,6 +49,7 @@ from nats_sync.errors import (
     PermissionsViolationError,
     SlowConsumerError,
 )
+from nats_sync.micro import _defaults as md
 from nats_sync.micro._api import (
     DEFAULT_QUEUE_GROUP,
     VERBS,
@@ -181,8 +181,8 @@ class _Endpoint:
         handled whatever happens to the subscription.
         """
         workers = self.max_workers
-        most = d.MICRO_WORKER_BATCH - 1
-        slow = d.MICRO_BATCH_HANDLER_NS
+        most = md.MICRO_WORKER_BATCH - 1
+        slow = md.MICRO_BATCH_HANDLER_NS
         try:
             while True:
                 if sub.pending_msgs:
@@ -606,7 +606,7 @@ class Service:
         """Whether the service stopped (``stop()``, or its client closed)."""
         return self._stopped or self._nc.is_closed
 
-    def stop(self, timeout: float = d.MICRO_STOP_TIMEOUT) -> None:
+    def stop(self, timeout: float = md.MICRO_STOP_TIMEOUT) -> None:
         """Stops serving: unsubscribes everything, then waits for running handlers.
 
         Requests already received are still handled (each subscription is drained);

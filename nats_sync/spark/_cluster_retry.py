@@ -28,9 +28,9 @@ from typing import TypeVar
 import pyarrow as pa
 import tenacity
 
-from nats_sync import _defaults as d
 from nats_sync import errors
 from nats_sync.jetstream.errors import APIError, JetStreamNotEnabledError
+from nats_sync.spark import _defaults as sd
 
 logger = logging.getLogger("nats_sync.spark")
 
@@ -115,8 +115,8 @@ class RetryPolicy:
 
     budget: float
     servers: tuple[str, ...] = ()
-    first_wait: float = d.SPARK_JS_RETRY_FIRST_WAIT
-    max_wait: float = d.SPARK_JS_RETRY_MAX_WAIT
+    first_wait: float = sd.SPARK_JS_RETRY_FIRST_WAIT
+    max_wait: float = sd.SPARK_JS_RETRY_MAX_WAIT
 
     def call(
         self,

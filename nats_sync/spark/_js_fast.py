@@ -43,7 +43,6 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from nats_sync import _defaults as d
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import (
     BatchAck,
@@ -56,6 +55,7 @@ from nats_sync.jetstream import (
     JetStream,
     JetStreamError,
 )
+from nats_sync.spark import _defaults as sd
 from nats_sync.spark._cluster_retry import is_transient
 from nats_sync.spark._js_rows import SINK, RowColumns, batch_columns
 
@@ -119,8 +119,8 @@ def publish_fast(
                 subjects.update(columns.subjects or (default_subject or "",))
             if publisher is None:
                 publisher = js.fast_publisher(
-                    flow=d.SPARK_JS_FAST_FLOW,
-                    max_outstanding_acks=d.SPARK_JS_FAST_MAX_OUTSTANDING_ACKS,
+                    flow=sd.SPARK_JS_FAST_FLOW,
+                    max_outstanding_acks=sd.SPARK_JS_FAST_MAX_OUTSTANDING_ACKS,
                     continue_on_gap=False,
                     ack_timeout=settings.timeout,
                     error_cb=refusals,

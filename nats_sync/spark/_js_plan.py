@@ -20,12 +20,12 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import JetStream
 from nats_sync.jetstream._streams.wire import format_time
 from nats_sync.jetstream.api import StreamInfo
 from nats_sync.jetstream.errors import MessageNotFoundError, StreamNotFoundError
+from nats_sync.spark import _defaults as sd
 from nats_sync.spark._cluster_retry import RetryPolicy
 from nats_sync.spark._worker import worker_client
 
@@ -52,10 +52,10 @@ class JsReadSettings:
     fail_on_data_loss: bool = True
     include_headers: bool = True
     domain: str | None = None
-    timeout: float = d.SPARK_JS_TIMEOUT
+    timeout: float = sd.SPARK_JS_TIMEOUT
     read_mode: str = "auto"
-    fetch_batch: int = d.SPARK_JS_FETCH_BATCH
-    retry_timeout: float = d.SPARK_JS_RETRY_TIMEOUT
+    fetch_batch: int = sd.SPARK_JS_FETCH_BATCH
+    retry_timeout: float = sd.SPARK_JS_RETRY_TIMEOUT
 
     def jetstream(self) -> JetStream:
         """This process's JetStream context on the worker client."""
@@ -210,7 +210,7 @@ class Planner:
             return []
         span = hi - lo
         count = max(
-            self.settings.min_partitions, math.ceil(span / d.SPARK_JS_MAX_SEQ_PER_PARTITION)
+            self.settings.min_partitions, math.ceil(span / sd.SPARK_JS_MAX_SEQ_PER_PARTITION)
         )
         count = min(count, span)
         direct = self._direct(info)

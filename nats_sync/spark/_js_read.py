@@ -21,7 +21,6 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nats_sync import _defaults as d
 from nats_sync.jetstream import JetStream, StoredColumns, StoredMsg, Stream
 from nats_sync.jetstream._streams.wire import ns_from_time
 from nats_sync.jetstream.errors import (
@@ -31,6 +30,7 @@ from nats_sync.jetstream.errors import (
     MessageNotFoundError,
     StatusError,
 )
+from nats_sync.spark import _defaults as sd
 from nats_sync.spark._cluster_retry import causes_of, is_transient
 from nats_sync.spark._js_plan import SOURCE, JsRange, Planner
 from nats_sync.spark._options import flat_headers
@@ -136,7 +136,7 @@ def _read_from(part: JsRange, progress: _Progress) -> Iterator[pa.RecordBatch]:
                 f"leader (sequence {missing} is stored but was not delivered within "
                 f"{settings.timeout}s)"
             )
-        time.sleep(d.SPARK_JS_LAG_RETRY_WAIT)
+        time.sleep(sd.SPARK_JS_LAG_RETRY_WAIT)
         progress.next_seq = missing
 
 
@@ -182,7 +182,7 @@ def _direct_runs(messages: Iterator[StoredMsg]) -> Iterator[StoredColumns]:
         run.datas.append(message.data)
         run.headers.append(message.headers)
         run.times_ns.append(0 if message.time is None else ns_from_time(message.time))
-        if len(run) >= d.SPARK_JS_ROWS_PER_BATCH:
+        if len(run) >= sd.SPARK_JS_ROWS_PER_BATCH:
             yield run
             run = StoredColumns()
     if run.seqs:

@@ -74,6 +74,7 @@ from nats_sync._core.proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, KeyValue, PubAck
 from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
+from nats_sync.spark import _defaults as sd
 from nats_sync.spark import _js_commits
 from nats_sync.spark._cluster_retry import KeptInput, RetryPolicy, causes_of, is_transient
 from nats_sync.spark._js_fast import FastBatchShortError, publish_fast
@@ -119,13 +120,13 @@ class SinkSettings:
     servers: tuple[str, ...]
     connect_options: tuple[tuple[str, Any], ...] = ()
     subject: str | None = None
-    timeout: float = d.SPARK_JS_ACK_TIMEOUT
+    timeout: float = sd.SPARK_JS_ACK_TIMEOUT
     domain: str | None = None
     max_pending_acks: int = DEFAULT_MAX_PENDING_ACKS
     msg_id_columns: tuple[str, ...] = ()
     publish_mode: str = DEFAULT_PUBLISH_MODE
     commit_bucket: str = _js_commits.DEFAULT_COMMIT_BUCKET
-    retry_timeout: float = d.SPARK_JS_RETRY_TIMEOUT
+    retry_timeout: float = sd.SPARK_JS_RETRY_TIMEOUT
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
@@ -224,7 +225,9 @@ def parse_sink_options(
         servers=servers,
         connect_options=connect,
         subject=subject,
-        timeout=positive_float("timeout", given.get("timeout", str(d.SPARK_JS_ACK_TIMEOUT)), _SINK),
+        timeout=positive_float(
+            "timeout", given.get("timeout", str(sd.SPARK_JS_ACK_TIMEOUT)), _SINK
+        ),
         domain=domain,
         max_pending_acks=positive_int(
             "maxPendingAcks", given.get("maxpendingacks", str(DEFAULT_MAX_PENDING_ACKS)), _SINK
@@ -455,7 +458,7 @@ def publish_acknowledged(
             message names the row.
         ClusterRetryTimeoutError: transient failures went on for ``retryTimeout``.
     """
-    kept = KeptInput(batches, d.SPARK_JS_RETRY_KEEP_BYTES)
+    kept = KeptInput(batches, sd.SPARK_JS_RETRY_KEEP_BYTES)
 
     def publish_once() -> tuple[int, int | None]:
         if settings.publish_mode == "fast":
@@ -497,13 +500,13 @@ def publish_async_acknowledged(
     except Error as error:
         if isinstance(error, InvalidArgumentError):
             raise
-        tally.settle(settings.timeout + d.SPARK_JS_SETTLE_GRACE)
+        tally.settle(settings.timeout + sd.SPARK_JS_SETTLE_GRACE)
         raise RuntimeError(
             f"{_SINK}: could not publish to {', '.join(settings.servers)} "
             f"({tally.acked} of the {tally.sent} rows sent by this task were acknowledged "
             f"before the failure): {error}"
         ) from error
-    tally.settle(settings.timeout + d.SPARK_JS_SETTLE_GRACE)
+    tally.settle(settings.timeout + sd.SPARK_JS_SETTLE_GRACE)
     if tally.failure is not None:
         subject, cause = tally.failure
         raise RuntimeError(

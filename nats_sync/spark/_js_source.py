@@ -16,10 +16,10 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._streams.wire import check_stream_name
 from nats_sync.jetstream.errors import InvalidStreamNameError
+from nats_sync.spark import _defaults as sd
 from nats_sync.spark._js_plan import (
     EARLIEST,
     LATEST,
@@ -137,10 +137,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> JsRead
         fail_on_data_loss=_boolean(given, "failondataloss", default=True),
         include_headers=_boolean(given, "includeheaders", default=True),
         domain=given.get("domain") or None,
-        timeout=positive_float("timeout", given.get("timeout", str(d.SPARK_JS_TIMEOUT)), SOURCE),
+        timeout=positive_float("timeout", given.get("timeout", str(sd.SPARK_JS_TIMEOUT)), SOURCE),
         read_mode=read_mode,
         fetch_batch=positive_int(
-            "fetchBatch", given.get("fetchbatch", str(d.SPARK_JS_FETCH_BATCH)), SOURCE
+            "fetchBatch", given.get("fetchbatch", str(sd.SPARK_JS_FETCH_BATCH)), SOURCE
         ),
         retry_timeout=retry_timeout(given, SOURCE),
     )

@@ -25,11 +25,11 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.pandas.functions import arrow_udf
 
-from nats_sync import _defaults as d
 from nats_sync._core.validate import check_timeout
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import KeyValue, KeyValueConfig
 from nats_sync.jetstream._streams.wire import check_domain
+from nats_sync.spark import _defaults as sd
 from nats_sync.spark._worker import PerClient, worker_client
 from nats_sync.spark._worker_python import check_session_workers
 
@@ -90,7 +90,7 @@ def _key_text(key: object) -> str:
 def kv_lookup_udf(
     bucket: str,
     servers: str | list[str],
-    timeout: float = d.SPARK_KV_LOOKUP_TIMEOUT,
+    timeout: float = sd.SPARK_KV_LOOKUP_TIMEOUT,
     *,
     domain: str | None = None,
     decode: str | None = None,

@@ -14,8 +14,8 @@ from typing import Any
 
 from pyspark.sql.types import BinaryType, DataType, MapType, StringType
 
-from nats_sync import _defaults as d
 from nats_sync.errors import InvalidArgumentError
+from nats_sync.spark import _defaults as sd
 
 #: Options that go to ``connect()``; the value is the keyword they become there.
 CONNECT_OPTIONS = {
@@ -43,9 +43,9 @@ class SourceSettings:
     connect_options: tuple[tuple[str, Any], ...] = ()
     subject: str | None = None
     queue: str = ""
-    timeout: float = d.SPARK_WRITE_TIMEOUT
-    max_buffered: int = d.SPARK_MAX_BUFFERED
-    max_rows_per_batch: int = d.SPARK_MAX_ROWS_PER_BATCH
+    timeout: float = sd.SPARK_WRITE_TIMEOUT
+    max_buffered: int = sd.SPARK_MAX_BUFFERED
+    max_rows_per_batch: int = sd.SPARK_MAX_ROWS_PER_BATCH
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
@@ -79,13 +79,13 @@ def parse_source_options(options: Mapping[str, str], *, need_subject: bool) -> S
         connect_options=connect_options,
         subject=subject,
         queue=given.get("queue", ""),
-        timeout=positive_float("timeout", given.get("timeout", str(d.SPARK_WRITE_TIMEOUT))),
+        timeout=positive_float("timeout", given.get("timeout", str(sd.SPARK_WRITE_TIMEOUT))),
         max_buffered=positive_int(
-            "max_buffered", given.get("max_buffered", str(d.SPARK_MAX_BUFFERED))
+            "max_buffered", given.get("max_buffered", str(sd.SPARK_MAX_BUFFERED))
         ),
         max_rows_per_batch=positive_int(
             "max_rows_per_batch",
-            given.get("max_rows_per_batch", str(d.SPARK_MAX_ROWS_PER_BATCH)),
+            given.get("max_rows_per_batch", str(sd.SPARK_MAX_ROWS_PER_BATCH)),
         ),
     )
 
@@ -207,7 +207,7 @@ def retry_timeout(given: Mapping[str, str], source: str) -> float:
     """
     text = given.get("retrytimeout")
     if text is None:
-        return d.SPARK_JS_RETRY_TIMEOUT
+        return sd.SPARK_JS_RETRY_TIMEOUT
     try:
         value = float(text)
     except ValueError:

@@ -26,8 +26,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nats_sync import _defaults as d
 from nats_sync.errors import SparkWorkerPythonError
+from nats_sync.spark import _defaults as sd
 
 __all__ = ["check_session_workers", "check_worker_python"]
 
@@ -103,7 +103,7 @@ def _import_problem(
             env=env,
             capture_output=True,
             text=True,
-            timeout=d.SPARK_WORKER_PYTHON_CHECK_TIMEOUT,
+            timeout=sd.SPARK_WORKER_PYTHON_CHECK_TIMEOUT,
             check=False,
         )
     except FileNotFoundError:

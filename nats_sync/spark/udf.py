@@ -25,6 +25,7 @@ from nats_sync._core.proto import publish_subject
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.msg import Msg
+from nats_sync.spark import _defaults as sd
 from nats_sync.spark._worker import worker_client
 from nats_sync.spark._worker_python import check_session_workers
 
@@ -105,7 +106,7 @@ def request_values(
 def request_udf(
     subject: str,
     servers: str | list[str],
-    timeout: float = d.SPARK_REQUEST_TIMEOUT,
+    timeout: float = sd.SPARK_REQUEST_TIMEOUT,
     max_in_flight: int = d.DEFAULT_REQUEST_MAX_IN_FLIGHT,
     *,
     with_errors: bool = False,
@@ -169,7 +170,7 @@ def request_df(
     subject: str,
     servers: str | list[str],
     payload_col: str,
-    timeout: float = d.SPARK_REQUEST_TIMEOUT,
+    timeout: float = sd.SPARK_REQUEST_TIMEOUT,
     max_in_flight: int = d.DEFAULT_REQUEST_MAX_IN_FLIGHT,
     **connect_options: Any,
 ) -> DataFrame:

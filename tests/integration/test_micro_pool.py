@@ -12,9 +12,10 @@ from collections.abc import Callable
 import pytest
 
 import nats_sync
-from nats_sync import _defaults, micro
-from nats_sync._defaults import MICRO_WORKER_BATCH
+from nats_sync import micro
 from nats_sync.micro import Request, ServiceError
+from nats_sync.micro import _defaults as micro_defaults
+from nats_sync.micro._defaults import MICRO_WORKER_BATCH
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -26,7 +27,7 @@ WORKERS = 4
 def batching_whatever_the_handlers(monkeypatch: pytest.MonkeyPatch) -> None:
     """The held first requests make the handlers slow on average, which would turn the
     shares off (MICRO_BATCH_HANDLER_NS): these tests are about the shares."""
-    monkeypatch.setattr(_defaults, "MICRO_BATCH_HANDLER_NS", 10**15)
+    monkeypatch.setattr(micro_defaults, "MICRO_BATCH_HANDLER_NS", 10**15)
 
 
 def _settled(svc: micro.Service, requests: int) -> micro.EndpointStats:

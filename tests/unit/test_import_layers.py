@@ -339,7 +339,10 @@ def test_defaults_and_limits_live_in_defaults() -> None:
         for name in _named_numbers(path)
         if name not in NOT_DEFAULTS
     ]
-    assert stray == [], "move these to nats_sync/_defaults.py (or say in NOT_DEFAULTS why not)"
+    assert stray == [], (
+        "move these to a _defaults.py: the core's, or their extension's (or say in "
+        "NOT_DEFAULTS why not)"
+    )
     assert all(
         name.split(".")[-1]
         in {
@@ -350,8 +353,28 @@ def test_defaults_and_limits_live_in_defaults() -> None:
 
 
 def test_defaults_name_each_value_once() -> None:
-    names = [name.rpartition(".")[2] for name in _named_numbers(PACKAGE_DIR / "_defaults.py")]
+    names = [
+        name.rpartition(".")[2]
+        for path in sorted(PACKAGE_DIR.rglob("_defaults.py"))
+        for name in _named_numbers(path)
+    ]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+#: What the extensions keep in their own ``_defaults`` (the core's holds only its own).
+EXTENSION_PREFIXES = ("SPARK_", "PCG_", "MICRO_", "CLI_")
+
+
+def test_the_core_defaults_hold_no_extension_facts() -> None:
+    core = ast.parse((PACKAGE_DIR / "_defaults.py").read_text())
+    named = [
+        target.id
+        for node in core.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    assert [name for name in named if name.startswith(EXTENSION_PREFIXES)] == []
 
 
 #: A guard, not a target: modules are split by concept, and one that grows past this many

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nats_sync._defaults import PCG_ELASTIC_BUCKET, PCG_STATIC_BUCKET
 from nats_sync.jetstream._consumers.consumer import PullConsumer
 from nats_sync.jetstream._kv.bucket import KeyValue
 from nats_sync.jetstream._streams.stream import Stream
@@ -34,6 +33,7 @@ from nats_sync.jetstream.errors import (
     KeyNotFoundError,
     StreamNameAlreadyInUseError,
 )
+from nats_sync.jetstream.pcgroups._defaults import PCG_ELASTIC_BUCKET, PCG_STATIC_BUCKET
 from nats_sync.jetstream.pcgroups.errors import (
     ConsumerGroupConfigError,
     ConsumerGroupExistsError,

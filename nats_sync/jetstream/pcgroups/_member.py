@@ -33,14 +33,6 @@ import threading
 import time
 from typing import Any, Protocol
 
-from nats_sync._defaults import (
-    PCG_CONFIG_PEEK,
-    PCG_CONFIG_POLL,
-    PCG_DEFAULT_ACK_WAIT,
-    PCG_MIN_PULL_EXPIRY,
-    PCG_PRIORITY_GROUP,
-    PCG_STANDBY_BACKOFF,
-)
 from nats_sync.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -56,6 +48,14 @@ from nats_sync.jetstream._streams.wire import header_value
 from nats_sync.jetstream.api import ConsumerConfig
 from nats_sync.jetstream.errors import ConsumerNotFoundError, KeyNotFoundError
 from nats_sync.jetstream.pcgroups._config import GroupJetStream, key_of
+from nats_sync.jetstream.pcgroups._defaults import (
+    PCG_CONFIG_PEEK,
+    PCG_CONFIG_POLL,
+    PCG_DEFAULT_ACK_WAIT,
+    PCG_MIN_PULL_EXPIRY,
+    PCG_PRIORITY_GROUP,
+    PCG_STANDBY_BACKOFF,
+)
 from nats_sync.jetstream.pcgroups.errors import ConsumerGroupConfigError
 from nats_sync.msg import Msg
 

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from nats_sync._defaults import PCG_PRIORITY_GROUP, PCG_STANDBY_BACKOFF
 from nats_sync.errors import Error, ErrorCallback, InvalidArgumentError
 from nats_sync.jetstream._consumers.consumer import ConsumeContext, PullConsumer
 from nats_sync.jetstream._consumers.msg import JsMsg
@@ -61,6 +60,7 @@ from nats_sync.jetstream.pcgroups._config import (
     read_value,
     transform_destination,
 )
+from nats_sync.jetstream.pcgroups._defaults import PCG_PRIORITY_GROUP, PCG_STANDBY_BACKOFF
 from nats_sync.jetstream.pcgroups._member import (
     MemberSource,
     log,

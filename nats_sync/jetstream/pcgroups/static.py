@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from nats_sync._defaults import PCG_PRIORITY_GROUP
 from nats_sync.errors import ErrorCallback, InvalidArgumentError
 from nats_sync.jetstream._consumers.consumer import ConsumeContext, PullConsumer
 from nats_sync.jetstream._consumers.msg import JsMsg
@@ -48,6 +47,7 @@ from nats_sync.jetstream.pcgroups._config import (
     read_value,
     static_from_json,
 )
+from nats_sync.jetstream.pcgroups._defaults import PCG_PRIORITY_GROUP
 from nats_sync.jetstream.pcgroups._member import (
     MemberSource,
     member_template,
