@@ -58,7 +58,7 @@ from benchmarks.scenarios import (
 from nats_sync.jetstream import KeyNotFoundError, KeyValue
 from nats_sync.spark import kv_lookup_udf, register
 from nats_sync.spark._defaults import SPARK_JS_MAX_SEQ_PER_PARTITION
-from nats_sync.spark._js_read import JS_READ_SCHEMA
+from nats_sync.spark._jetstream.read import JS_READ_SCHEMA
 from nats_sync.spark._worker import worker_client
 
 #: Seconds for JetStream admin calls, acks and fetches (a busy VM stalls file writes).
@@ -188,7 +188,7 @@ class NatsPyRange(InputPartition):
 
 
 def planned_ranges(lo: int, hi: int) -> list[NatsPyRange]:
-    """The ranges ``nats_sync.spark._js_plan.Planner.ranges`` makes of ``[lo, hi)``
+    """The ranges ``nats_sync.spark._jetstream.plan.Planner.ranges`` makes of ``[lo, hi)``
     (``minPartitions`` 1): the same partitions for both readers."""
     span = hi - lo
     count = min(max(1, math.ceil(span / SPARK_JS_MAX_SEQ_PER_PARTITION)), span)

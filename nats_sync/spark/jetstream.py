@@ -3,8 +3,8 @@
 How it works: Spark pickles `JetStreamDataSource` (by reference to this module) to its
 Python processes. Reads: the driver plans sequence ranges of one stream (offsets are
 stream sequences, checkpointed by Spark) and each task reads its range on an executor
-(``_js_read``); nothing is kept between calls but the driver reader's last stream
-identity. Writes (``_js_sink``) publish with acknowledgements from the tasks.
+(``read``); nothing is kept between calls but the driver reader's last stream
+identity. Writes (``sink``) publish with acknowledgements from the tasks.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from nats_sync.spark import _js_sink
-from nats_sync.spark._js_source import (
+from nats_sync.spark._jetstream import sink
+from nats_sync.spark._jetstream.source import (
     JS_READ_SCHEMA,
     JetStreamBatchReader,
     JetStreamStreamReader,
@@ -49,11 +49,11 @@ class JetStreamDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         """Publishes every row with an acknowledgement; only ``mode("append")``."""
-        return _js_sink.batch_writer(self.options, schema, overwrite)
+        return sink.batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         """The streaming counterpart of `writer`, per micro-batch."""
-        return _js_sink.stream_writer(self.options, schema, overwrite)
+        return sink.stream_writer(self.options, schema, overwrite)
 
 
 __all__ = ["JetStreamDataSource"]

@@ -24,16 +24,16 @@ from nats_sync.jetstream.errors import (
     ServiceUnavailableError,
     StreamNotFoundError,
 )
-from nats_sync.spark._cluster_retry import (
+from nats_sync.spark._jetstream.plan import JsRange, Planner
+from nats_sync.spark._jetstream.read import read_range_batches
+from nats_sync.spark._jetstream.retry import (
     ClusterRetryTimeoutError,
     KeptInput,
     RetryPolicy,
     is_transient,
 )
-from nats_sync.spark._js_plan import JsRange, Planner
-from nats_sync.spark._js_read import read_range_batches
-from nats_sync.spark._js_sink import SinkSettings, publish_acknowledged
-from nats_sync.spark._js_source import JetStreamStreamReader, parse_read_options
+from nats_sync.spark._jetstream.sink import SinkSettings, publish_acknowledged
+from nats_sync.spark._jetstream.source import JetStreamStreamReader, parse_read_options
 from nats_sync.spark._worker import close_worker_clients
 from nats_sync.testing import NatsServer
 

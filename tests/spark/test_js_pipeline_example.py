@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nats_sync.spark import _js_source
+from nats_sync.spark._jetstream import source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE = EXAMPLES / "spark_jetstream_pipeline.py"
@@ -31,7 +31,7 @@ def _example() -> ModuleType:
 
 # The example reads with maxOffsetsPerTrigger (admission control, new in pyspark 4.2).
 @pytest.mark.skipif(
-    _js_source.ReadMaxRows is None, reason="the example's maxOffsetsPerTrigger needs pyspark >= 4.2"
+    source.ReadMaxRows is None, reason="the example's maxOffsetsPerTrigger needs pyspark >= 4.2"
 )
 @pytest.mark.timeout(240)
 def test_every_order_lands_once_across_a_stop_and_a_restart(tmp_path: Path) -> None:

@@ -300,7 +300,7 @@ def test_the_driver_checks_name_the_bad_option_or_column(
     spark: Any, options: dict[str, str], schema: str, message: str
 ) -> None:
     from nats_sync.errors import InvalidArgumentError
-    from nats_sync.spark._js_sink import parse_sink_options
+    from nats_sync.spark._jetstream.sink import parse_sink_options
 
     struct = spark.createDataFrame([], schema).schema
     with pytest.raises(InvalidArgumentError, match=message):
@@ -309,7 +309,7 @@ def test_the_driver_checks_name_the_bad_option_or_column(
 
 def test_a_streaming_write_names_a_commit_bucket_that_is_not_a_bucket_name(spark: Any) -> None:
     from nats_sync.errors import InvalidArgumentError
-    from nats_sync.spark._js_sink import parse_sink_options
+    from nats_sync.spark._jetstream.sink import parse_sink_options
 
     struct = spark.createDataFrame([], "data string").schema
     options = {"servers": "nats://127.0.0.1:4222", "subject": "a", "commitBucket": "my.log"}

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from nats_sync.jetstream import JetStream
-from nats_sync.spark._cluster_retry import RetryPolicy
-from nats_sync.spark._js_commits import commit_key, is_recorded, open_log, record
+from nats_sync.spark._jetstream.commits import commit_key, is_recorded, open_log, record
+from nats_sync.spark._jetstream.retry import RetryPolicy
 from nats_sync.testing import NatsServer
 
 pytestmark = pytest.mark.timeout(300)

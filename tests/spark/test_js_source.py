@@ -168,7 +168,7 @@ def _escaped(text: str) -> str:
 
 
 def test_offsets_are_json_the_checkpoint_can_hold(js_server: NatsServer, js: JetStream) -> None:
-    from nats_sync.spark._js_source import JetStreamStreamReader, parse_read_options
+    from nats_sync.spark._jetstream.source import JetStreamStreamReader, parse_read_options
 
     js.create_stream(name="OFFS", subjects=["offs.>"])
     _fill(js, "OFFS", 25)
@@ -192,9 +192,9 @@ def test_a_read_that_ends_short_of_a_stored_message_reads_again(
     """As from a replica behind its leader: the first read stops at 60 of 100; the
     leader says 61 is stored, so the task reads again from there (in-process, no Spark)."""
     from nats_sync.jetstream._streams.stream import Stream
-    from nats_sync.spark._js_plan import Planner
-    from nats_sync.spark._js_read import read_range_batches
-    from nats_sync.spark._js_source import parse_read_options
+    from nats_sync.spark._jetstream.plan import Planner
+    from nats_sync.spark._jetstream.read import read_range_batches
+    from nats_sync.spark._jetstream.source import parse_read_options
 
     js.create_stream(name="LAG", subjects=["lag.>"])
     _fill(js, "LAG", 100)

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from nats_sync.jetstream import JetStream
-from nats_sync.spark import _js_source
+from nats_sync.spark._jetstream import source
 from nats_sync.testing import NatsServer
 
 #: maxOffsetsPerTrigger needs Spark's admission control, new in pyspark 4.2; on 4.1 (the
 #: lowest declared, make test-min) the source refuses the option with a clear error.
-ADMISSION_CONTROL = _js_source.ReadMaxRows is not None
+ADMISSION_CONTROL = source.ReadMaxRows is not None
 needs_admission_control = pytest.mark.skipif(
     not ADMISSION_CONTROL, reason="maxOffsetsPerTrigger needs pyspark >= 4.2"
 )

@@ -261,13 +261,13 @@ def test_extensions_import_no_other_package_s_private_module() -> None:
 
 def test_the_crossing_check_sees_one() -> None:
     graph = {
-        "spark._js_sink": {"jetstream._kv.config", "jetstream._streams.wire", "_defaults"},
+        "spark._jetstream.sink": {"jetstream._kv.config", "jetstream._streams.wire", "_defaults"},
         "micro.service": {"_core.handler"},
         "jetstream._kv.bucket": {"jetstream._kv.config"},
     }
     assert _private_crossings(graph) == [
         "micro.service imports _core.handler",
-        "spark._js_sink imports jetstream._kv.config",
+        "spark._jetstream.sink imports jetstream._kv.config",
     ]
 
 

@@ -10,7 +10,7 @@ range starts at the stream's head and the first message read is past ``lo``, it 
 stream's state once more: messages removed between planning and reading are data loss,
 reported as the driver would. Where the read ends short of ``hi``, one request to the
 stream's leader tells deletes at the tail from a replica still catching up. A read cut
-by a cluster's transient failure goes on from where it got to (``_cluster_retry``).
+by a cluster's transient failure goes on from where it got to (``retry``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from nats_sync.jetstream.errors import (
     StatusError,
 )
 from nats_sync.spark import _defaults as sd
-from nats_sync.spark._cluster_retry import causes_of, is_transient
-from nats_sync.spark._js_plan import SOURCE, JsRange, Planner
+from nats_sync.spark._jetstream.plan import SOURCE, JsRange, Planner
+from nats_sync.spark._jetstream.retry import causes_of, is_transient
 from nats_sync.spark._options import flat_headers
 
 JS_READ_SCHEMA = (

@@ -44,7 +44,7 @@ from pyspark import TaskContext
 from nats_sync.client import Client
 from nats_sync.errors import Error
 from nats_sync.jetstream import BucketNotFoundError, JetStream, KeyNotFoundError, KeyValue
-from nats_sync.spark._cluster_retry import RetryPolicy
+from nats_sync.spark._jetstream.retry import RetryPolicy
 from nats_sync.spark._worker import PerClient
 
 logger = logging.getLogger("nats_sync.spark")

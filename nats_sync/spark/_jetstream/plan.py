@@ -1,7 +1,7 @@
 """Planning a "jetstream" read: the settings, stream state, offsets, data-loss checks.
 
 How it works: plain functions and a `Planner` made per call, on the driver (the readers in
-``_js_source``) and, for one re-check of the stream's head, on an executor (``_js_read``).
+``source``) and, for one re-check of the stream's head, on an executor (``read``).
 An offset is ``{"<stream>": {"seq": <next sequence to read>, "created": "<stream
 creation time>"}}``; the creation time tells a stream deleted and made again (its
 sequences start over) from the one a checkpoint knew. A planner asks the server once per
@@ -26,7 +26,7 @@ from nats_sync.jetstream._streams.wire import format_time
 from nats_sync.jetstream.api import StreamInfo
 from nats_sync.jetstream.errors import MessageNotFoundError, StreamNotFoundError
 from nats_sync.spark import _defaults as sd
-from nats_sync.spark._cluster_retry import RetryPolicy
+from nats_sync.spark._jetstream.retry import RetryPolicy
 from nats_sync.spark._worker import worker_client
 
 logger = logging.getLogger("nats_sync.spark")

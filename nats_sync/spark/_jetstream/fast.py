@@ -1,6 +1,6 @@
 """``publishMode`` "fast": one write task's rows as one fast-ingest batch (ADR-50).
 
-How it works: in the write task, the rows of each Arrow batch (as ``_js_rows`` lists)
+How it works: in the write task, the rows of each Arrow batch (as ``rows`` lists)
 go to ``fast_publisher().add`` in order, with gap ``fail``: the server stores them in
 order and ends the batch at the first gap or refused message. The last row of each
 Arrow batch is held back until the next one comes, so that the task's very last row
@@ -27,7 +27,7 @@ batch per task is what makes the count check whole.
 
 A batch that fails part-way for a reason of the moment (`FastBatchShortError` with
 ``transient``, a timeout, a connection being remade) is sent again whole by the task
-itself, as ``_js_sink.publish_acknowledged`` and its retry policy say, and past that by
+itself, as ``sink.publish_acknowledged`` and its retry policy say, and past that by
 Spark's retry of the task, not from the publisher's ``ack_sequence``: the same rule as
 the resume recipe of docs/guides/jetstream.md, in that every row not known stored is
 sent again and message ids make the stream store it once (the rows known stored are
@@ -56,12 +56,12 @@ from nats_sync.jetstream import (
     JetStreamError,
 )
 from nats_sync.spark import _defaults as sd
-from nats_sync.spark._cluster_retry import is_transient
-from nats_sync.spark._js_rows import SINK, RowColumns, batch_columns
+from nats_sync.spark._jetstream.retry import is_transient
+from nats_sync.spark._jetstream.rows import SINK, RowColumns, batch_columns
 
 
 class FastSettings(Protocol):
-    """What a fast write reads of the sink's settings (``_js_sink.SinkSettings``, which
+    """What a fast write reads of the sink's settings (``sink.SinkSettings``, which
     calls this module: a protocol, so this one does not import it back)."""
 
     @property

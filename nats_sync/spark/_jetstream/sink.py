@@ -8,7 +8,7 @@ pickles it to the tasks). In each write task (a Spark Python worker, on the task
 thread) the worker's one client (``_worker``) gives a JetStream context, cached per
 process for that client and settings; a streaming task first asks the commit log
 whether its micro-batch was written already (then it writes nothing). The rows (each
-Arrow batch made into lists by ``_js_rows``) are published in one of two ways:
+Arrow batch made into lists by ``rows``) are published in one of two ways:
 
 - ``publishMode`` "async": every row with ``publish_async`` (at most ``maxPendingAcks``
   acknowledgements awaited at once, on the context's reply subscription and ack timer
@@ -16,7 +16,7 @@ Arrow batch made into lists by ``_js_rows``) are published in one of two ways:
   missing acknowledgement (no stream stores the subject, the stream refused the
   message, no ack within ``timeout``) fails the task with a `RuntimeError` saying how
   many of its rows were acknowledged, and Spark runs the task again.
-- ``publishMode`` "fast" (``_js_fast``): the task's rows as one fast-ingest batch with
+- ``publishMode`` "fast" (``fast``): the task's rows as one fast-ingest batch with
   gap ``fail``, its last row the commit; the server's count of stored rows must equal
   the rows sent, or the task fails naming both numbers.
 - "auto" (the default) is "fast" where the stream storing the ``subject`` option allows
@@ -33,7 +33,7 @@ Exactly-once into JetStream: give each row a message id (a ``msg_id`` column, or
 within its ``duplicate_window`` (default 2 minutes; set when the stream is created):
 a retried task that publishes the same ids again within that window stores nothing
 twice (the acks say ``duplicate``; a fast batch counts them as taken). Streaming writes
-also keep a commit log (``_js_commits``, option ``commitBucket``): a micro-batch the
+also keep a commit log (``commits``, option ``commitBucket``): a micro-batch the
 log holds is not written again when Spark replays it, however late, so a replay does
 not depend on the window; what remains is a crash after the tasks wrote and before the
 driver recorded the batch, where the window and the message ids still apply. Without
@@ -75,10 +75,10 @@ from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, KeyValue, PubAck
 from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
 from nats_sync.spark import _defaults as sd
-from nats_sync.spark import _js_commits
-from nats_sync.spark._cluster_retry import KeptInput, RetryPolicy, causes_of, is_transient
-from nats_sync.spark._js_fast import FastBatchShortError, publish_fast
-from nats_sync.spark._js_rows import SINK, batch_columns
+from nats_sync.spark._jetstream import commits
+from nats_sync.spark._jetstream.fast import FastBatchShortError, publish_fast
+from nats_sync.spark._jetstream.retry import KeptInput, RetryPolicy, causes_of, is_transient
+from nats_sync.spark._jetstream.rows import SINK, batch_columns
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
     check_known,
@@ -125,7 +125,7 @@ class SinkSettings:
     max_pending_acks: int = DEFAULT_MAX_PENDING_ACKS
     msg_id_columns: tuple[str, ...] = ()
     publish_mode: str = DEFAULT_PUBLISH_MODE
-    commit_bucket: str = _js_commits.DEFAULT_COMMIT_BUCKET
+    commit_bucket: str = commits.DEFAULT_COMMIT_BUCKET
     retry_timeout: float = sd.SPARK_JS_RETRY_TIMEOUT
 
     @property
@@ -241,7 +241,7 @@ def parse_sink_options(
 
 def _commit_bucket_option(given: Mapping[str, str], streaming: bool) -> str:
     if "commitbucket" not in given:
-        return _js_commits.DEFAULT_COMMIT_BUCKET
+        return commits.DEFAULT_COMMIT_BUCKET
     if not streaming:
         # Said rather than ignored: a batch write keeps no log, and nothing should
         # suggest that it is exactly-once across re-runs beyond the duplicate window.
@@ -388,7 +388,7 @@ def _jetstream(settings: SinkSettings) -> JetStream:
 def _commit_log(settings: SinkSettings) -> KeyValue:
     """This process's handle on the streaming commit log's bucket."""
     client = worker_client(list(settings.servers), settings.connect_kwargs)
-    return _js_commits.bound_log(client, _jetstream(settings), settings.commit_bucket)
+    return commits.bound_log(client, _jetstream(settings), settings.commit_bucket)
 
 
 class _Tally:
@@ -602,7 +602,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
     """Publishes each micro-batch of ``df.writeStream.format("jetstream")``, once.
 
     A micro-batch the commit log (``commitBucket``) holds is not written again; the
-    driver's `commit` records each written one (see ``_js_commits``).
+    driver's `commit` records each written one (see ``commits``).
     """
 
     def __init__(self, settings: SinkSettings) -> None:
@@ -618,7 +618,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
                 as `publish_acknowledged`.
         """
         settings = self.settings
-        batch = _js_commits.current_micro_batch()
+        batch = commits.current_micro_batch()
         if batch is None:  # no query id from Spark: the message ids are all there is
             logger.warning(
                 "%s: no streaming query id in this task: the commit log is not used", _SINK
@@ -626,11 +626,11 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
             rows, duplicates = publish_acknowledged(settings, iterator)
             return JetStreamCommitMessage(rows, duplicates, _partition_id(), settings.publish_mode)
         query_id, batch_id, run_id = batch
-        key = _js_commits.commit_key(query_id, batch_id)
+        key = commits.commit_key(query_id, batch_id)
         try:
             recorded = settings.retry.call(
                 f"{_SINK}: reading commit bucket {settings.commit_bucket!r}",
-                lambda: _js_commits.is_recorded(_commit_log(settings), key),
+                lambda: commits.is_recorded(_commit_log(settings), key),
             )
         except Error as error:
             raise RuntimeError(
@@ -659,7 +659,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         """Records the written micro-batch in the commit log (runs on the driver).
 
         A micro-batch every task skipped (the log held it) is not recorded again. A
-        failed record is logged, not raised (see ``_js_commits``).
+        failed record is logged, not raised (see ``commits``).
         """
         done = _done(messages)
         if done and all(message.skipped for message in done):
@@ -684,10 +684,10 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
             return  # no task saw a query id: nothing to key the record by
         run_ids = sorted({m.run_id for m in done if m.run_id})
         for query_id in sorted(query_ids):
-            _js_commits.record(
+            commits.record(
                 lambda: _commit_log(self.settings),
                 self.settings.retry,
-                _js_commits.commit_key(query_id, batchId),
+                commits.commit_key(query_id, batchId),
                 rows=rows,
                 tasks=len(done),
                 run_ids=run_ids,
@@ -732,7 +732,7 @@ def stream_writer(
     try:
         settings.retry.call(
             f"{_SINK}: binding commit bucket {settings.commit_bucket!r}",
-            lambda: _js_commits.open_log(_jetstream(settings), settings.commit_bucket),
+            lambda: commits.open_log(_jetstream(settings), settings.commit_bucket),
         )
     except Error as error:
         raise RuntimeError(

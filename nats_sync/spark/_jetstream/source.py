@@ -2,9 +2,9 @@
 
 How it works: Spark calls these readers on the driver, one call at a time (a streaming
 reader lives in one long-lived Python process for the query; a batch reader only plans).
-Offsets are stream sequences (see ``_js_plan``): Spark checkpoints them, so a restarted
+Offsets are stream sequences (see ``plan``): Spark checkpoints them, so a restarted
 query re-plans its unfinished micro-batch from the same sequences and reads the same
-messages. Planned ranges ``[lo, hi)`` are read on the executors by ``_js_read``. A
+messages. Planned ranges ``[lo, hi)`` are read on the executors by ``read``. A
 reader's only state is its settings and the ``availableNow`` target.
 """
 
@@ -20,7 +20,7 @@ from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._streams.wire import check_stream_name
 from nats_sync.jetstream.errors import InvalidStreamNameError
 from nats_sync.spark import _defaults as sd
-from nats_sync.spark._js_plan import (
+from nats_sync.spark._jetstream.plan import (
     EARLIEST,
     LATEST,
     SOURCE,
@@ -31,7 +31,7 @@ from nats_sync.spark._js_plan import (
     head_of,
     unpack,
 )
-from nats_sync.spark._js_read import JS_READ_SCHEMA, read_range_batches
+from nats_sync.spark._jetstream.read import JS_READ_SCHEMA, read_range_batches
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
     check_known,
