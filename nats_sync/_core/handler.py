@@ -4,7 +4,7 @@ How it works: ``Handler`` composes narrow objects, each owning its state and loc
 
 - ``Outbox`` (``threads.outbox``): frames for the writer, and the disconnect buffer, into
   which ``Publisher`` (``components.publishing``) encodes messages (the hot path).
-- ``Requester`` (``components.requesting``): request-reply over one inbox subscription,
+- ``Requester`` (``components.requester``): request-reply over one inbox subscription,
   which the handler subscribes and routes for it (``open_request_inbox``).
 - ``Reconnector`` (``components.reconnect``): the server pool, the first connection and the
   reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
@@ -48,8 +48,8 @@ from nats_sync._core import proto
 from nats_sync._core.components.pings import Pings
 from nats_sync._core.components.publishing import Publisher
 from nats_sync._core.components.reconnect import Handshaken, Reconnector
-from nats_sync._core.components.requesting import Requester
-from nats_sync._core.components.requests import RequestMux
+from nats_sync._core.components.reply_mux import RequestMux
+from nats_sync._core.components.requester import Requester
 from nats_sync._core.components.subscription import Deliveries, Subscription
 from nats_sync._core.state import DRAINING, State
 from nats_sync._core.threads.callbacks import CallbackRunner, Listeners, StatusListeners
@@ -88,7 +88,12 @@ log = logging.getLogger("nats_sync")
 
 
 class Handler:
-    """Protocol state and threads of one client. See the module docstring."""
+    """One client's connection handler: it handles the connection's life (connect,
+    lose, reconnect, drain, close), the server's ops as the reader thread parses them
+    (dispatched to the components: subscriptions, replies, pings), and the state both
+    change, under its one lock. The client's public methods call into it; the
+    components it composes (outbox, publisher, requester, deliveries, reconnector,
+    pinger) each own their own state. See the module docstring for the threads."""
 
     def __init__(self, options: Options) -> None:
         self.options = options

@@ -3,7 +3,7 @@ docs/ARCHITECTURE.md shows and draws), with no circle: a module imports only mod
 its own layer or below, and the imports form no circle, ``TYPE_CHECKING`` imports
 included (where a type is needed from above, a module names it as a protocol of its
 own). Within ``jetstream/``, no part imports the context: they take it as
-``jetstream._streams.context_api.JsContext``. Above the client's own modules, nothing touches
+``jetstream._streams.context_protocol.JsContext``. Above the client's own modules, nothing touches
 the client's private attributes: extensions go through its port
 (``nats_sync._core.components.port.port_of``)."""
 
@@ -117,7 +117,7 @@ def test_no_part_of_jetstream_imports_the_context() -> None:
     )
     assert importers == [], (
         f"{importers} import jetstream._streams.context (or the package): type the context as "
-        "jetstream._streams.context_api.JsContext (add the members they use there)"
+        "jetstream._streams.context_protocol.JsContext (add the members they use there)"
     )
 
 
@@ -214,7 +214,7 @@ SHARED_PRIVATE = {
         "_core.validate",
         "_core.nuid",
         "_core.components.port",
-        "_core.components.requests",
+        "_core.components.reply_mux",
         # the public Subscription's own module (nats_sync exports it; packages below
         # the client cannot import nats_sync itself)
         "_core.components.subscription",

@@ -17,7 +17,7 @@ import pytest
 
 from nats_sync import errors as core
 from nats_sync._core.components.port import ClientPort
-from nats_sync._core.components.requests import InboxRoute, RequestMux
+from nats_sync._core.components.reply_mux import InboxRoute, RequestMux
 from nats_sync._core.proto import encode_headers
 from nats_sync.jetstream import JetStream
 from nats_sync.jetstream import errors as js_errors

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nats_sync._core.components.requests import (
+from nats_sync._core.components.reply_mux import (
     BatchSlot,
     BatchWait,
     ReplyFuture,

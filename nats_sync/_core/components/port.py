@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nats_sync._core.components.instrumentation import Instrumentation
-from nats_sync._core.components.requests import InboxRoute
+from nats_sync._core.components.reply_mux import InboxRoute
 
 
 class PublishInbox(Protocol):

@@ -1,7 +1,7 @@
 """Request many (ADR-47): one request, any number of replies, on the shared request inbox.
 
 How it works: :func:`start_request_many` registers a :class:`ReplyStream` in the
-client's request mux (``_core.components.requests.RequestMux``) under one fresh reply subject and
+client's request mux (``_core.components.reply_mux.RequestMux``) under one fresh reply subject and
 publishes the request with it, so no subscription is made per call. The mux pops a
 waiter on its first reply; a :class:`ReplyStream` registers itself again under the same
 subject from ``resolve`` (before the next reply can be read: one thread dispatches at a
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from nats_sync._core.components.requests import (
+from nats_sync._core.components.reply_mux import (
     RequestHost,
     RequestMux,
     RequestPublisher,

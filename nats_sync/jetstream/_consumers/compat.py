@@ -34,7 +34,7 @@ from nats_sync.jetstream.errors import ConsumerNotFoundError, JetStreamError, No
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._consumers.msg import JsMsg
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 
 class PullSubscription:

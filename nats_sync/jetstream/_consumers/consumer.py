@@ -70,7 +70,7 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 log = logging.getLogger("nats_sync")
 

@@ -53,7 +53,7 @@ from nats_sync.jetstream.errors import (
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._consumers.msg import JsMsg
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 _DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
 #: Errors after which the server-side consumer is remade (not the reader's fault).

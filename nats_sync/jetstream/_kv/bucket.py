@@ -69,7 +69,7 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 __all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueStatus", "KeyWatcher"]
 

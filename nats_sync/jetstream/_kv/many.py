@@ -46,7 +46,7 @@ from nats_sync.jetstream._streams.wire import format_time, header_int, header_va
 from nats_sync.jetstream.errors import StatusError
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
     from nats_sync.jetstream._streams.wire import CoreClient
     from nats_sync.msg import Msg
 

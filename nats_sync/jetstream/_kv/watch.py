@@ -35,7 +35,7 @@ from nats_sync.jetstream._streams.wire import header_value
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._consumers.msg import JsMsg
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 
 _OPERATION = "KV-Operation"

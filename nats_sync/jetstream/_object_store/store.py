@@ -86,7 +86,7 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 _ROLLUP = {"Nats-Rollup": "sub"}
 _NUID_ALPHABET = string.ascii_letters + string.digits

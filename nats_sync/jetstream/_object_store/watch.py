@@ -26,7 +26,7 @@ from nats_sync.jetstream.api import StoredMsg
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._object_store.config import ObjectInfo
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
     from nats_sync.jetstream._streams.stream import Stream
 
 

@@ -71,8 +71,8 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync._core.components.requests import InboxRoute, RequestMux
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync._core.components.reply_mux import InboxRoute, RequestMux
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 _NEVER = float("inf")
 _RUNNING = float("-inf")  # ``_next_wake`` while the timer is awake: nobody wakes it

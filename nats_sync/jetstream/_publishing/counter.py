@@ -50,7 +50,7 @@ from nats_sync.jetstream.errors import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
     from nats_sync.jetstream._streams.stream import Stream
 
 __all__ = ["INCREMENT_HEADER", "SOURCES_HEADER", "Counter", "counter_value"]

@@ -90,7 +90,7 @@ from nats_sync.jetstream.errors import (
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 log = logging.getLogger("nats_sync")
 

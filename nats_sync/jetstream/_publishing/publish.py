@@ -37,7 +37,7 @@ from nats_sync.jetstream.errors import JetStreamError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 __all__ = ["JsPublisher", "decode_ack"]
 

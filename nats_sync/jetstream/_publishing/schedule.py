@@ -31,7 +31,7 @@ from nats_sync.jetstream._streams.wire import Headers, format_time, ttl_header
 from nats_sync.jetstream.api import PubAck
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 __all__ = ["check_schedule", "publish_scheduled", "schedule_headers"]
 

@@ -3,7 +3,7 @@
 update, bind, list and delete buckets of either kind.
 
 How it works: each method is one call of the key-value or object store modules on the
-context (typed as the :class:`~nats_sync.jetstream._streams.context_api.JsContext`
+context (typed as the :class:`~nats_sync.jetstream._streams.context_protocol.JsContext`
 protocol, so this module does not import ``context``), on the caller's thread. The
 bucket calls are a concept of their own, apart from streams, consumers and publishing,
 as the nats-py names are (``context_compat``). No thread, no state: the class has no
@@ -36,7 +36,7 @@ from nats_sync.jetstream._object_store.store import (
 )
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 __all__ = ["BucketCalls"]
 

@@ -4,7 +4,7 @@
 :class:`NatsPyNames` that :class:`~nats_sync.jetstream.JetStream` inherits.
 
 How it works: each method is one or two calls on the context (typed as the
-:class:`~nats_sync.jetstream._streams.context_api.JsContext` protocol, so this module does not
+:class:`~nats_sync.jetstream._streams.context_protocol.JsContext` protocol, so this module does not
 import ``context``) or one API request, on the caller's thread. Moved out of
 ``_streams/context.py`` to keep it short; the names and behaviour are those it had. No thread,
 no state (the mixin has no attributes of its own).
@@ -37,7 +37,7 @@ from nats_sync.jetstream.api import (
 
 if TYPE_CHECKING:
     from nats_sync.jetstream._consumers.msg import JsMsg
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 
 class NatsPyNames:

@@ -36,7 +36,7 @@ from nats_sync.jetstream.errors import JetStreamError, StatusError
 from nats_sync.msg import Msg
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
     from nats_sync.jetstream._streams.wire import CoreClient
 
 #: Headers the server adds to a direct get reply; the stored message's own are the rest.

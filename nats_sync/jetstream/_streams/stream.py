@@ -38,7 +38,7 @@ from nats_sync.jetstream.api import (
 from nats_sync.jetstream.errors import JetStreamError
 
 if TYPE_CHECKING:
-    from nats_sync.jetstream._streams.context_api import JsContext
+    from nats_sync.jetstream._streams.context_protocol import JsContext
 
 
 class Stream:

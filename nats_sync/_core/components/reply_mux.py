@@ -8,7 +8,7 @@ Python has) or a :class:`ReplyFuture`. A reply whose token is gone (timed out,
 cancelled) is counted and dropped; nothing is kept for it. ``dict.pop`` is atomic, so a
 waiter is completed exactly once even when a reply and a timeout race. The requester's
 two hosts (:class:`RequestHost`, :class:`RequestPublisher`) are typed here too, below
-both ``_core.components.requesting`` and ``_core.components.request_many``, which use them.
+both ``_core.components.requester`` and ``_core.components.request_many``, which use them.
 """
 
 from __future__ import annotations

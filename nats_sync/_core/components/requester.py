@@ -11,7 +11,7 @@ on the timer thread. Nothing here starts a thread.
 
 State: ``_mux`` is the mux the handler keeps (it subscribes one inbox, once, under its
 own lock, and returns that mux to every caller), so two first requests racing here end
-with the same mux; the mux is thread-safe by itself (see ``_core.components.requests``).
+with the same mux; the mux is thread-safe by itself (see ``_core.components.reply_mux``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,7 @@ from typing import cast
 from nats_sync import _defaults as d
 from nats_sync._core import proto
 from nats_sync._core.components.publishing import HeadersArg
-from nats_sync._core.components.request_many import (
-    ReplyIterator,
-    Sentinel,
-    check_request_many,
-    start_request_many,
-)
-from nats_sync._core.components.requests import (
+from nats_sync._core.components.reply_mux import (
     BatchSlot,
     BatchWait,
     InboxRoute,
@@ -39,6 +33,12 @@ from nats_sync._core.components.requests import (
     RequestMux,
     RequestPublisher,
     no_responders,
+)
+from nats_sync._core.components.request_many import (
+    ReplyIterator,
+    Sentinel,
+    check_request_many,
+    start_request_many,
 )
 from nats_sync._core.nuid import Nuid
 from nats_sync._core.threads.greenlets import threads_are_greenlets
