@@ -8,26 +8,22 @@ from any thread.
 
 from __future__ import annotations
 
+import importlib.util
 import ssl
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from nats_sync import _defaults as d
-from nats_sync._client_support import (
-    bind_traced_methods,
-    check_websocket_support,
-    close_despite_interrupts,
-    otel_instrument,
-)
-from nats_sync._core.components.instrumentation import Instrumentation
+from nats_sync._core.components.instrumentation import Instrumentation, bind_traced_methods
 from nats_sync._core.components.port import ClientPort
 from nats_sync._core.components.publishing import HeadersArg
 from nats_sync._core.components.subscription import MessageCallback, Subscription
 from nats_sync._core.handler import Handler
 from nats_sync._core.state import State
+from nats_sync._core.threads.lifecycle import close_despite_interrupts
 from nats_sync._core.transport.auth import Credential
 from nats_sync._core.transport.contexts import NatsContext
 from nats_sync._core.transport.options import (
@@ -36,14 +32,36 @@ from nats_sync._core.transport.options import (
     ReconnectToServerHandler,
     WsHeaders,
     build_options_and_context,
+    check_websocket_support,
     server_urls,
 )
 from nats_sync._core.transport.pool import Server
 from nats_sync._core.validate import check_int
 from nats_sync._trace import MessageTrace, trace
-from nats_sync.errors import ConnectionClosedError, ErrorCallback, InvalidArgumentError
+from nats_sync.errors import (
+    ConnectionClosedError,
+    ErrorCallback,
+    InvalidArgumentError,
+    NotSupportedError,
+)
 from nats_sync.jetstream import JetStream
 from nats_sync.msg import Msg
+
+if TYPE_CHECKING:
+    from nats_sync.otel import InstrumentedClient
+
+
+def otel_instrument() -> Callable[[InstrumentedClient], object]:
+    """``nats_sync.otel.instrument``, imported only now (``tracing=True``).
+
+    Raises:
+        NotSupportedError: OpenTelemetry's API is not installed.
+    """
+    if importlib.util.find_spec("opentelemetry") is None:
+        raise NotSupportedError("tracing=True needs OpenTelemetry: pip install 'nats-sync[otel]'")
+    from nats_sync import otel  # noqa: PLC0415 - the optional extra, only when asked for
+
+    return otel.instrument
 
 
 def connect(

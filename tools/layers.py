@@ -137,7 +137,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
     ),
     # 6 the public client, and its OpenTelemetry instrumentation (connect(tracing=True)
     # imports it; it names the client as a protocol, InstrumentedClient)
-    ("client", "_client_support", "_trace", "otel"),
+    ("client", "_trace", "otel"),
     # 7 built on the public client
     (
         "",

@@ -5,7 +5,7 @@ The page's layer table names every module of ``LAYERS`` in the row of its layer 
 nowhere else; its thread table has a row for every thread of the picture; every thread
 of the picture is still started where ``THREADS`` says; the page embeds both pictures.
 Also the page's claims about the optional OpenTelemetry extra: ``otel`` is the only
-module importing ``opentelemetry``, and only ``_client_support`` (``connect(tracing=True)``)
+module importing ``opentelemetry``, and only ``client`` (``connect(tracing=True)``)
 and ``spark.udf`` import ``otel``. No server and no docs build: it reads files (well
 under a second).
 """
@@ -138,6 +138,6 @@ def test_only_otel_imports_opentelemetry_and_few_import_otel() -> None:
         m for m, names in imports.items() if any(n.split(".")[0] == "opentelemetry" for n in names)
     ) == ["otel"]
     assert sorted(m for m, names in imports.items() if "nats_sync.otel" in names) == [
-        "_client_support",
+        "client",
         "spark.udf",
     ]

@@ -152,7 +152,7 @@ def test_the_checker_sees_a_known_import() -> None:
 
 
 #: The client's own modules: the only ones that may touch its private attributes.
-CLIENT_MODULES = {"client", "_client_support", "_core.components.port"}
+CLIENT_MODULES = {"client", "_core.components.port"}
 #: The client's private attributes, and the hooks the port replaced (so that none comes
 #: back as a side door).
 CLIENT_PRIVATE = {

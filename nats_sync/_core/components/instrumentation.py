@@ -75,3 +75,28 @@ class Instrumentation(Protocol):
 
     def failed(self, error: BaseException | str) -> None:
         """Marks the current span failed (a micro handler's error answer)."""
+
+
+#: The client's methods a traced client replaces with traced ones.
+TRACED_METHODS = ("publish", "request", "request_future", "request_batch")
+
+
+class TracedPort(Protocol):
+    """The one entry of the client's port a traced client replaces (``publish_inbox``)."""
+
+    publish_inbox: Callable[..., None]
+
+
+def bind_traced_methods(client: object, port: TracedPort, otel: Instrumentation) -> None:
+    """Replaces the client's publish and request methods (``TRACED_METHODS``, as
+    instance attributes) and the port's ``publish_inbox`` with the traced ones ``otel``
+    makes from them (``Client._instrument``), by name: nothing here imports the client
+    or ``nats_sync.otel``."""
+    methods: dict[str, Callable[..., Any]] = {
+        name: getattr(client, name) for name in TRACED_METHODS
+    }
+    methods["publish_inbox"] = port.publish_inbox
+    otel.wrap_client_methods(methods)
+    port.publish_inbox = methods.pop("publish_inbox")
+    for name, method in methods.items():
+        setattr(client, name, method)

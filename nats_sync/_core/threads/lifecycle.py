@@ -170,3 +170,22 @@ def check_same_process(created_pid: int) -> None:
             f"this client was created in process {created_pid} and cannot be used in "
             f"process {os.getpid()} (after a fork); create the client after the fork"
         )
+
+
+class Closable(Protocol):
+    """What :func:`close_despite_interrupts` closes (the handler)."""
+
+    def close(self) -> None:
+        """Closes it; safe to call again."""
+
+
+def close_despite_interrupts(closable: Closable) -> None:
+    """Closes ``closable``; a second Ctrl-C meanwhile (the first is being raised) only
+    makes it wait for the close again, which goes on regardless (``connect()`` failing
+    half-way must leave no thread or socket behind)."""
+    while True:
+        try:
+            closable.close()
+            return
+        except KeyboardInterrupt:
+            continue

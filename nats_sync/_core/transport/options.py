@@ -7,6 +7,7 @@ by every thread. Defaults come from ``_defaults``. Secrets are kept out of ``rep
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import re
 import ssl
@@ -24,7 +25,12 @@ from nats_sync._core.transport.auth import (
 from nats_sync._core.transport.contexts import NatsContext, apply_context, resolve
 from nats_sync._core.transport.pool import Server, parse_server_url
 from nats_sync._core.validate import check_int, check_timeout
-from nats_sync.errors import BadCredentialsError, ErrorCallback, InvalidArgumentError
+from nats_sync.errors import (
+    BadCredentialsError,
+    ErrorCallback,
+    InvalidArgumentError,
+    NotSupportedError,
+)
 
 EventCallback = Callable[[], None]
 DelayCallback = Callable[[int], float]
@@ -335,3 +341,14 @@ def _check_credentials(options: Options) -> None:
         read_seed_file(options.nkeys_seed)
     if options.nkeys_seed_str is not None:
         seed_from_string(options.nkeys_seed_str)
+
+
+def check_websocket_support(urls: Sequence[str]) -> None:
+    """Raises NotSupportedError when ``urls`` name a WebSocket server and the optional
+    ``wsproto`` is not installed."""
+    if any(parse_server_url(url).is_websocket for url in urls) and (
+        importlib.util.find_spec("wsproto") is None
+    ):
+        raise NotSupportedError(
+            "ws:// and wss:// servers need wsproto: pip install 'nats-sync[websocket]'"
+        )
