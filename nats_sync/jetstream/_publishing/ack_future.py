@@ -308,6 +308,20 @@ _RUNNING_STATE = _future_state("RUNNING")
 _FINISHED_STATE = _future_state("FINISHED")
 
 
+#: Taken only while a lean future makes one of its lazy fields.
+_LAZY_LOCK = threading.RLock()
+#: The lean future's fields made when first asked for, and how. ``_condition`` is on a
+#: plain lock of its own, which callers' threads enter directly: a Condition's own
+#: ``__enter__`` is Python code, and a Ctrl-C as it returns would leave the lock held.
+_LAZY_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "_condition_lock": lambda future: threading.Lock(),
+    "_condition": lambda future: threading.Condition(future._condition_lock),
+    "_sleepers": lambda future: Sleepers(),
+    "_waiters": lambda future: [],
+    "_done_callbacks": lambda future: [],
+}
+
+
 class LeanAckFuture(AckFutureBase):
     """The future with ``Future``'s private layout, made lazily (see the module's
     docstring); :func:`future_layout_is_known` checks that layout when imported."""
@@ -316,21 +330,22 @@ class LeanAckFuture(AckFutureBase):
     _state = _RUNNING_STATE
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached while the attribute is missing; setdefault keeps one winner if
-        # two threads make it at once.
-        if name == "_condition":
-            # On a plain lock of its own, which callers' threads enter directly: a
-            # Condition's own __enter__ is Python code, and a Ctrl-C as it returns
-            # would leave the lock held for ever.
-            lock = self._condition_lock
-            return self.__dict__.setdefault(name, threading.Condition(lock))
-        if name == "_condition_lock":
-            return self.__dict__.setdefault(name, threading.Lock())
-        if name == "_sleepers":
-            return self.__dict__.setdefault(name, Sleepers())
-        if name in ("_waiters", "_done_callbacks"):
-            return self.__dict__.setdefault(name, [])
-        raise AttributeError(name)
+        # Only reached while the attribute is missing. Made under one module-level lock
+        # (this path is rare: a waiter or a done-callback), so one winner is kept if two
+        # threads make it at once; set as an attribute, never through ``__dict__``:
+        # materializing an instance's dict here, while the garbage collector ran on
+        # another thread, crashed CPython 3.11 (a segfault in the collector).
+        make = _LAZY_FIELDS.get(name)
+        if make is None:
+            raise AttributeError(name)
+        with _LAZY_LOCK:
+            try:
+                return object.__getattribute__(self, name)
+            except AttributeError:
+                pass
+            value = make(self)
+            object.__setattr__(self, name, value)
+            return value
 
     def done(self) -> bool:
         """Whether the ack (or an error) came; reads the state without the condition."""
