@@ -31,8 +31,9 @@ CONNECT_OPTIONS = {
 }
 #: Options the data source itself reads.
 SOURCE_OPTIONS = ("subject", "queue", "timeout", "max_buffered", "max_rows_per_batch")
-#: Options Spark itself adds or reads (streaming queries pass them on to the source).
-SPARK_OPTIONS = ("checkpointlocation",)
+#: Options Spark itself adds or reads (streaming queries pass them on to the source and
+#: the sink: ``.queryName(...)`` arrives as ``queryName``).
+SPARK_OPTIONS = ("checkpointlocation", "queryname")
 
 
 @dataclass(frozen=True)

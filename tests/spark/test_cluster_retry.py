@@ -32,7 +32,7 @@ from nats_sync.spark._jetstream.retry import (
     RetryPolicy,
     is_transient,
 )
-from nats_sync.spark._jetstream.sink import SinkSettings, publish_acknowledged
+from nats_sync.spark._jetstream.sink import SinkSettings, publish_acknowledged, resolve_publish_mode
 from nats_sync.spark._jetstream.source import JetStreamStreamReader, parse_read_options
 from nats_sync.spark._worker import close_worker_clients
 from nats_sync.testing import NatsServer
@@ -261,3 +261,18 @@ def test_a_policy_retries_only_what_its_predicate_takes() -> None:
     with pytest.raises(errors.InvalidArgumentError):
         policy.call("a broken call", broken)
     assert len(calls) == 1
+
+
+def test_fast_asks_again_for_a_stream_missing_from_the_listing(js_server: NatsServer) -> None:
+    """While a node restarts the listing may miss the stream: "fast" asks again within
+    the budget, then says no stream stores the subject."""
+    settings = SinkSettings(
+        servers=(js_server.url,), subject="nowhere.at.all", publish_mode="fast", retry_timeout=1.0
+    )
+    with pytest.raises(errors.InvalidArgumentError, match=r"no stream stores .*asked for 1s"):
+        resolve_publish_mode(settings)
+
+
+def test_a_query_name_is_spark_s_own_option(js_server: NatsServer) -> None:
+    options = {"servers": js_server.url, "stream": "S", "queryName": "enrich"}
+    assert parse_read_options(options, streaming=True).stream == "S"

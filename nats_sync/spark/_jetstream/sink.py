@@ -77,7 +77,13 @@ from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
 from nats_sync.spark import _defaults as sd
 from nats_sync.spark._jetstream import commits
 from nats_sync.spark._jetstream.fast import FastBatchShortError, publish_fast
-from nats_sync.spark._jetstream.retry import KeptInput, RetryPolicy, causes_of, is_transient
+from nats_sync.spark._jetstream.retry import (
+    ClusterRetryTimeoutError,
+    KeptInput,
+    RetryPolicy,
+    causes_of,
+    is_transient,
+)
 from nats_sync.spark._jetstream.rows import SINK, batch_columns
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
@@ -275,11 +281,31 @@ def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
             return settings
         return dataclasses.replace(settings, publish_mode="async")
     subject = settings.subject
+
+    def lookup() -> Any:
+        found = next(iter(_jetstream(settings).list_streams(subject)), None)
+        if found is None and settings.publish_mode == "fast":
+            # While a node restarts the listing may miss a stream it holds: asked for
+            # "fast", a missing stream is asked about again within the retry budget.
+            raise _NoStreamListed(f"no stream stores subject {subject!r}")
+        return found
+
     try:
         stream = settings.retry.call(
             f"{_SINK}: STREAM.LIST of the stream storing {subject!r}",
-            lambda: next(iter(_jetstream(settings).list_streams(subject)), None),
+            lookup,
+            retry_if=lambda error: is_transient(error) or isinstance(error, _NoStreamListed),
         )
+    except ClusterRetryTimeoutError as spent:
+        if isinstance(spent.__cause__, _NoStreamListed):
+            raise InvalidArgumentError(
+                f"{_SINK}: publishMode 'fast': no stream stores subject {subject!r} "
+                f"(asked for {settings.retry_timeout:g}s, option 'retryTimeout')"
+            ) from None
+        raise RuntimeError(
+            f"{_SINK}: publishMode {settings.publish_mode!r}: could not look up the stream "
+            f"storing {subject!r} on {', '.join(settings.servers)}: {spent}"
+        ) from spent
     except Error as error:
         raise RuntimeError(
             f"{_SINK}: publishMode {settings.publish_mode!r}: could not look up the stream "
@@ -306,6 +332,10 @@ def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
         stream.config.name if stream is not None else "none",
     )
     return dataclasses.replace(settings, publish_mode=mode)
+
+
+class _NoStreamListed(Exception):  # noqa: N818 (a signal to the retry, never raised out)
+    """The stream listing named no stream for the sink's subject (maybe for a moment)."""
 
 
 def _check_subject_option(subject: str) -> None:
