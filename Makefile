@@ -200,11 +200,16 @@ bench: $(BENCH_STAMP)
 # R3 stream's leader) under acknowledged publish_async and a durable consumer, kill -9 of
 # a server under fast-ingest batches (js_fast), and the JetStream guide's resume recipe for
 # fast batches through 5 step-downs and a kill -9 of an R3 stream's leader (js_fast_resume);
-# a few minutes. Writes docs/RELIABILITY.md and fails if a buffered message or an
-# acknowledged JetStream publish is lost (or, resumed, a fast batch's message is lost,
-# duplicated or out of order).
-# RELIABILITY_ARGS: --only KEYS (e.g. js_restart,js_leader,js_fast,js_fast_resume),
-# --rate N, --js-rate N, --fast-rate N, --verbose.
+# a few minutes. Then the Spark rows (~10 minutes): a streaming query between two R3
+# streams on local[2] through node kills, a rolling restart, leader step-downs and a
+# killed Python worker, in publishMode fast and async. Writes docs/RELIABILITY.md and fails
+# if a buffered message or an acknowledged JetStream publish is lost (or, resumed, a fast
+# batch's message is lost, duplicated or out of order), or a Spark row's query dies, loses,
+# doubles or falls behind.
+# RELIABILITY_ARGS: --only KEYS (e.g. js_restart,js_leader,js_fast,js_fast_resume; spark
+# for every Spark row, spark_kill for both modes of one), --rate N, --js-rate N,
+# --fast-rate N, --spark-seconds N (each Spark row's input), --spark-option K=V,
+# --spark-master M, --verbose.
 reliability: $(DEV_STAMP)
 	$(PY) -m tools.reliability $(RELIABILITY_ARGS)
 

@@ -30,13 +30,22 @@ acknowledged is stored, once. It writes its own section too, and so does the res
 batch, through five step-downs and a kill -9 of an R3 stream's leader, must store every
 message once, in order.
 
+The Spark rows (``spark_kill``, ``spark_rolling``, ``spark_stepdown``, ``spark_worker``,
+each in publish modes fast and async: tools/_sparkfaults.py) run a streaming query from
+one R3 stream into another on a local SparkSession through node kills, a rolling
+restart, leader step-downs and a killed Python worker, restarting the query whenever
+it dies, and count its restarts, missing and duplicated messages, the longest gap
+between micro-batches and the lag at the end. ``--only spark`` runs only them;
+``--spark-seconds`` shortens their input.
+
 Every wait is bounded; a watchdog ends the whole run (dumping every thread's stack)
 if it ever takes longer than ``--deadline`` seconds.
 
 Exit status: 0 when nothing buffered was lost, nothing was lost unexplained, no
 acknowledged JetStream publish (or fast-ingest message) was lost, no resumed fast-ingest
-message was lost, duplicated or stored out of order, every stored message was consumed
-and every fault was recovered from; 1 otherwise; 3 when the watchdog fired.
+message was lost, duplicated or stored out of order, every stored message was consumed,
+every fault was recovered from and every Spark row met its targets; 1 otherwise; 3 when
+the watchdog fired.
 """
 
 from __future__ import annotations
@@ -59,6 +68,8 @@ from typing import Any
 import nats_sync
 from nats_sync.testing import NatsCluster, NatsServer, find_server_binary
 from tools import _jsfastresume as resume
+from tools import _sparkfaults as sparkrows
+from tools import _sparkreport
 from tools._jsfast import FAST_FAULTS, FastResult, run_fast_fault
 from tools._jsfast import intro as fast_intro
 from tools._jsfast import note_line as fast_note_line
@@ -813,6 +824,48 @@ def js_markdown(
     return "\n".join(out)
 
 
+def write_spark_section(
+    results: list[sparkrows.SparkResult],
+    elapsed: float,
+    info: dict[str, str],
+    when: str,
+    command: str,
+    output: Path,
+) -> None:
+    """The ``spark`` section: this run's Spark rows and the ones it did not run."""
+    titles = {r.key: r.title for r in sparkrows.SPARK_ROWS}
+    rows = merged(
+        _sparkreport.SECTION,
+        [r.key for r in sparkrows.SPARK_ROWS],
+        [
+            TableRow(r.key, _sparkreport.table_row(r), _sparkreport.note_line(r), r.ok, when)
+            for r in results
+        ],
+        titles,
+        output,
+    )
+    run_line = (
+        f"Run on {when}, nats-server {info['nats-server']}, {info['Python']}, pyspark "
+        f"{spark_version()}, {info['Cores']} cores, {info['CPU']} (load average at start "
+        f"{info['Load average at start (1/5/15 min)']}); these rows took {elapsed:.0f} s."
+    )
+    write_section(
+        _sparkreport.SECTION,
+        _sparkreport.markdown(rows, titles, all(r.ok for r in results), run_line, command),
+        output,
+        after="jetstream_fast_resume",
+    )
+
+
+def spark_version() -> str:
+    try:
+        import pyspark  # noqa: PLC0415 - present only where the Spark rows ran
+
+        return str(pyspark.__version__)
+    except ImportError:
+        return "?"
+
+
 # --- main ----------------------------------------------------------------------------------------
 
 
@@ -840,13 +893,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="messages per second of the fast-ingest rows (js_fast, js_fast_resume)",
     )
     parser.add_argument(
-        "--only", default="", help="comma-separated faults to run: " + ",".join(all_keys())
+        "--only",
+        default="",
+        help="comma-separated faults to run: "
+        + ",".join(all_keys())
+        + " (spark: every Spark row; spark_kill: both of its publish modes)",
+    )
+    parser.add_argument(
+        "--spark-seconds",
+        type=float,
+        default=sparkrows.INPUT_SECONDS,
+        help="seconds of input of each Spark row (default %(default).0f; less for a try)",
+    )
+    parser.add_argument(
+        "--spark-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option for the Spark rows' source and sink (repeatable)",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default="local[2]",
+        help="the Spark rows' master (default %(default)s)",
     )
     parser.add_argument(
         "--deadline",
         type=float,
-        default=720.0,
-        help="seconds after which the whole run is abandoned (exit 3)",
+        default=None,
+        help="seconds after which the whole run is abandoned (exit 3; default 720, "
+        "and 3 minutes more for each Spark row)",
     )
     parser.add_argument("--verbose", action="store_true", help="log nats_sync at INFO")
     return parser.parse_args(argv)
@@ -859,25 +935,74 @@ def all_keys() -> list[str]:
         *(f.key for f in JS_FAULTS),
         *(f.key for f in FAST_FAULTS),
         *(f.key for f in FAST_RESUME_FAULTS),
+        *(r.key for r in sparkrows.SPARK_ROWS),
     ]
 
 
-def selected(only: str) -> tuple[list[Fault], list[JsFault], list[JsFault], list[JsFault]] | None:
-    """The core, JetStream, fast-ingest and fast-resume faults ``--only`` names (all
-    when empty); None if it names an unknown one."""
+@dataclass
+class Selection:
+    """The rows of each kind a run makes."""
+
+    core: list[Fault]
+    js: list[JsFault]
+    fast: list[JsFault]
+    resume: list[JsFault]
+    spark: list[sparkrows.SparkRow]
+
+
+def selected(only: str) -> Selection | None:
+    """The rows ``--only`` names (all when empty); None if it names an unknown one."""
     if not only:
-        return FAULTS, JS_FAULTS, FAST_FAULTS, FAST_RESUME_FAULTS
+        return Selection(FAULTS, JS_FAULTS, FAST_FAULTS, FAST_RESUME_FAULTS, sparkrows.SPARK_ROWS)
     wanted = {key.strip() for key in only.split(",") if key.strip()}
-    unknown = wanted - set(all_keys())
+    groups = {"spark", *(f.key for f in sparkrows.SPARK_FAULTS)}
+    unknown = wanted - set(all_keys()) - groups
     if unknown:
         print(f"unknown fault(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return None
-    return (
+    return Selection(
         [f for f in FAULTS if f.key in wanted],
         [f for f in JS_FAULTS if f.key in wanted],
         [f for f in FAST_FAULTS if f.key in wanted],
         [f for f in FAST_RESUME_FAULTS if f.key in wanted],
+        sparkrows.select_rows(sorted(wanted)),
     )
+
+
+def spark_options(pairs: list[str]) -> dict[str, str] | None:
+    """``--spark-option`` values as a dict; None if one has no ``=``."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            print(f"--spark-option {pair!r}: expected KEY=VALUE", file=sys.stderr)
+            return None
+        options[key.strip()] = value
+    return options
+
+
+def run_spark_rows(
+    rows: list[sparkrows.SparkRow], args: argparse.Namespace, options: dict[str, str]
+) -> list[sparkrows.SparkResult]:
+    """The Spark rows, one after the other, on one SparkSession."""
+    if not rows:
+        return []
+    print(f"starting Spark ({args.spark_master}) for the Spark rows ...", flush=True)
+    spark = sparkrows.spark_session(args.spark_master)
+    try:
+        return [
+            sparkrows.run_spark_row(
+                spark,
+                row,
+                input_seconds=args.spark_seconds,
+                options=options,
+                track=STARTED.append,
+                seed=index,
+            )
+            for index, row in enumerate(rows)
+        ]
+    finally:
+        spark.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -887,9 +1012,17 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(threadName)s %(name)s %(message)s",
     )
     chosen = selected(args.only)
-    if chosen is None:
+    options = spark_options(args.spark_option)
+    if chosen is None or options is None:
         return 2
-    faults, js_faults, fast_faults, resume_faults = chosen
+    faults, js_faults, fast_faults, resume_faults = (
+        chosen.core,
+        chosen.js,
+        chosen.fast,
+        chosen.resume,
+    )
+    if args.deadline is None:
+        args.deadline = 720.0 + len(chosen.spark) * (args.spark_seconds + 120.0)
     started = now()
     load = os.getloadavg()
     when = run_date()
@@ -904,6 +1037,8 @@ def main(argv: list[str] | None = None) -> int:
     js_results: list[JsResult] = []
     fast_results: list[FastResult] = []
     resume_results: list[ResumeResult] = []
+    spark_results: list[sparkrows.SparkResult] = []
+    resume_done = started
     try:
         if any(f.key != "restart" for f in faults):
             cluster = LameDuckCluster(3, name="reliability")
@@ -922,6 +1057,8 @@ def main(argv: list[str] | None = None) -> int:
         resume_results = [
             run_fast_resume_fault(fault, args.fast_rate, STARTED.append) for fault in resume_faults
         ]
+        resume_done = now()
+        spark_results = run_spark_rows(chosen.spark, args, options)
     finally:
         cleanup()
     elapsed = now() - started
@@ -1020,7 +1157,7 @@ def main(argv: list[str] | None = None) -> int:
                 resume.table_header(),
                 titles,
                 resume.outro(),
-                started + elapsed - fast_done,
+                resume_done - fast_done,
                 info,
                 when,
                 command,
@@ -1028,6 +1165,8 @@ def main(argv: list[str] | None = None) -> int:
             args.output,
             after="jetstream_fast",
         )
+    if spark_results:
+        write_spark_section(spark_results, now() - resume_done, info, when, command, args.output)
     watchdog.set()
     if results:
         print("\n".join(table(results)))
@@ -1037,12 +1176,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join([*fast_table_header(), *(fast_table_line(r) for r in fast_results)]))
     if resume_results:
         print("\n".join([*resume.table_header(), *map(resume.table_row, resume_results)]))
+    if spark_results:
+        print(
+            "\n".join([*_sparkreport.table_header(), *map(_sparkreport.table_row, spark_results)])
+        )
     print(f"wrote {args.output} in {elapsed:.0f}s")
     failed = (
         [r.key for r in results if not r.ok]
         + [r.key for r in js_results if not r.ok]
         + [r.key for r in fast_results if not r.ok]
         + [r.key for r in resume_results if not r.ok]
+        + [r.key for r in spark_results if not r.ok]
     )
     if failed:
         print(f"reliability: FAILED: {', '.join(failed)}", file=sys.stderr)
