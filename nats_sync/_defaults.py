@@ -292,3 +292,8 @@ MICRO_DISCOVERY_QUIET = 0.25
 CLI_TIMEOUT = 2.0
 #: ``pub --js`` awaits at most this many acks (below the context's max_pending_acks).
 CLI_JS_PUBLISH_WINDOW = 1000
+
+# --- Locust (nats_sync.locust) -----------------------------------------------------------
+#: Seconds the shared connection waits, when the test stops, for the ``publish_async``
+#: acknowledgements still in flight (each then reported as it settles), before it closes.
+LOCUST_CLOSE_ACK_WAIT = 2.0

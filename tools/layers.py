@@ -176,6 +176,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "spark._js_commits",
         "spark._cluster_retry",
         "spark.testing",
+        "locust",
     ),
 )
 
