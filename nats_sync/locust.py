@@ -36,7 +36,8 @@ UI, connects again). One JetStream context per connection is shared too, so all
 users' ``publish_async`` share one window of acknowledgements and one ack greenlet.
 Greenlets and state: users' greenlets call the wrappers; ``publish_async``'s done
 callback fires its event on the client's callback greenlet. ``_SHARED`` (this module's
-connections, by environment, URL and options) is read and changed under ``_SHARED_LOCK``;
+connections, by environment, then URL and options) is read and changed under
+``_SHARED_LOCK``;
 each ``_Shared``'s client under its own ``lock``. Locust's request event is fired on the
 calling greenlet, or the callback greenlet for ``publish_async``.
 """
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -123,25 +125,31 @@ class _Shared:
 
 
 _SHARED_LOCK = threading.Lock()
-_SHARED: dict[tuple[int, str, str], _Shared] = {}
+#: Each environment's shared connections, by URL and options (an environment is one
+#: test run's; a process running several, as tests do, keeps them apart).
+_SHARED: weakref.WeakKeyDictionary[Environment, dict[tuple[str, str], _Shared]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _shared_for(environment: Environment, url: str, options: Mapping[str, Any]) -> _Shared:
     """The shared connection of ``environment``'s users to ``url`` with ``options``;
-    the first one made for an environment closes them all at its test's end."""
-    key = (id(environment), url, repr(sorted(options.items())))
+    the environment's first closes them all at its test's end."""
+    key = (url, repr(sorted(options.items())))
     with _SHARED_LOCK:
-        shared = _SHARED.get(key)
-        if shared is not None:
-            return shared
-        first = not any(k[0] == id(environment) for k in _SHARED)
-        shared = _SHARED[key] = _Shared(url, options)
+        mine = _SHARED.get(environment)
+        first = mine is None
+        if mine is None:
+            mine = _SHARED[environment] = {}
+        shared = mine.get(key)
+        if shared is None:
+            shared = mine[key] = _Shared(url, options)
     if first:
 
         def close_all(**_: Any) -> None:
             with _SHARED_LOCK:
-                mine = [s for k, s in _SHARED.items() if k[0] == id(environment)]
-            for each in mine:
+                made = list(mine.values())
+            for each in made:
                 each.close()
 
         events: Any = environment.events  # Locust's EventHook methods are untyped
