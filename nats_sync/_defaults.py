@@ -213,3 +213,7 @@ JS_FAST_KEEPALIVE_INTERVAL = 2.5
 #: The server's default limit of messages per atomic batch (``streamDefaultMaxAtomicBatchSize``).
 JS_ATOMIC_MAX_MESSAGES = 1000
 OBJ_CHUNK_SIZE = 128 * 1024
+# --- Locust (nats_sync.locust) -----------------------------------------------------------
+#: Seconds the shared connection waits, when the test stops, for the ``publish_async``
+#: acknowledgements still in flight (each then reported as it settles), before it closes.
+LOCUST_CLOSE_ACK_WAIT = 2.0

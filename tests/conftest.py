@@ -7,6 +7,11 @@ Fixtures:
         across processes (a lock file), and a test finding 4222 taken by something
         else on the machine is skipped, saying so.
 
+Tests under gevent (``tests/under_gevent/``): collected only when a path given to pytest
+is that folder or inside it (``make test-gevent`` does), never by ``make test``, whose
+venv has no gevent; a run in a process that gevent monkey-patched names that in its
+header (``gevent: monkey-patched ...``), which ``tests/under_gevent`` checks.
+
 Free-threaded runs (``make test-ft`` sets ``NATS_SYNC_TEST_FREE_THREADED=1``): the run
 fails at once, and again at its end, unless the GIL is off (``sys._is_gil_enabled()``);
 a test file importing one of ``FREE_THREADED_OPTIONAL`` that does not import on that
@@ -39,6 +44,10 @@ FREE_THREADED_RUN = os.environ.get("NATS_SYNC_TEST_FREE_THREADED") == "1"
 #: Test dependencies with native code that may have no free-threaded wheel.
 FREE_THREADED_OPTIONAL = ("hypothesis", "nkeys", "trustme")
 TESTS_DIR = Path(__file__).parent
+#: Run only when asked for by path (make test-gevent): they need gevent (and Locust).
+GEVENT_TESTS = TESTS_DIR / "under_gevent"
+#: What a gevent-patched process must have patched for its tests to mean anything.
+GEVENT_PATCHED = ("socket", "ssl", "select", "threading", "time", "queue")
 
 
 def gil_is_enabled() -> bool:
@@ -76,8 +85,14 @@ _missing: dict[str, str] = {}
 _ignored: list[Path] = []
 
 
+#: Whether gevent had patched this process when the run began.
+_patched_at_start: list[bool] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """A free-threaded run: checks the GIL is off and finds the test files to leave out."""
+    """Notes whether gevent patched the process; a free-threaded run: checks the GIL is
+    off and finds the test files to leave out."""
+    _patched_at_start.append(bool(gevent_patched()))
     if not FREE_THREADED_RUN:
         return
     if gil_is_enabled():
@@ -91,23 +106,43 @@ def pytest_configure(config: pytest.Config) -> None:
         _left_out.update(files_importing(_missing))
 
 
+def _asked_for(config: pytest.Config) -> list[Path]:
+    """The paths given to pytest, resolved."""
+    return [Path(arg.split("::")[0]).resolve() for arg in config.args]
+
+
+def gevent_patched() -> list[str]:
+    """The modules of ``GEVENT_PATCHED`` that gevent monkey-patched in this process
+    (none without gevent, which is never imported here)."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is None:
+        return []
+    return [name for name in GEVENT_PATCHED if monkey.is_module_patched(name)]
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Leaves out the test files whose module has no free-threaded wheel (named in the
-    header and summary)."""
+    """Leaves out ``tests/under_gevent`` unless asked for by path, and the test files
+    whose module has no free-threaded wheel (named in the header and summary)."""
+    if collection_path == GEVENT_TESTS:
+        asked = _asked_for(config)
+        return not any(path == GEVENT_TESTS or GEVENT_TESTS in path.parents for path in asked)
     if collection_path not in _left_out:
         return None
     # Named in the summary only when asked for (pytest also looks at a file's siblings).
-    asked = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    asked = _asked_for(config)
     if any(path == collection_path or path in collection_path.parents for path in asked):
         _ignored.append(collection_path)
     return True
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """In a free-threaded run, says so, and what is left out and why."""
+    """In a gevent-patched process, says what is patched; in a free-threaded run, says
+    so, and what is left out and why."""
+    patched = gevent_patched()
+    gevent_lines = [f"gevent: monkey-patched {', '.join(patched)}"] if patched else []
     if not FREE_THREADED_RUN:
-        return []
-    lines = [f"free-threaded run: GIL {'on' if gil_is_enabled() else 'off'}"]
+        return gevent_lines
+    lines = [*gevent_lines, f"free-threaded run: GIL {'on' if gil_is_enabled() else 'off'}"]
     lines += [f"  not importable: {module} ({reason})" for module, reason in _missing.items()]
     lines += [
         f"  left out wherever collected: {path.relative_to(TESTS_DIR.parent)} (needs {module})"
@@ -117,7 +152,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A free-threaded run fails if something turned the GIL back on meanwhile."""
+    """A run fails if gevent patched its process part-way (an import of Locust, which
+    patches on import: the rest of the run tested greenlets, not threads), and a
+    free-threaded run if something turned the GIL back on meanwhile."""
+    if gevent_patched() and not _patched_at_start[0]:
+        session.config.get_terminal_writer().line(
+            "FAILED: gevent monkey-patched this process during the run (an import of "
+            "locust or nats_sync.locust without LOCUST_SKIP_MONKEY_PATCH=1?)",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if FREE_THREADED_RUN and gil_is_enabled():
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

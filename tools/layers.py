@@ -183,6 +183,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "spark._jetstream.commits",
         "spark._jetstream.retry",
         "spark.testing",
+        "locust",
     ),
 )
 

@@ -30,6 +30,7 @@ MODULES = {
     "nats_sync.jetstream": "nats_sync/jetstream/__init__.py",
     "nats_sync.jetstream.kvcodec": "nats_sync/jetstream/kvcodec/__init__.py",
     "nats_sync.jetstream.pcgroups": "nats_sync/jetstream/pcgroups/__init__.py",
+    "nats_sync.locust": "nats_sync/locust.py",
     "nats_sync.micro": "nats_sync/micro/__init__.py",
     "nats_sync.otel": "nats_sync/otel.py",
     "nats_sync.spark": "nats_sync/spark/__init__.py",

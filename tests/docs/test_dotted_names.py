@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import pkgutil
 import re
 from collections.abc import Iterator
@@ -30,7 +31,25 @@ PACKAGE = ROOT / "nats_sync"
 #: A backticked dotted name (single or double backticks), optionally called: `a.b()`.
 DOTTED = re.compile(r"`{1,2}~?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`{1,2}")
 #: Modules whose import needs an extra that may be missing (checked where installed).
-OPTIONAL = {"nats_sync.otel", "nats_sync.spark", "nats_sync.pytest_plugin"}
+OPTIONAL = {"nats_sync.otel", "nats_sync.spark", "nats_sync.pytest_plugin", "nats_sync.locust"}
+#: Those of OPTIONAL that did not import here: names under them are not checked.
+MISSING: set[str] = set()
+
+
+def _import(name: str) -> ModuleType:
+    if name != "nats_sync.locust":
+        return importlib.import_module(name)
+    # Importing Locust monkey-patches the process with gevent unless told not to: this
+    # test process must stay a plain threaded one (tests/under_gevent patch children).
+    before = os.environ.get("LOCUST_SKIP_MONKEY_PATCH")
+    os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
+    try:
+        return importlib.import_module(name)
+    finally:
+        if before is None:
+            del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+        else:
+            os.environ["LOCUST_SKIP_MONKEY_PATCH"] = before
 
 
 def _modules() -> dict[str, ModuleType]:
@@ -39,10 +58,11 @@ def _modules() -> dict[str, ModuleType]:
         if info.name == "nats_sync.__main__":
             continue  # running it is what importing it does
         try:
-            found[info.name] = importlib.import_module(info.name)
+            found[info.name] = _import(info.name)
         except ImportError:
             if not any(info.name.startswith(name) for name in OPTIONAL):
                 raise
+            MISSING.add(info.name)
     return found
 
 
@@ -107,6 +127,8 @@ def resolves(name: str, home: str | None) -> bool | None:
     if rest[-1] in ("py", "md", "json", "toml"):
         return None  # a file's name
     if first == "nats_sync":
+        if any(name == m or name.startswith(f"{m}.") for m in MISSING):
+            return None  # an optional extra's module, not importable here
         for cut in range(len(rest), -1, -1):
             module = ".".join(["nats_sync", *rest[:cut]])
             if module in MODULES:
