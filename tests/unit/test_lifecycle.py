@@ -12,6 +12,7 @@ import gc
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -418,7 +419,7 @@ def test_a_forked_child_tells_every_watched_client_and_refreshes_its_pid() -> No
                 pass
         finally:
             os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    status = _wait_child(pid)
     assert os.WIFEXITED(status)
     code = os.WEXITSTATUS(status)
     assert code & 1 == 0, "forked() was not called once in the child"
@@ -429,3 +430,17 @@ def test_a_forked_child_tells_every_watched_client_and_refreshes_its_pid() -> No
     assert client.forked_calls == 0
     assert lifecycle.current_pid[0] == parent
     check_same_process(parent)
+
+
+def _wait_child(pid: int) -> int:
+    """The child's wait status; kills it (and fails) if it has not ended within BOUND."""
+    end = time.monotonic() + BOUND
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child did not end")
+        time.sleep(0.005)
