@@ -409,16 +409,6 @@ def answer_pings_before(rig: Rig, count: int) -> None:
         rig.pings.on_pong()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Outbox.put_ping: a Ctrl-C right after self.frames.append(_PING_FRAME) returns "
-        "lands before the try whose finally queues the waiter, so the interrupted flush "
-        "leaves a PING with no place in pong_waiters; the PONG to that PING then settles "
-        "the next flush's waiter, and that flush returns before the server answered its "
-        "own PING (the very case the comment in put_ping describes)"
-    ),
-)
 def test_after_ctrl_c_in_flush_the_next_flush_waits_for_its_own_pong() -> None:
     for at in points():
         rig = Rig()

@@ -366,16 +366,6 @@ class RecordingWakeup:
         self.sleeps_towards = entries[0][0] if entries else None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Timer.schedule: a Ctrl-C right after heapq.heappush (before notify_all) leaves "
-        "the entry queued at the head without waking the timer; a later schedule() whose "
-        "deadline is not earlier finds that entry still first, so it does not notify "
-        "either: both run only at the timer's next wake-up (the keepalive, ping_interval "
-        "away), e.g. a request_future's timeout fires up to 2 minutes late"
-    ),
-)
 def test_after_ctrl_c_in_schedule_the_next_schedule_still_wakes_the_timer() -> None:
     # No thread: the timer, had it one, would be asleep towards ``sleeps_towards``;
     # once a schedule() returns normally, nothing queued may be earlier than that.

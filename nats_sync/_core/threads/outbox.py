@@ -274,14 +274,15 @@ class Outbox:
     def put_ping(self, waiter: PongWaiter | None) -> None:
         """Queues a PING and, in the same order, the waiter for its PONG."""
         with self.lock:
-            self.frames.append(_PING_FRAME)
+            frames, waiters = len(self.frames), len(self.pong_waiters)
             try:
+                self.frames.append(_PING_FRAME)
                 self.pong_waiters.append(waiter)
             finally:
                 # Ctrl-C (a flush in the main thread) between the two appends: the PING
                 # is queued, so its waiter must be too, or every later PONG would settle
                 # the flush after the one it answers.
-                if not self.pong_waiters or self.pong_waiters[-1] is not waiter:
+                if len(self.frames) > frames and len(self.pong_waiters) == waiters:
                     self.pong_waiters.append(waiter)
             self.size += len(_PING_FRAME)
             if self.writer_waiting:

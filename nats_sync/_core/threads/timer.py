@@ -51,9 +51,16 @@ class Timer:
         with self._lock:
             if self._stopped:
                 return
-            heapq.heappush(self._entries, (deadline, next(self._order), fn))
-            if self._entries[0][2] is fn:
-                self._wakeup.notify_all()
+            entry = (deadline, next(self._order), fn)
+            first = not self._entries or entry < self._entries[0]
+            try:
+                heapq.heappush(self._entries, entry)
+            finally:
+                # Woken even when a Ctrl-C (a caller on the main thread) comes between
+                # the push and the wake-up: else the new first entry would wait for the
+                # timer's next wake-up, and so would every later one behind it.
+                if first:
+                    self._wakeup.notify_all()
 
     def stop(self) -> None:
         """Ends the timer thread; what is still scheduled never runs."""
