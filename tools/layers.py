@@ -55,6 +55,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "_core.transport.streams",
         "_core.transport.websocket",
         "_core.transport.handshake",
+        "_core.transport.greenlets",
     ),
     # 2 connection threads and the small threaded parts
     (
@@ -65,7 +66,6 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "_core.threads.timer",
         "_core.threads.lifecycle",
         "_core.threads.waiting",
-        "_core.threads.greenlets",
     ),
     # 3 components the handler composes, and the port the extensions take
     (

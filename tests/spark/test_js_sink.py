@@ -241,8 +241,12 @@ def test_rows_no_stream_acknowledges_fail_the_job_saying_so(
     spark: Any, js_server: NatsServer
 ) -> None:
     df = spark.range(20, numPartitions=1).select(F.col("id").cast("string").alias("data"))
-    with pytest.raises(Exception, match=r"0 of the 20 rows .* acknowledged.*no stream stores"):
-        _write(df, js_server.url, subject="sink.nowhere", timeout="2")
+    # Asked again within retryTimeout (as while a stream's leader is being elected),
+    # then the error names the budget and the last failure.
+    with pytest.raises(
+        Exception, match=r"retry budget of 3s.*0 of the 20 rows .* acknowledged.*no stream stores"
+    ):
+        _write(df, js_server.url, subject="sink.nowhere", timeout="1", retryTimeout="3")
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from nats_sync._core.threads.greenlets import threads_are_greenlets
+from nats_sync._core.transport.greenlets import threads_are_greenlets
 
 
 def _monkey(answer: object) -> types.ModuleType:

@@ -41,8 +41,8 @@ from nats_sync._core.components.request_many import (
     start_request_many,
 )
 from nats_sync._core.nuid import Nuid
-from nats_sync._core.threads.greenlets import threads_are_greenlets
 from nats_sync._core.threads.timer import Timer
+from nats_sync._core.transport.greenlets import threads_are_greenlets
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import Error, TimeoutError
 from nats_sync.msg import Msg

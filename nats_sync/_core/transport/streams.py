@@ -35,6 +35,7 @@ raises is already a package error.
 
 from __future__ import annotations
 
+import _socket
 import builtins
 import random
 import socket
@@ -45,6 +46,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from nats_sync import _defaults as d
+from nats_sync._core.transport.greenlets import threads_are_greenlets
 from nats_sync._defaults import MAX_IOVECS_PER_SEND
 from nats_sync.errors import Error, NatsConnectionError, SecureConnFailedError, TimeoutError
 
@@ -117,6 +119,12 @@ class Transport(Protocol):
         ...
 
 
+def _os_socket(sock: socket.socket) -> _socket.socket:
+    """The operating system's socket under a gevent socket (``_sock``), else ``sock``."""
+    inner = getattr(sock, "_sock", None)
+    return inner if isinstance(inner, _socket.socket) else sock
+
+
 def _connect_to_one_of(host: str, port: int, timeout: float, shuffle: bool) -> socket.socket:
     """A socket connected to one of ``host``'s addresses (the last error if none)."""
     addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -151,11 +159,15 @@ class TcpStream:
         sock: a connected, blocking socket.
     """
 
-    __slots__ = ("_closed", "_sock")
+    __slots__ = ("_closed", "_nowait", "_sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._closed = False
+        # The socket the non-blocking calls use: under gevent the OS socket beneath
+        # gevent's, whose own recv/send wait for the hub even with MSG_DONTWAIT (then a
+        # requester could never read its own reply, nor the caller write its own).
+        self._nowait: _socket.socket = _os_socket(sock) if threads_are_greenlets() else sock
 
     @classmethod
     def open(cls, host: str, port: int, timeout: float, *, shuffle: bool = True) -> TcpStream:
@@ -209,7 +221,7 @@ class TcpStream:
             NatsConnectionError: the socket failed.
         """
         try:
-            return self._sock.recv_into(buffer, 0, socket.MSG_DONTWAIT)
+            return self._nowait.recv_into(buffer, 0, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return None
         except OSError as err:
@@ -224,7 +236,7 @@ class TcpStream:
             NatsConnectionError: the socket failed or was shut down.
         """
         try:
-            return self._sock.send(data, socket.MSG_DONTWAIT)
+            return self._nowait.send(data, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return 0  # the kernel buffer is full: the writer thread will wait instead
         except OSError as err:

@@ -72,7 +72,7 @@ from nats_sync import _defaults as d
 from nats_sync import errors
 from nats_sync._core.proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
-from nats_sync.jetstream import JetStream, KeyValue, PubAck
+from nats_sync.jetstream import JetStream, KeyValue, NoStreamResponseError, PubAck
 from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
 from nats_sync.spark import _defaults as sd
 from nats_sync.spark._jetstream import commits
@@ -503,13 +503,16 @@ def publish_acknowledged(
 
 
 def _worth_sending_again(error: BaseException) -> bool:
-    """A failed write a second try may get through: transient, or a fast batch the
-    stream ended short for a reason of the moment (a gap, a new leader)."""
+    """A failed write a second try may get through: transient, a fast batch the stream
+    ended short for a reason of the moment (a gap, a new leader), or no stream answering
+    for the subject, which is what a publish meets while the stream's leader is being
+    elected (a subject no stream stores fails the same way once the budget is spent)."""
     if isinstance(error, FastBatchShortError):
         return error.transient
-    return is_transient(error) and not any(
-        isinstance(cause, InvalidArgumentError) for cause in causes_of(error)
-    )
+    causes = list(causes_of(error))
+    if any(isinstance(cause, InvalidArgumentError) for cause in causes):
+        return False
+    return is_transient(error) or any(isinstance(c, NoStreamResponseError) for c in causes)
 
 
 def publish_async_acknowledged(
