@@ -914,8 +914,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--spark-master",
-        default="local[2]",
-        help="the Spark rows' master (default %(default)s)",
+        default="local[2,4]",
+        help=(
+            "the Spark rows' master (default %(default)s: two cores, and a task tried up "
+            "to four times, as spark.task.maxFailures on a cluster; plain local[2] tries "
+            "each task once, so a killed Python worker fails the query)"
+        ),
     )
     parser.add_argument(
         "--deadline",

@@ -41,7 +41,7 @@ sequences), ``failOnDataLoss`` (default true: unread messages that went, or a st
 deleted and made again, fail the query naming the range), ``includeHeaders`` (default
 true), ``readMode`` (``auto``: a temporary consumer, direct gets for work-queue
 streams; ``consumer``; ``direct``), ``fetchBatch`` (messages per pull, default 5,000),
-``domain``, ``timeout`` (seconds per server call, default 10) and ``retryTimeout``.
+``domain``, ``timeout`` (seconds per server call, default 5) and ``retryTimeout``.
 
 ``format("jetstream")``, write (batch and streaming): columns ``data``, optional
 ``subject``, ``headers``, ``msg_id``; options ``subject`` (the default subject),
