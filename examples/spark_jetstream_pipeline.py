@@ -221,9 +221,10 @@ def run_pipeline(
 
         began = time.perf_counter()
         # A trigger interval longer than a micro-batch leaves the query asleep between
-        # batches, where it can stop mid-stream without cutting a batch off.
-        query = start_query(spark, url, out, per_trigger, {"processingTime": "2 seconds"})
-        wait_for_batches(query, 2, timeout=120)
+        # batches, where it can stop mid-stream without cutting a batch off: here once
+        # the trigger after its first batch has ended, two batches in.
+        query = start_query(spark, url, out, per_trigger, {"processingTime": "5 seconds"})
+        wait_for_batches(query, 1, timeout=120)
         if not stop_between_batches(query, timeout=120):
             query.stop()
             raise RuntimeError("no micro-batch ended within 120 s")
