@@ -210,7 +210,10 @@ def run_pipeline(
         shutil.rmtree(out / part, ignore_errors=True)
     first = int(orders * first_share)
     with nats_sync.connect(url, name="pipeline-demo-producer") as nc:
-        js = nc.jetstream()
+        # A loader waits for room rather than fail: with 4,000 acks awaited, the default
+        # 0.2 s wait for one (nats.go's) ran out on a machine busy with Spark and other
+        # jobs (TooManyStalledMsgsError, 1 make demo in 10).
+        js = nc.jetstream(stall_wait=10.0)
         prepare(js, products)
         took = publish_orders(js, 0, first, products)
         print(
