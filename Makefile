@@ -175,8 +175,9 @@ dist: $(RELEASE_STAMP)
 # Spark job enriching 100,000 rows through NATS request-reply (examples/spark_lookup.py),
 # then (2) the durable pipeline: orders in a JetStream stream read by a streaming query with
 # format("jetstream"), priced from a key-value bucket, written to Parquet with a checkpoint,
-# stopped part-way and restarted, every order counted exactly once
-# (examples/spark_jetstream_pipeline.py). Fails if a count is wrong.
+# stopped between micro-batches and restarted, every order counted exactly once
+# (examples/spark_jetstream_pipeline.py). Fails if a count is wrong; prints no traceback
+# or Spark error (tests/spark/test_spark_example.py runs it and checks stderr).
 demo: $(DEV_STAMP)
 	$(PY) examples/demo.py $(DEMO_ARGS)
 

@@ -4,8 +4,9 @@
    service on nats_sync.micro), written to Parquet, a summary published back over NATS.
 2. examples/spark_jetstream_pipeline.py: the durable pipeline: orders in a JetStream
    stream read by a streaming query with ``format("jetstream")``, priced from a
-   key-value bucket, written to Parquet with a checkpoint, stopped part-way and
-   restarted, and counted: every order exactly once.
+   key-value bucket, written to Parquet with a checkpoint, stopped between two
+   micro-batches (as a deploy stops it: nothing cut off, nothing logged) and restarted,
+   and counted: every order exactly once.
 
 Spark starts once (about ten seconds), so both fit in about a minute on two cores.
 ``--local-cluster`` (``make demo-cluster``) runs the same jobs on a Spark standalone

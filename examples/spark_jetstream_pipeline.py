@@ -5,9 +5,13 @@
 2. A Spark structured streaming query reads the stream with ``format("jetstream")``
    (offsets are stream sequences, kept in the query's checkpoint), prices each order
    with ``kv_lookup_udf`` (the keys of a batch looked up together) and writes Parquet.
-3. The query is stopped part-way, as a crash or a deploy would stop it, while more
-   orders arrive; restarted from the same checkpoint, it goes on where the last
-   committed batch ended and re-plans the batch it was cut off in.
+3. The query is stopped between two micro-batches, as a deploy stops it
+   (``stop_between_batches``: no task is cut off, so Spark logs nothing), and more
+   orders arrive while none runs; restarted from the same checkpoint with
+   ``availableNow``, it goes on where its last committed batch ended, reads what is
+   there and stops by itself. (A crash or a plain ``stop()`` mid-batch recovers the same
+   way, re-planning the batch it cut off, but Spark and pyspark log the interrupted work:
+   docs/guides/spark.md, "Stopping a streaming query cleanly".)
 4. Spark reads the Parquet back: every order is there once, none missing, none twice
    (a replayable source plus the file sink's commit log: exactly-once).
 
@@ -91,8 +95,9 @@ def publish_orders(js: JetStream, first: int, count: int, products: int) -> floa
     return time.perf_counter() - began
 
 
-def start_query(spark: Any, url: str, out: Path, per_trigger: int) -> Any:
-    """The streaming query: ORDERS -> parse -> price from the bucket -> Parquet."""
+def start_query(spark: Any, url: str, out: Path, per_trigger: int, trigger: dict[str, Any]) -> Any:
+    """The streaming query: ORDERS -> parse -> price from the bucket -> Parquet;
+    ``trigger`` as ``DataStreamWriter.trigger``'s keywords."""
     orders = (
         spark.readStream.format("jetstream")
         .option("servers", url)
@@ -128,6 +133,7 @@ def start_query(spark: Any, url: str, out: Path, per_trigger: int) -> Any:
         .option("path", str(out / "orders"))
         .option("checkpointLocation", str(out / "checkpoint"))
         .queryName("orders_enriched")
+        .trigger(**trigger)
         .start()
     )
 
@@ -144,6 +150,36 @@ def wait_for_batches(query: Any, batches: int, timeout: float) -> int:
         if time.monotonic() > deadline:
             raise RuntimeError(f"fewer than {batches} micro-batches within {timeout}s")
         time.sleep(0.1)
+
+
+def stop_between_batches(query: Any, timeout: float) -> bool:
+    """Stops ``query`` just after one of its triggers ends; False (the query still runs)
+    if none ended within ``timeout`` seconds.
+
+    ``query.stop()`` interrupts the query's thread wherever it is: in a micro-batch it
+    cancels the running tasks (a file sink's abort logs ``ERROR ... Aborting task``), and
+    while the thread asks a Python data source for offsets it closes the socket to
+    pyspark's source runner, which prints an ``EOFError`` traceback. After a trigger the
+    thread sleeps (the processing-time trigger's wait, or the default trigger's 10 ms once
+    it has caught up); ``stop()`` marks the query stopped before it interrupts, so in that
+    sleep nothing is cut off. Idle on two polls a millisecond apart is that sleep, not the
+    instant between two back-to-back micro-batches. docs/guides/spark.md, "Stopping a
+    streaming query cleanly", has the same function.
+    """
+    deadline = time.monotonic() + timeout
+    seen_active = idle_once = False
+    while query.isActive:
+        if query.status["isTriggerActive"]:
+            seen_active, idle_once = True, False
+        elif seen_active and idle_once:
+            query.stop()
+            return True
+        elif seen_active:
+            idle_once = True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True  # it ended by itself (availableNow) or failed: query.exception() says
 
 
 def next_seq(progress: dict[str, Any] | None) -> str:
@@ -174,7 +210,10 @@ def run_pipeline(
         shutil.rmtree(out / part, ignore_errors=True)
     first = int(orders * first_share)
     with nats_sync.connect(url, name="pipeline-demo-producer") as nc:
-        js = nc.jetstream()
+        # A loader waits for room rather than fail: with 4,000 acks awaited, the default
+        # 0.2 s wait for one (nats.go's) ran out on a machine busy with Spark and other
+        # jobs (TooManyStalledMsgsError, 1 make demo in 10).
+        js = nc.jetstream(stall_wait=10.0)
         prepare(js, products)
         took = publish_orders(js, 0, first, products)
         print(
@@ -184,18 +223,21 @@ def run_pipeline(
         )
 
         began = time.perf_counter()
-        query = start_query(spark, url, out, per_trigger)
-        rows = wait_for_batches(query, 2, timeout=120)
-        # Mid-stream, maybe mid-batch: only committed batches count. (Spark logs the
-        # interrupted write as an error; it is the point here, so it is kept quiet.)
-        spark.sparkContext.setLogLevel("OFF")
-        query.stop()
-        wait_for_tasks_to_end(spark)  # the interrupted task logs its abort as it ends
-        spark.sparkContext.setLogLevel("ERROR")
+        # A trigger interval longer than a micro-batch leaves the query asleep between
+        # batches, where it can stop mid-stream without cutting a batch off: here once
+        # the trigger after its first batch has ended, two batches in.
+        query = start_query(spark, url, out, per_trigger, {"processingTime": "5 seconds"})
+        wait_for_batches(query, 1, timeout=120)
+        if not stop_between_batches(query, timeout=120):
+            query.stop()
+            raise RuntimeError("no micro-batch ended within 120 s")
+        if query.exception() is not None:
+            raise RuntimeError(f"the query failed: {query.exception()}")
         first_run = time.perf_counter() - began
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
         stopped_at = next_seq(query.lastProgress)
         print(
-            f"query stopped part-way: {rows:,} orders in its completed batches, "
+            f"query stopped between micro-batches: {rows:,} orders read, "
             f"next to read seq {stopped_at}",
             flush=True,
         )
@@ -208,9 +250,14 @@ def run_pipeline(
         )
 
         began = time.perf_counter()
-        query = start_query(spark, url, out, per_trigger)  # same checkpoint: resumes
-        query.processAllAvailable()
-        query.stop()
+        # Same checkpoint: it resumes. availableNow reads what is there and ends the
+        # query itself after its last micro-batch: nothing to interrupt.
+        query = start_query(spark, url, out, per_trigger, {"availableNow": True})
+        if not query.awaitTermination(120):
+            query.stop()
+            raise RuntimeError("the restarted query did not finish within 120 s")
+        if query.exception() is not None:
+            raise RuntimeError(f"the query failed: {query.exception()}")
         second_run = time.perf_counter() - began
         resumed = (
             query.recentProgress[0]["sources"][0]["startOffset"] if (query.recentProgress) else None
@@ -218,8 +265,8 @@ def run_pipeline(
         resumed_at = next_seq({"sources": [{"endOffset": resumed}]}) if resumed else "?"
         batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
         print(
-            f"query restarted from its checkpoint at seq {resumed_at}, caught up "
-            f"in {batches} batches",
+            f"query restarted from its checkpoint at seq {resumed_at}, read what was "
+            f"there in {batches} batches and stopped by itself (availableNow)",
             flush=True,
         )
 
@@ -238,14 +285,6 @@ def run_pipeline(
     print(f"revenue            {landed['revenue']:,.2f}")
     print(f"output (Parquet)   {out / 'orders'}")
     return landed["rows"] == orders and landed["missing"] == 0 and landed["duplicated"] == 0
-
-
-def wait_for_tasks_to_end(spark: Any, timeout: float = 10.0) -> None:
-    """Returns once Spark runs no stage (or after ``timeout`` seconds)."""
-    tracker = spark.sparkContext.statusTracker()
-    deadline = time.monotonic() + timeout
-    while tracker.getActiveStageIds() and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 def count_landed(spark: Any, path: Path, orders: int) -> dict[str, Any]:

@@ -72,9 +72,18 @@ def info_line(**extra: Any) -> bytes:
 
 
 def read_until(conn: socket.socket, marker: bytes) -> bytes:
+    """Reads until ``marker`` has arrived or the client hung up; returns everything read.
+
+    Raises:
+        OSError: a read failed or timed out (the same type), its message ending with
+            what was read before it, which would otherwise be lost with the raise.
+    """
     data = b""
     while marker not in data:
-        chunk = conn.recv(4096)
+        try:
+            chunk = conn.recv(4096)
+        except OSError as err:
+            raise type(err)(f"{err} before {marker!r} arrived; read: {data[-200:]!r}") from err
         if not chunk:
             break
         data += chunk

@@ -25,10 +25,14 @@ def kv(jetstream_server: NatsServer, connect: ClientFactory) -> KeyValue:
 
 
 def initial(watcher: KeyWatcher) -> list[Entry]:
-    """The entries up to the end marker."""
+    """The entries up to the end marker; fails naming those that came when it does not."""
     got: list[Entry] = []
-    while (entry := watcher.updates(timeout=5)) is not None:
-        got.append(entry)
+    try:
+        while (entry := watcher.updates(timeout=5)) is not None:
+            got.append(entry)
+    except nats_sync.TimeoutError as err:  # the entries would be lost with the raise
+        keys = [entry.key for entry in got]
+        raise AssertionError(f"no end marker within 5 s after {len(got)} entries: {keys}") from err
     return got
 
 

@@ -328,8 +328,11 @@ def test_status_messages_expose_status_and_description(
 def _read_until(sock: socket.socket, marker: bytes) -> bytes:
     data = b""
     while marker not in data:
-        chunk = sock.recv(65536)
-        assert chunk, "the server closed the connection"
+        try:
+            chunk = sock.recv(65536)
+        except OSError as err:  # say what came before, which the raise would lose
+            raise type(err)(f"{err} before {marker!r} arrived; read: {data[-200:]!r}") from err
+        assert chunk, f"the server closed the connection before {marker!r}; read: {data!r}"
         data += chunk
     return data
 

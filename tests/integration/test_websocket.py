@@ -277,9 +277,13 @@ def fake_server() -> Iterator[Callable[[Callable[[socket.socket], None]], FakeSe
 
 
 def read_request(sock: socket.socket) -> bytes:
+    """Reads up to the end of an HTTP request's head (or the client's hang-up)."""
     data = b""
     while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
+        try:
+            chunk = sock.recv(4096)
+        except OSError as err:  # say what came before, which the raise would lose
+            raise type(err)(f"{err} before the request's end; read: {data[-200:]!r}") from err
         if not chunk:
             break
         data += chunk

@@ -137,7 +137,7 @@ def test_worker_registers_and_the_demo_runs_on_it_unchanged(
     assert [(w["state"], w["cores"]) for w in state["workers"]] == [("ALIVE", 2)]
 
     # make demo's two jobs: request_udf against a micro service and the "nats" sink, then
-    # format("jetstream") -> kv_lookup_udf -> Parquet, stopped and restarted.
+    # format("jetstream") -> kv_lookup_udf -> Parquet, stopped between batches and restarted.
     done = _run_driver(
         cluster,
         [
@@ -157,7 +157,7 @@ def test_worker_registers_and_the_demo_runs_on_it_unchanged(
     assert "failed lookups     30 " in done.stdout  # 1 in 100 SKUs is unknown by design
     assert "service answered   3,000 requests (30 unknown)" in done.stdout
     assert "summary on NATS    8 messages" in done.stdout  # the "nats" sink, from executors
-    assert "query stopped part-way" in done.stdout
+    assert "query stopped between micro-batches" in done.stdout
     assert "3,000 orders published, 3,000 rows landed, 0 missing, 0 duplicated" in done.stdout
     # It ran on the cluster, not in a local master of the driver's own.
     apps = _finished_apps(cluster, "nats-sync-demo")

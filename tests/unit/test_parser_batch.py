@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from wire_helpers import drain_one_by_one, hmsg, msg
+from wire_helpers import drain_one_by_one, hmsg, msg, parse_chunks
 
 from nats_sync._core.proto import MsgOp, Parser
 from nats_sync.errors import ProtocolError
@@ -36,19 +36,14 @@ def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def _batched(chunks: list[bytes], parser: Parser) -> list[Any]:
-    ops: list[Any] = []
-    for chunk in chunks:
-        parser.feed(chunk)
-        while batch := parser.next_ops():
-            ops.extend(batch)
-    return ops
+    return list(parse_chunks(chunks, parser))  # next_ops, as the reader
 
 
 def _one_by_one(chunks: list[bytes], parser: Parser) -> list[Any]:
     ops: list[Any] = []
     for chunk in chunks:
         parser.feed(chunk)
-        ops.extend(drain_one_by_one(parser))
+        drain_one_by_one(parser, ops)  # into ops: kept if a later call raises
     return ops
 
 

@@ -7,31 +7,42 @@ from collections.abc import Iterable
 from nats_sync._core.proto import Parser, ServerOp
 
 
-def drain(parser: Parser) -> list[ServerOp]:
+def drain(parser: Parser, into: list[ServerOp] | None = None) -> list[ServerOp]:
     """Every op the parser can return right now, as the reader takes them
     (``next_ops`` until it returns nothing; test_parser_batch checks it against
-    ``next_op`` one at a time)."""
-    ops: list[ServerOp] = []
+    ``next_op`` one at a time).
+
+    The ops go into ``into`` (a new list when None) as each call returns them, and that
+    list is returned. ``next_ops`` returns the ops before a bad one and raises
+    ``ProtocolError`` on the next call: pass ``into`` to keep those ops when it does (the
+    reader has handed them on by then), since the return value is lost with the raise.
+    """
+    ops: list[ServerOp] = [] if into is None else into
     while batch := parser.next_ops():
         ops.extend(batch)
     return ops
 
 
-def drain_one_by_one(parser: Parser) -> list[ServerOp]:
-    """Every op the parser can return right now, by ``next_op`` until None."""
-    ops: list[ServerOp] = []
+def drain_one_by_one(parser: Parser, into: list[ServerOp] | None = None) -> list[ServerOp]:
+    """Every op the parser can return right now, by ``next_op`` until None; ``into`` as
+    for :func:`drain` (it holds the ops returned before a call that raised)."""
+    ops: list[ServerOp] = [] if into is None else into
     while (op := parser.next_op()) is not None:
         ops.append(op)
     return ops
 
 
-def parse_chunks(chunks: Iterable[bytes], parser: Parser | None = None) -> list[ServerOp]:
-    """Feeds ``chunks`` one by one, draining after each, as the reader thread does."""
+def parse_chunks(
+    chunks: Iterable[bytes], parser: Parser | None = None, into: list[ServerOp] | None = None
+) -> list[ServerOp]:
+    """Feeds ``chunks`` one by one, draining after each, as the reader thread does;
+    ``into`` as for :func:`drain` (it holds every op returned before a call that raised,
+    those of earlier chunks included)."""
     parser = parser if parser is not None else Parser()
-    ops: list[ServerOp] = []
+    ops: list[ServerOp] = [] if into is None else into
     for chunk in chunks:
         parser.feed(chunk)
-        ops.extend(drain(parser))
+        drain(parser, ops)
     return ops
 
 
