@@ -224,8 +224,9 @@ def run_pipeline(
 
         began = time.perf_counter()
         # A trigger interval longer than a micro-batch leaves the query asleep between
-        # batches, where it can stop mid-stream without cutting a batch off: here once
-        # the trigger after its first batch has ended, two batches in.
+        # batches, where it can stop mid-stream without cutting a batch off: here at the
+        # first end of a trigger once a batch is done (that batch's own end, when its
+        # progress shows before its trigger has quite ended, else the next one's).
         query = start_query(spark, url, out, per_trigger, {"processingTime": "5 seconds"})
         wait_for_batches(query, 1, timeout=120)
         if not stop_between_batches(query, timeout=120):

@@ -62,9 +62,9 @@ def test_every_order_lands_once_across_a_stop_and_a_restart(tmp_path: Path) -> N
     stopped = re.search(r"query stopped between micro-batches: ([\d,]+) orders read, "
                         r"next to read seq (\d+)", out)  # fmt: skip
     assert stopped, out
-    # Stopped between batches of 400 sequences, after two at least (of the 1,800 there).
+    # Stopped between two batches of 400 sequences (whole ones), after one at least.
     read = int(stopped[1].replace(",", ""))
-    assert 800 <= read <= 1800
+    assert read in (400, 800, 1200, 1600, 1800)
     assert int(stopped[2]) == read + 1  # the stream has no gaps: sequences 1 .. read
     # Where its last committed batch ended, not the start.
     assert f"restarted from its checkpoint at seq {read + 1}," in out
