@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nats_sync.spark import _js_source
+from nats_sync.spark._jetstream import source
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
 #: The pipeline's line after its first run.
@@ -29,7 +29,7 @@ NOISE = ("Traceback", "ERROR", "\tat ", "Exception", "WARN", "Warning", "log4j",
 
 # The pipeline reads with maxOffsetsPerTrigger (admission control, new in pyspark 4.2).
 @pytest.mark.skipif(
-    _js_source.ReadMaxRows is None, reason="the demo's maxOffsetsPerTrigger needs pyspark >= 4.2"
+    source.ReadMaxRows is None, reason="the demo's maxOffsetsPerTrigger needs pyspark >= 4.2"
 )
 @pytest.mark.timeout(330)
 def test_the_demo_runs_both_jobs_and_stops_its_query_quietly(tmp_path: Path) -> None:
