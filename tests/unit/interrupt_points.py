@@ -13,6 +13,7 @@ waker that runs exactly while the caller is about to block, in the same thread.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,6 +87,11 @@ def run_interrupted(
     """Runs ``call`` with ``KeyboardInterrupt`` at its ``at``-th point in ``files``."""
     hook = InterruptAt(at, files, before_c_call)
     outcome = Outcome(hook)
+    # No collection meanwhile: a gc callback another library registered (hypothesis
+    # has one) would run inside the call, its return counted as a point of ours, and
+    # the interrupt raised there would be swallowed by the collector.
+    collecting = gc.isenabled()
+    gc.disable()
     sys.setprofile(hook)
     try:
         outcome.result = call()
@@ -95,4 +101,6 @@ def run_interrupted(
         outcome.interrupted = interrupt
     finally:
         sys.setprofile(None)
+        if collecting:
+            gc.enable()
     return outcome
