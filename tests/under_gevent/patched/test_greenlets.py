@@ -167,18 +167,6 @@ def _parked(nc: nats_sync.Client) -> bool:
     return conn is not None and conn._parked
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "under gevent the reader greenlet never steps aside for a requester reading its "
-        "own reply (a speed-up, not a behaviour: replies still come, through the reader): "
-        "TcpStream.recv_into_nowait calls recv_into(buffer, 0, MSG_DONTWAIT), and gevent's "
-        "socket.recv_into retries an EWOULDBLOCK by waiting for the socket to become "
-        "readable (unless the socket's timeout is 0.0; it is None after the handshake), so "
-        "Connection._read_available never returns False and _read_until_finished never "
-        "parks: Connection.lead returns at once, each reply costs two greenlet switches"
-    ),
-)
 def test_a_sequential_requester_reads_its_own_reply(nats_server: NatsServer) -> None:
     """As ``tests/integration/test_request_leading.py`` checks without gevent."""
     with (
