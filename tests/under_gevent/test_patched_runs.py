@@ -54,5 +54,5 @@ def test_the_group_passes_in_a_patched_process(group: str) -> None:
     counts = check_patched_run(
         run_patched_pytest(["-m", "not slow", *GROUPS[group]], GROUP_TIMEOUT)
     )
-    if group == "gevent":
-        assert counts.get("xfailed", 0) > 0, "the known gaps under gevent must still fail"
+    # No test of a group may pass by surprise: a known gap closed must lose its xfail.
+    assert not counts.get("xpassed"), counts
