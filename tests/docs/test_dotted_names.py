@@ -218,7 +218,7 @@ def test_the_docs_dotted_names_resolve() -> None:
         ("_core.components.port.port_of", "nats_sync.client", True),
         ("nats_sync.jetstream.JetStream.publish", "nats_sync", True),
         ("nats_sync.jetstream.NoSuchThing", "nats_sync", False),
-        ("sd.SPARK_JS_TIMEOUT", "nats_sync.spark._jetstream.plan", True),
+        ("_defaults.DEFAULT_CONNECT_TIMEOUT", "nats_sync.client", True),
         ("pull_wire.no_such_name", "nats_sync.jetstream._consumers.pull", False),
         ("msg.respond", "nats_sync.client", None),
         ("sys.getallocatedblocks", None, None),
