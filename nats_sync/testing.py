@@ -97,9 +97,20 @@ def _binary_candidates() -> Iterator[Path]:
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return _free_ports(1, host)[0]
+
+
+def _free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    # All sockets stay bound until every port is picked, so the ports differ from one
+    # another; a port released here may still be handed out again by the kernel, which
+    # is why a server that can pick its own port (-1) is left to do so.
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 class NatsServer:
@@ -496,12 +507,14 @@ class NatsCluster:
             if self.jetstream:
                 # A JetStream cluster needs every server to have routes at start, the
                 # first one included: each gets routes to all the others.
-                ports = [_free_port() for _ in range(self.size)]
-                for index, port in enumerate(ports):
+                flat = _free_ports(3 * self.size)
+                picked = [flat[3 * index : 3 * index + 3] for index in range(self.size)]
+                route_ports = [ports[2] for ports in picked]
+                for index, ports in enumerate(picked):
                     routes = ",".join(
-                        f"nats://127.0.0.1:{other}" for other in ports if other != port
+                        f"nats://127.0.0.1:{other}" for other in route_ports if other != ports[2]
                     )
-                    server = self._new_server(index, routes=routes or None, cluster_port=port)
+                    server = self._new_server(index, routes=routes or None, ports=ports)
                     self.servers.append(server.start())
             else:
                 seed = self._new_server(0, routes=None).start()
@@ -518,18 +531,24 @@ class NatsCluster:
         return self
 
     def _new_server(
-        self, index: int, routes: str | None, cluster_port: int | None = None
+        self, index: int, routes: str | None, ports: list[int] | None = None
     ) -> NatsServer:
-        cluster_port = cluster_port or _free_port()
-        args = ["--cluster_name", self.name, "--cluster", f"nats://127.0.0.1:{cluster_port}"]
+        # The client, monitoring and route ports are picked together, all distinct: a
+        # port the server chose itself (-1) could otherwise be a route port just
+        # released here, and the route port stays fixed so `restart` keeps the mesh.
+        client_port, monitoring_port, route_port = ports or _free_ports(3)
+        args = ["--cluster_name", self.name, "--cluster", f"nats://127.0.0.1:{route_port}"]
         if routes:
             args += ["--routes", routes]
-        return NatsServer(
+        server = NatsServer(
+            port=client_port,
             name=f"{self.name}-{index}",
             monitoring=True,
             args=[*args, *self.args],
             jetstream=self.jetstream,
         )
+        server._monitoring_port = monitoring_port
+        return server
 
     def wait_for_jetstream(self, timeout: float | None = None) -> None:
         """Blocks until every running server knows the JetStream meta leader."""

@@ -47,6 +47,18 @@ class _Pulls:
     def _seen(self, msg: nats_sync.Msg) -> None:
         self.batches.append(int(json.loads(msg.data)["batch"]))
 
+    def wait_for_total(self, total: int, timeout: float = 5.0) -> None:
+        """Waits until the pulls seen ask for ``total`` messages, then a little more.
+
+        The watcher is another connection: a pull may be answered before the watcher's
+        copy of it is read, so the count is awaited, then held, before it is judged.
+        """
+        deadline = time.monotonic() + timeout
+        while sum(self.batches) < total and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._nc.flush()
+        time.sleep(0.2)
+
     def close(self) -> None:
         self._nc.close()
 
@@ -90,6 +102,7 @@ def test_stop_after_ends_the_iteration_and_asks_for_no_more(
     try:
         got = [int(msg.data) for msg in consumer.messages(max_messages=50, stop_after=70)]
         assert got == list(range(70))
+        pulls.wait_for_total(70)
         assert sum(pulls.batches) == 70, pulls.batches
         assert consumer.info().delivered.consumer_seq == 70
     finally:
