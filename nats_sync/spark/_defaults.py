@@ -22,8 +22,13 @@ SPARK_JS_FETCH_BATCH = 5_000
 SPARK_JS_ROWS_PER_BATCH = 10_000
 #: Seconds between reads of a replica found behind its leader.
 SPARK_JS_LAG_RETRY_WAIT = 0.1
-#: Seconds the sink waits for each acknowledgement.
-SPARK_JS_ACK_TIMEOUT = 10.0
+#: Seconds the sink waits for each acknowledgement: an ack lost to a node's crash is
+#: waited for this long before the task sends its rows again, so it is kept short.
+SPARK_JS_ACK_TIMEOUT = 5.0
+#: Seconds an async write still waits for its acks once its connection was remade
+#: (acks of rows sent before it are lost with the old one), and how often it looks.
+SPARK_JS_ACKS_AFTER_RECONNECT = 1.0
+SPARK_JS_RECONNECT_CHECK_INTERVAL = 0.25
 #: Seconds a task waits beyond the ack timeout for the last futures to settle (the
 #: context's ack timer fails each one at its timeout; this only guards against a stall).
 SPARK_JS_SETTLE_GRACE = 5.0

@@ -228,6 +228,46 @@ def test_a_write_cut_by_a_pause_sends_its_rows_again_and_stores_each_once(
     assert sorted(int(msg.data) for msg in stored) == list(range(2_000))
 
 
+def test_acks_lost_with_a_dead_connection_are_sent_again_without_waiting_the_timeout(
+    js_server: NatsServer, js: JetStream, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server is frozen mid-write, so rows sent to it are never acked, then killed
+    # and started again on its port: the task's client reconnects, and the acks it
+    # still awaits are lost. With an ack timeout of 60 s, only the reconnect rule can
+    # settle them (the test's own timeout is 120 s).
+    stream, subject = "KILLED_WRITE", "killed.write"
+    js.create_stream(name=stream, subjects=[subject])
+    settings = SinkSettings(
+        servers=(js_server.url,),
+        subject=subject,
+        timeout=60.0,
+        publish_mode="async",
+        connect_options=(("reconnect_time_wait", 0.1),),
+    )
+    timers: list[threading.Timer] = []
+
+    def kill_and_start() -> None:
+        js_server.kill()
+        js_server.start()
+
+    def freeze() -> None:
+        js_server.pause()
+        timers.append(threading.Timer(0.5, kill_and_start))
+        timers[-1].start()
+
+    with caplog.at_level(logging.WARNING, logger="nats_sync.spark"):
+        rows, _ = publish_acknowledged(settings, _payload_batches(2_000, 250, freeze))
+    for timer in timers:
+        timer.join()
+    assert rows == 2_000
+    assert any("lost with the old connection" in r.getMessage() for r in caplog.records), [
+        r.getMessage() for r in caplog.records
+    ]
+    js.client.flush(timeout=10)
+    stored = js.stream(stream).get_msgs(1, batch=2_000)
+    assert sorted(int(msg.data) for msg in stored) == list(range(2_000))
+
+
 def test_kept_input_gives_the_input_again_from_its_start_up_to_its_cap() -> None:
     batches = [pa.RecordBatch.from_pydict({"data": [b"x" * 100] * 10}) for _ in range(4)]
     kept = KeptInput(iter(batches), max_bytes=10 * batches[0].nbytes)

@@ -15,7 +15,10 @@ Arrow batch made into lists by ``rows``) are published in one of two ways:
   threads), then the task waits for every acknowledgement. A negative, failed or
   missing acknowledgement (no stream stores the subject, the stream refused the
   message, no ack within ``timeout``) fails the task with a `RuntimeError` saying how
-  many of its rows were acknowledged, and Spark runs the task again.
+  many of its rows were acknowledged, and Spark runs the task again. An ack still
+  awaited ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after the client reconnected is
+  taken as lost with the old connection (a transient failure: the task sends its rows
+  again within ``retryTimeout``).
 - ``publishMode`` "fast" (``fast``): the task's rows as one fast-ingest batch with
   gap ``fail``, its last row the commit; the server's count of stored rows must equal
   the rows sent, or the task fails naming both numbers.
@@ -44,8 +47,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
@@ -422,14 +426,22 @@ def _commit_log(settings: SinkSettings) -> KeyValue:
 
 
 class _Tally:
-    """One task's acknowledgements, counted in publish order as they settle."""
+    """One task's acknowledgements, counted in publish order as they settle.
 
-    def __init__(self) -> None:
+    ``reconnects`` reads the count of the client's reconnections: an ack still awaited
+    a moment after the connection was remade is taken as lost (its reply went to the
+    old connection's inbox interest, which died with it), so the task sends its rows
+    again at once instead of waiting out every ack timeout.
+    """
+
+    def __init__(self, reconnects: Callable[[], int]) -> None:
         self.sent = 0
         self.acked = 0
         self.duplicates = 0
         self.failure: tuple[str, BaseException] | None = None
         self.pending: deque[tuple[Future[PubAck], str]] = deque()
+        self._reconnects = reconnects
+        self._reconnects_at_start = reconnects()
 
     def add(self, future: Future[PubAck], subject: str) -> None:
         self.sent += 1
@@ -442,17 +454,37 @@ class _Tally:
             self._count(*pending.popleft())
 
     def settle(self, timeout: float) -> None:
-        """Waits for every future still pending (each settles by its ack timeout)."""
-        wait_futures([future for future, _ in self.pending], timeout=timeout)
+        """Waits for every future still pending (each settles by its ack timeout), or
+        until ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after a reconnection."""
+        deadline = time.monotonic() + timeout
+        reconnected_at: float | None = None
+        while self.pending:
+            now = time.monotonic()
+            if reconnected_at is None and self._reconnects() != self._reconnects_at_start:
+                reconnected_at = now
+            if reconnected_at is not None:
+                end = min(deadline, reconnected_at + sd.SPARK_JS_ACKS_AFTER_RECONNECT)
+            else:
+                end = deadline
+            if now >= end:
+                break
+            wait_futures(
+                [future for future, _ in self.pending],
+                timeout=min(end - now, sd.SPARK_JS_RECONNECT_CHECK_INTERVAL),
+            )
+            self.collect_done()
+        lost = (
+            f"no ack within {sd.SPARK_JS_ACKS_AFTER_RECONNECT:g}s of the connection being "
+            "remade: the ack was lost with the old connection"
+            if reconnected_at is not None
+            else f"no ack and no error within {timeout}s"
+        )
         while self.pending:
             future, subject = self.pending.popleft()
             if future.done():
                 self._count(future, subject)
             elif self.failure is None:
-                self.failure = (
-                    subject,
-                    errors.TimeoutError(f"no ack and no error within {timeout}s"),
-                )
+                self.failure = (subject, errors.TimeoutError(lost))
 
     def _count(self, future: Future[PubAck], subject: str) -> None:
         error = future.exception()
@@ -524,7 +556,8 @@ def publish_async_acknowledged(
     `publish_acknowledged`.
     """
     js = _jetstream(settings)
-    tally = _Tally()
+    client = worker_client(list(settings.servers), settings.connect_kwargs)
+    tally = _Tally(lambda: int(client.stats["reconnects"]))
     try:
         for batch in batches:
             _publish_batch(js, settings, batch, tally)
