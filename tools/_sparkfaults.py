@@ -520,9 +520,9 @@ class SparkCluster(NatsCluster):
     """A 3-node JetStream cluster whose servers have a short lame duck mode."""
 
     def _new_server(
-        self, index: int, routes: str | None, cluster_port: int | None = None
+        self, index: int, routes: str | None, ports: list[int] | None = None
     ) -> NatsServer:
-        server = super()._new_server(index, routes, cluster_port)
+        server = super()._new_server(index, routes, ports)
         server.config = LAME_DUCK_CONFIG
         return server
 

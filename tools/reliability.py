@@ -363,9 +363,9 @@ class LameDuckCluster(NatsCluster):
     """A cluster whose servers run with a short lame duck grace period."""
 
     def _new_server(
-        self, index: int, routes: str | None, cluster_port: int | None = None
+        self, index: int, routes: str | None, ports: list[int] | None = None
     ) -> NatsServer:
-        server = super()._new_server(index, routes, cluster_port)
+        server = super()._new_server(index, routes, ports)
         server.config = LDM_CONFIG
         return server
 
