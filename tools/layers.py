@@ -180,6 +180,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "spark._jetstream.sink",
         "spark._jetstream.rows",
         "spark._jetstream.fast",
+        "spark._jetstream.async_publish",
         "spark._jetstream.commits",
         "spark._jetstream.retry",
         "spark.testing",

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Protocol
 
 import pyarrow as pa
 
@@ -57,39 +56,13 @@ from nats_sync.jetstream import (
 )
 from nats_sync.spark import _defaults as sd
 from nats_sync.spark._jetstream.retry import is_transient
-from nats_sync.spark._jetstream.rows import SINK, RowColumns, batch_columns
-
-
-class FastSettings(Protocol):
-    """What a fast write reads of the sink's settings (``sink.SinkSettings``, which
-    calls this module: a protocol, so this one does not import it back)."""
-
-    @property
-    def servers(self) -> tuple[str, ...]:
-        """The servers written to."""
-        ...
-
-    @property
-    def subject(self) -> str | None:
-        """The subject of rows without one."""
-        ...
-
-    @property
-    def msg_id_columns(self) -> tuple[str, ...]:
-        """The columns a row's message id is made of."""
-        ...
-
-    @property
-    def timeout(self) -> float:
-        """Seconds to wait for an acknowledgement."""
-        ...
-
+from nats_sync.spark._jetstream.rows import SINK, RowColumns, WriteSettings, batch_columns
 
 _Row = tuple[str, bytes, "dict[str, str] | None", "str | None"]
 
 
 def publish_fast(
-    js: JetStream, settings: FastSettings, batches: Iterator[pa.RecordBatch]
+    js: JetStream, settings: WriteSettings, batches: Iterator[pa.RecordBatch]
 ) -> tuple[int, int | None]:
     """Publishes every row of ``batches`` as one fast batch and checks the server's count.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +22,31 @@ import pyarrow.compute as pc
 from nats_sync.errors import InvalidArgumentError
 
 SINK = "jetstream sink"
+
+
+class WriteSettings(Protocol):
+    """What a publish mode reads of the sink's settings (``sink.SinkSettings``, which
+    calls the modes' modules: a protocol, so they do not import it back)."""
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The servers written to."""
+        ...
+
+    @property
+    def subject(self) -> str | None:
+        """The subject of rows without one."""
+        ...
+
+    @property
+    def msg_id_columns(self) -> tuple[str, ...]:
+        """The columns a row's message id is made of."""
+        ...
+
+    @property
+    def timeout(self) -> float:
+        """Seconds to wait for an acknowledgement."""
+        ...
 
 
 @dataclass

@@ -47,11 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from concurrent.futures import wait as wait_futures
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,13 +69,13 @@ from pyspark.sql.types import (
 )
 
 from nats_sync import _defaults as d
-from nats_sync import errors
 from nats_sync._core.proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
-from nats_sync.jetstream import JetStream, KeyValue, NoStreamResponseError, PubAck
+from nats_sync.jetstream import JetStream, KeyValue, NoStreamResponseError
 from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
 from nats_sync.spark import _defaults as sd
 from nats_sync.spark._jetstream import commits
+from nats_sync.spark._jetstream.async_publish import publish_async
 from nats_sync.spark._jetstream.fast import FastBatchShortError, publish_fast
 from nats_sync.spark._jetstream.retry import (
     ClusterRetryTimeoutError,
@@ -88,7 +84,7 @@ from nats_sync.spark._jetstream.retry import (
     causes_of,
     is_transient,
 )
-from nats_sync.spark._jetstream.rows import SINK, batch_columns
+from nats_sync.spark._jetstream.rows import SINK
 from nats_sync.spark._options import (
     CONNECT_OPTIONS,
     check_known,
@@ -425,77 +421,6 @@ def _commit_log(settings: SinkSettings) -> KeyValue:
     return commits.bound_log(client, _jetstream(settings), settings.commit_bucket)
 
 
-class _Tally:
-    """One task's acknowledgements, counted in publish order as they settle.
-
-    ``reconnects`` reads the count of the client's reconnections: an ack still awaited
-    a moment after the connection was remade is taken as lost (its reply went to the
-    old connection's inbox interest, which died with it), so the task sends its rows
-    again at once instead of waiting out every ack timeout.
-    """
-
-    def __init__(self, reconnects: Callable[[], int]) -> None:
-        self.sent = 0
-        self.acked = 0
-        self.duplicates = 0
-        self.failure: tuple[str, BaseException] | None = None
-        self.pending: deque[tuple[Future[PubAck], str]] = deque()
-        self._reconnects = reconnects
-        self._reconnects_at_start = reconnects()
-
-    def add(self, future: Future[PubAck], subject: str) -> None:
-        self.sent += 1
-        self.pending.append((future, subject))
-
-    def collect_done(self) -> None:
-        """Counts the settled futures at the head (acks come nearly in order)."""
-        pending = self.pending
-        while pending and pending[0][0].done():
-            self._count(*pending.popleft())
-
-    def settle(self, timeout: float) -> None:
-        """Waits for every future still pending (each settles by its ack timeout), or
-        until ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after a reconnection."""
-        deadline = time.monotonic() + timeout
-        reconnected_at: float | None = None
-        while self.pending:
-            now = time.monotonic()
-            if reconnected_at is None and self._reconnects() != self._reconnects_at_start:
-                reconnected_at = now
-            if reconnected_at is not None:
-                end = min(deadline, reconnected_at + sd.SPARK_JS_ACKS_AFTER_RECONNECT)
-            else:
-                end = deadline
-            if now >= end:
-                break
-            wait_futures(
-                [future for future, _ in self.pending],
-                timeout=min(end - now, sd.SPARK_JS_RECONNECT_CHECK_INTERVAL),
-            )
-            self.collect_done()
-        lost = (
-            f"no ack within {sd.SPARK_JS_ACKS_AFTER_RECONNECT:g}s of the connection being "
-            "remade: the ack was lost with the old connection"
-            if reconnected_at is not None
-            else f"no ack and no error within {timeout}s"
-        )
-        while self.pending:
-            future, subject = self.pending.popleft()
-            if future.done():
-                self._count(future, subject)
-            elif self.failure is None:
-                self.failure = (subject, errors.TimeoutError(lost))
-
-    def _count(self, future: Future[PubAck], subject: str) -> None:
-        error = future.exception()
-        if error is None:
-            self.acked += 1
-            if future.result().duplicate:
-                self.duplicates += 1
-        elif self.failure is None:
-            self.failure = (subject, error)
-
-
 def publish_acknowledged(
     settings: SinkSettings, batches: Iterator[pa.RecordBatch]
 ) -> tuple[int, int | None]:
@@ -525,7 +450,8 @@ def publish_acknowledged(
     def publish_once() -> tuple[int, int | None]:
         if settings.publish_mode == "fast":
             return publish_fast(_jetstream(settings), settings, kept.batches())
-        return publish_async_acknowledged(settings, kept.batches())
+        client = worker_client(list(settings.servers), settings.connect_kwargs)
+        return publish_async(_jetstream(settings), client, settings, kept.batches())
 
     return settings.retry.call(
         f"{_SINK}: publishing this task's rows",
@@ -545,68 +471,6 @@ def _worth_sending_again(error: BaseException) -> bool:
     if any(isinstance(cause, InvalidArgumentError) for cause in causes):
         return False
     return is_transient(error) or any(isinstance(c, NoStreamResponseError) for c in causes)
-
-
-def publish_async_acknowledged(
-    settings: SinkSettings, batches: Iterator[pa.RecordBatch]
-) -> tuple[int, int]:
-    """``publishMode`` "async": every row with ``publish_async``, then every ack awaited.
-
-    Returns (rows acknowledged, duplicates among them). Raises as
-    `publish_acknowledged`.
-    """
-    js = _jetstream(settings)
-    client = worker_client(list(settings.servers), settings.connect_kwargs)
-    tally = _Tally(lambda: int(client.stats["reconnects"]))
-    try:
-        for batch in batches:
-            _publish_batch(js, settings, batch, tally)
-            if tally.failure is not None:
-                break
-    except Error as error:
-        if isinstance(error, InvalidArgumentError):
-            raise
-        tally.settle(settings.timeout + sd.SPARK_JS_SETTLE_GRACE)
-        raise RuntimeError(
-            f"{_SINK}: could not publish to {', '.join(settings.servers)} "
-            f"({tally.acked} of the {tally.sent} rows sent by this task were acknowledged "
-            f"before the failure): {error}"
-        ) from error
-    tally.settle(settings.timeout + sd.SPARK_JS_SETTLE_GRACE)
-    if tally.failure is not None:
-        subject, cause = tally.failure
-        raise RuntimeError(
-            f"{_SINK}: only {tally.acked} of the {tally.sent} rows sent by this task were "
-            f"acknowledged; the first failure, on subject {subject!r}: {cause} "
-            "(Spark retries the task; with message ids the retry stores nothing twice)"
-        ) from cause
-    return tally.acked, tally.duplicates
-
-
-def _publish_batch(
-    js: JetStream, settings: SinkSettings, batch: pa.RecordBatch, tally: _Tally
-) -> None:
-    columns = batch_columns(batch, settings.subject, settings.msg_id_columns, tally.sent)
-    subjects, headers, msg_ids = columns.subjects, columns.headers, columns.msg_ids
-    default_subject = settings.subject
-    publish = js.publish_async
-    for index, payload in enumerate(columns.data):
-        subject = subjects[index] if subjects is not None else default_subject
-        assert subject is not None  # batch_columns made sure every row has one
-        tally.add(
-            publish(
-                subject,
-                payload,
-                headers=headers[index] if headers is not None else None,
-                msg_id=msg_ids[index] if msg_ids is not None else None,
-            ),
-            subject,
-        )
-        if index % 256 == 255:
-            tally.collect_done()
-            if tally.failure is not None:
-                return
-    tally.collect_done()
 
 
 def _partition_id() -> int:
@@ -819,7 +683,6 @@ __all__ = [
     "check_sink_schema",
     "parse_sink_options",
     "publish_acknowledged",
-    "publish_async_acknowledged",
     "resolve_publish_mode",
     "stream_writer",
 ]
