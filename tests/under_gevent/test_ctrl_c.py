@@ -3,10 +3,12 @@ in a child, patched by gevent or on plain threads, and this compares).
 
 What holds: SIGINT while the main greenlet waits in a request, ``next_msg`` or a
 JetStream ``fetch`` raises KeyboardInterrupt there at once, and the client works after.
-What does not (each an ``xfail(strict=True)`` naming the cause in the core): under
-gevent every greenlet runs on the main OS thread, where Python runs signal handlers, so
-a KeyboardInterrupt can be raised inside one of the client's own threads (greenlets);
-with threads it only ever reaches the main thread.
+Under gevent every greenlet runs on the main OS thread, where Python runs signal
+handlers, so Python's default handler would raise a KeyboardInterrupt inside whichever
+of the client's greenlets runs and end it; the client routes it to the main greenlet
+(``_core.transport.greenlets.route_ctrl_c_to_main_greenlet``), as with threads it only
+ever reaches the main thread: a Ctrl-C during a callback, and a storm of them, are the
+cases that show it.
 """
 
 from __future__ import annotations
@@ -34,18 +36,6 @@ STORM = 8.0
 RAISED_WITHIN = 2.0
 
 pytestmark = pytest.mark.timeout(CHILD_TIMEOUT + 30)
-
-KILLED_THREAD = (
-    "under gevent a KeyboardInterrupt can land in one of the client's greenlets: they all "
-    "run on the main OS thread, where Python runs signal handlers, and whichever greenlet "
-    "runs Python code when the signal is checked gets it. threading.Thread._bootstrap_inner "
-    "hands it to threading.excepthook and the thread ends: the main greenlet never sees "
-    "the Ctrl-C, and the thread's work stops for good (%s). With threads it reaches only "
-    "the main thread. A fix belongs to the core's thread bodies (_core): under gevent, "
-    "pass a KeyboardInterrupt on to the main greenlet (e.g. gevent.get_hub().parent.throw, "
-    "or _thread.interrupt_main()) and go on"
-)
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[NatsServer]:
@@ -157,12 +147,6 @@ def test_ctrl_c_during_a_callback_reaches_the_main_thread_with_threads(
     assert report["works_after"] is True and report["dead_threads"] == [], report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=KILLED_THREAD % "here the subscription's delivery greenlet, nats_sync-sub-<sid>: "
-    "_core.components.subscription's _run_callbacks lets a BaseException out of cb(msg), so "
-    "the subscription gets no message again",
-)
 def test_ctrl_c_during_a_callback_reaches_the_main_greenlet_under_gevent(
     server: NatsServer,
 ) -> None:
@@ -172,14 +156,6 @@ def test_ctrl_c_during_a_callback_reaches_the_main_greenlet_under_gevent(
     assert report["works_after"] is True and report["dead_threads"] == [], report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=KILLED_THREAD % "a storm of them soon ends one of the greenlets the client "
-    "needs: its writer (Connection.run_writer has only try/finally), its reader "
-    "(run_reader catches Exception only) or a subscription's delivery greenlet, here "
-    "the in-process responder's; seen in runs: nats_sync-writer, nats_sync-sub-1. "
-    "Requests then time out and the client never recovers",
-)
 def test_a_storm_of_ctrl_c_leaves_the_client_usable_under_gevent(server: NatsServer) -> None:
     """As ``tests/integration/test_interrupts.py`` holds with threads (the request and
     flush families); the child stops as soon as a KeyboardInterrupt ends a thread."""

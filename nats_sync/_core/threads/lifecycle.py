@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from nats_sync._core.threads.waiting import Signal
+from nats_sync._core.transport.greenlets import route_ctrl_c_to_main_greenlet
 from nats_sync.errors import ConnectionClosedError
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ def start_thread(target: Callable[[], None], role: str) -> threading.Thread:
 
 
 def _start(thread: threading.Thread) -> None:
+    route_ctrl_c_to_main_greenlet()  # under gevent: see _core.transport.greenlets
     try:
         thread.start()
     except RuntimeError as err:
