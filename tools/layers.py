@@ -110,6 +110,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "jetstream._consumers.pull_wire",
         "jetstream._consumers.push",
         "jetstream._consumers.push_stream",
+        "jetstream._consumers.reader_end",
         "jetstream._consumers.priority",
         "jetstream._consumers.ordered",
         "jetstream._consumers.msg",

@@ -203,6 +203,9 @@ def test_a_codec_without_encode_filter_takes_keys_but_no_wildcards(js: JetStream
     with kv.watch() as watcher:  # ">" alone is the whole bucket, whatever the codec
         entry = watcher.updates(timeout=5)
         assert entry is not None and entry.key == "a.b"
+    with kv.watch([]) as watcher:  # no filter: the whole bucket, as KeyValue.watch says
+        entry = watcher.updates(timeout=5)
+        assert entry is not None and entry.key == "a.b"
     assert kv.keys() == ["a.b"] and kv.kv.keys() == ["p_a.b"]
 
 

@@ -247,8 +247,31 @@ def _create_push(
     config: ConsumerConfig,
     deliver_policy: str | None,
 ) -> PushConsumer:
-    """A push consumer as nats-py's ``subscribe`` makes one: filtered on ``subject``,
-    explicit acks, the ``queue`` as its deliver group."""
+    """A push consumer as nats-py's ``subscribe`` makes one (``_made_fields``), the
+    ``queue`` as its deliver group."""
+    fields = _made_fields(config, subject, deliver_policy)
+    if durable and not config.durable_name:
+        fields["durable_name"] = durable
+    if queue and not config.deliver_group:
+        fields["deliver_group"] = queue
+    return put_push_consumer(js, stream, config.replace(**fields), {}, "create", None)
+
+
+def _made_fields(
+    config: ConsumerConfig, subject: str, deliver_policy: str | None
+) -> dict[str, Any]:
+    """What nats-py's ``subscribe`` and ``pull_subscribe`` set on a consumer they make
+    (pull or push), where ``config`` leaves it unset: a filter on ``subject``, explicit
+    acks, and ``deliver_policy`` when given.
+
+    Args:
+        config: the caller's config (or an empty one).
+        subject: the subscribed subject.
+        deliver_policy: the ``deliver_policy`` argument of ``subscribe`` (None: none).
+
+    Returns:
+        The fields to replace in ``config``.
+    """
     fields: dict[str, Any] = {}
     if not config.filter_subject and not config.filter_subjects:
         fields["filter_subject"] = subject
@@ -256,11 +279,7 @@ def _create_push(
         fields["ack_policy"] = "explicit"
     if deliver_policy and config.deliver_policy is None:
         fields["deliver_policy"] = deliver_policy
-    if durable and not config.durable_name:
-        fields["durable_name"] = durable
-    if queue and not config.deliver_group:
-        fields["deliver_group"] = queue
-    return put_push_consumer(js, stream, config.replace(**fields), {}, "create", None)
+    return fields
 
 
 def _check_group(consumer: PushConsumer, queue: str | None) -> None:
@@ -313,14 +332,8 @@ def _bind_or_create(
             if info.config.deliver_subject:
                 return PushConsumer(js, stream, info), False
             return PullConsumer(js, stream, info), False
-    fields: dict[str, Any] = {}
     base = config or ConsumerConfig()
-    if not base.filter_subject and not base.filter_subjects:
-        fields["filter_subject"] = subject
-    if base.ack_policy is None:
-        fields["ack_policy"] = "explicit"
-    if deliver_policy and base.deliver_policy is None:
-        fields["deliver_policy"] = deliver_policy
+    fields = _made_fields(base, subject, deliver_policy)
     if durable:
         fields["durable_name"] = durable
     consumer = put_consumer(js, stream, base.replace(**fields), {}, "create", None)

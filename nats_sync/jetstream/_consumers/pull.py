@@ -38,9 +38,11 @@ thread calls ``next()`` (a user thread, or the thread of a ``consume``); the cli
 status listener (``disconnected``/``reconnected``, told on the client's reader,
 writer, timer or reconnect thread) pauses it and, after a reconnect, sends the new pull
 itself, so a reader blocked in ``next()`` is woken by what the server sends. Everything
-the two share (the pending counts, the state, the connected flag, the deadlines, the
-queued warnings) is guarded by the stream's ``_lock``, which is held for bookkeeping
-only, never while publishing or waiting. A priority group's pin lives in the
+the two share (the pending counts, the connected flag, the deadlines, the queued
+warnings) is guarded by the stream's ``_lock``, which is held for bookkeeping only,
+never while publishing or waiting. The stream's state and terminal error, its status
+listener and the release of its subscription are its ``reader_end.ReaderEnd``'s (own
+lock, never taken with ``_lock`` held). A priority group's pin lives in the
 consumer's ``priority.PinTracker`` (its own lock, never taken with ``_lock`` held).
 Warnings are handed to ``error_cb`` (or the ``nats_sync`` log) on the reading thread,
 never on the client's threads. ``stop()`` and the client's close end the core
@@ -59,7 +61,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
-from nats_sync._core.components.port import port_of
 from nats_sync._core.components.subscription import unsubscribe_quietly
 from nats_sync._core.validate import check_timeout
 from nats_sync.errors import (
@@ -72,6 +73,13 @@ from nats_sync.errors import (
 from nats_sync.jetstream._consumers.msg import JsMsg
 from nats_sync.jetstream._consumers.priority import PullGroup
 from nats_sync.jetstream._consumers.pull_wire import classify, message_size, pull_body
+from nats_sync.jetstream._consumers.reader_end import (
+    ACTIVE,
+    CLOSED,
+    ENDED,
+    FAILED,
+    ReaderEnd,
+)
 from nats_sync.jetstream.errors import ConsumerDeletedError, NoHeartbeatError
 
 if TYPE_CHECKING:
@@ -277,9 +285,6 @@ class MessageBatch:
 
 # --- continuous pulls: messages() ---------------------------------------------------------
 
-_STATE_NAMES = ("active", "draining", "ended", "stopped", "closed", "failed")
-_ACTIVE, _DRAINING, _ENDED, _STOPPED, _CLOSED, _FAILED = range(len(_STATE_NAMES))
-
 
 class MessageStream:
     """Messages of a consumer, pulled ahead continuously; made by ``messages()``.
@@ -350,8 +355,6 @@ class MessageStream:
         self._error_cb = error_cb
         self._lock = threading.Lock()
         # Guarded by _lock (see the module docstring).
-        self._state = _ACTIVE
-        self._error: BaseException | None = None
         self._connected = True
         self._pending_msgs = 0
         self._pending_bytes = 0
@@ -372,21 +375,7 @@ class MessageStream:
             pending_msgs_limit=max(d.DEFAULT_SUB_PENDING_MSGS_LIMIT, 2 * max_messages + 16),
             pending_bytes_limit=max(d.DEFAULT_SUB_PENDING_BYTES_LIMIT, 2 * self._max_bytes),
         )
-        me = weakref.ref(self)
-
-        def listener(event: str) -> None:
-            stream = me()
-            if stream is not None:
-                stream._on_client_event(event)
-
-        try:
-            remove = port_of(client).add_status_listener(listener)
-        except BaseException:
-            unsubscribe_quietly(self._sub)
-            raise
-        # Runs once: at stop(), drain(), the end, or when the stream is collected.
-        self._release = weakref.finalize(self, unsubscribe_quietly, self._sub, remove)
-        self._release.atexit = False
+        self._ending = ReaderEnd(self, client, self._sub, label, MessageStream._on_client_event)
         with self._lock:
             first = self._take_pull(time.monotonic())
         if first is not None:
@@ -432,10 +421,10 @@ class MessageStream:
                         ) from None
                     continue
                 except ConnectionClosedError:
-                    self._end(_CLOSED, None)
+                    self._ending.end(CLOSED, None)
                     raise
                 except BadSubscriptionError:
-                    self._end(_ENDED, None)  # drained, stopped, or the client drained
+                    self._ending.end(ENDED, None)  # drained, stopped, or the client drained
                     continue
                 if msg.status is None:
                     if self._group is not None:
@@ -452,7 +441,7 @@ class MessageStream:
                             self._left -= 1
                     self._taking = False
                     if self._left == 0:  # stop_after reached: this one is the last
-                        self._end(_ENDED, None)
+                        self._ending.end(ENDED, None)
                     return JsMsg(msg, self._client, self._ack_timeout)
                 self._on_status(msg)
         except Exception:
@@ -471,22 +460,19 @@ class MessageStream:
     @property
     def error(self) -> BaseException | None:
         """The terminal error that ended the stream, or None."""
-        return self._error
+        return self._ending.error
 
     @property
     def is_closed(self) -> bool:
         """Whether the stream has ended or is stopped (a draining stream is not yet)."""
-        return self._state not in (_ACTIVE, _DRAINING)
+        return self._ending.is_closed
 
     # --- ending ---------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Stops at once: no more pulls, messages received but not yet read are dropped
         (the server redelivers them after ``ack_wait``); waiting readers wake up."""
-        with self._lock:
-            if self._state in (_ACTIVE, _DRAINING):
-                self._state = _STOPPED
-        self._release()
+        self._ending.stop()
 
     def drain(self, timeout: float | None = None) -> None:
         """Stops pulling; what the server sent until it saw the unsubscribe is still
@@ -500,16 +486,7 @@ class MessageStream:
             DrainTimeoutError: the server did not confirm in time (the stream ends
                 anyway).
         """
-        with self._lock:
-            if self._state != _ACTIVE:
-                return
-            self._state = _DRAINING
-        try:
-            self._sub.drain(timeout)
-        except (BadSubscriptionError, ConnectionClosedError):
-            pass  # ended already: nothing more to wait for
-        finally:
-            self._release()
+        self._ending.drain(timeout)
 
     def __enter__(self) -> MessageStream:
         return self
@@ -522,13 +499,6 @@ class MessageStream:
     ) -> None:
         self.stop()
 
-    def _end(self, state: int, error: BaseException | None) -> None:
-        with self._lock:
-            if self._state in (_ACTIVE, _DRAINING):
-                self._state = state
-                self._error = error
-        self._release()
-
     # --- the machinery (reading threads) ---------------------------------------------------
 
     def _prepare(self, deadline: float | None) -> float | None:
@@ -536,20 +506,12 @@ class MessageStream:
         consumer or pulls when due; returns how long to wait (None: no limit)."""
         if self._warnings:
             self._report_warnings()
+        state = self._ending.check()
         now = time.monotonic()
         check = False
         request = None
         with self._lock:
-            state = self._state
-            if state == _FAILED:
-                assert self._error is not None  # set with the state
-                # Raised again at every call: a fresh traceback each time, not a growing one.
-                raise self._error.with_traceback(None)
-            if state == _CLOSED:
-                raise ConnectionClosedError(f"the client closed; {self._label} ended")
-            if state in (_STOPPED, _ENDED):
-                raise BadSubscriptionError(f"the message stream of {self._label} has ended")
-            if state == _ACTIVE and self._connected and now >= self._retry_at:
+            if state == ACTIVE and self._connected and now >= self._retry_at:
                 if self._check_due:
                     self._check_due = False
                     check = True
@@ -557,7 +519,7 @@ class MessageStream:
                     request = self._take_pull(now)
             # How long to wait, with the pull just taken counted as pending.
             due = math.inf if deadline is None else deadline
-            if state == _ACTIVE:
+            if state == ACTIVE:
                 if not self._connected or self._pending_msgs == 0:
                     due = min(due, now + d.JS_PULL_POLL)
                 elif self._awaiting():
@@ -623,7 +585,7 @@ class MessageStream:
             self._client.publish(self._subject, body, reply=self._inbox)
             self._unsent = None
         except ConnectionClosedError:
-            self._end(_CLOSED, None)
+            self._ending.end(CLOSED, None)
             return False
         except Error as err:  # e.g. the reconnect buffer is full: try again soon
             self._unsent = None
@@ -666,7 +628,7 @@ class MessageStream:
                     max(self._backoff * 2, d.JS_PULL_RETRY_FIRST), d.JS_PULL_RETRY_MAX
                 )
         if kind == "terminal":
-            self._end(_FAILED, status.error)
+            self._ending.end(FAILED, status.error)
 
     def _check_consumer(self, deadline: float | None) -> None:
         """After a 503: ends the stream if the consumer is gone; else pulls again."""
@@ -680,7 +642,7 @@ class MessageStream:
                 self._warnings.append(err)
             return
         if not exists:
-            self._end(_FAILED, ConsumerDeletedError(f"{self._label} no longer exists"))
+            self._ending.end(FAILED, ConsumerDeletedError(f"{self._label} no longer exists"))
 
     def _awaiting(self) -> bool:
         """Under ``_lock``: whether a request should still be open on the server (so
@@ -694,7 +656,7 @@ class MessageStream:
         now = time.monotonic()
         with self._lock:
             if (
-                self._state != _ACTIVE
+                self._ending.state != ACTIVE
                 or not self._connected
                 or not self._awaiting()
                 or now < self._heartbeat_due
@@ -747,7 +709,7 @@ class MessageStream:
                 self._connected = False
             elif event == "reconnected":
                 self._connected = True
-                if self._state == _ACTIVE:
+                if self._ending.state == ACTIVE:
                     # What was asked of the old connection may be lost: ask afresh.
                     self._pending_msgs = self._pending_bytes = 0
                     self._recount = False  # counted afresh from here
@@ -757,7 +719,7 @@ class MessageStream:
             self._send_pull(*request)  # only queues; a failure is retried by a reader
 
     def __repr__(self) -> str:
-        state = _STATE_NAMES[self._state]
+        state = self._ending.state_name
         return f"<nats_sync.jetstream.MessageStream {self._label} {state}>"
 
 

@@ -43,10 +43,12 @@ once each, the stream going on (``messages()``), or handed to ``error_cb`` (or t
 Threads and state: a stream starts no thread. ``next()`` runs on the thread that reads
 (a user's thread, or the thread of a ``consume``); the client's status listener (told on
 the client's reader, writer or reconnect thread) sets the connected flag and restarts
-the watch. The state, the error, the warnings, the watch's deadline and counts are
+the watch. The warnings, the connected flag, the watch's deadline and counts are
 guarded by the stream's ``_lock``, held for bookkeeping only, never while publishing or
-waiting. ``stop()``, ``drain()`` and the client's close end the core subscription, which
-wakes a waiting reader.
+waiting. The state and the terminal error, the status listener and the release of the
+core subscription are the stream's ``reader_end.ReaderEnd``'s (own lock, never taken
+with ``_lock`` held). ``stop()``, ``drain()`` and the client's close end the core
+subscription, which wakes a waiting reader.
 """
 
 from __future__ import annotations
@@ -55,14 +57,11 @@ import logging
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from nats_sync import _defaults as d
-from nats_sync._core.components.port import port_of
-from nats_sync._core.components.subscription import unsubscribe_quietly
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
     BadSubscriptionError,
@@ -74,6 +73,14 @@ from nats_sync.errors import (
 )
 from nats_sync.jetstream._consumers.msg import JsMsg
 from nats_sync.jetstream._consumers.pull import report
+from nats_sync.jetstream._consumers.reader_end import (
+    ACTIVE,
+    CLOSED,
+    ENDED,
+    FAILED,
+    STOPPED,
+    ReaderEnd,
+)
 from nats_sync.jetstream._streams.wire import header_value
 from nats_sync.jetstream.errors import (
     ConsumerDeletedError,
@@ -91,9 +98,6 @@ log = logging.getLogger("nats_sync")
 
 #: The heartbeat header naming the flow-control reply the server still waits for.
 STALLED_HEADER = "Nats-Consumer-Stalled"
-
-_STATE_NAMES = ("active", "draining", "ended", "stopped", "closed", "failed")
-_ACTIVE, _DRAINING, _ENDED, _STOPPED, _CLOSED, _FAILED = range(len(_STATE_NAMES))
 
 
 def check_pending_limits(pending_msgs_limit: int, pending_bytes_limit: int) -> None:
@@ -158,8 +162,6 @@ class PushMessageStream:
         self._heartbeat = config.idle_heartbeat or 0.0
         self._lock = threading.Lock()
         # Guarded by _lock (see the module docstring).
-        self._state = _ACTIVE
-        self._error: BaseException | None = None
         self._connected = True
         self._warnings: list[BaseException] = []
         self._check_due = False
@@ -172,24 +174,7 @@ class PushMessageStream:
         self._seen_received = 0
         self._seen_dropped = 0
         self._watch_due = self._next_watch(time.monotonic())
-        me = weakref.ref(self)
-
-        def listener(event: str) -> None:
-            stream = me()
-            if stream is not None:
-                stream._on_client_event(event)
-
-        try:
-            remove = port_of(client).add_status_listener(listener)
-        except BaseException:
-            try:
-                self._sub.unsubscribe()
-            except Error:
-                pass
-            raise
-        # Runs once: at stop(), drain(), the end, or when the stream is collected.
-        self._release = weakref.finalize(self, unsubscribe_quietly, self._sub, remove)
-        self._release.atexit = False
+        self._ending = ReaderEnd(self, client, self._sub, label, PushMessageStream._on_client_event)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -224,13 +209,13 @@ class PushMessageStream:
                     raise TimeoutError(f"no message from {self._label} within {timeout}s") from None
                 continue
             except ConnectionClosedError:
-                self._end(_CLOSED, None)
+                self._ending.end(CLOSED, None)
                 raise
             except BadSubscriptionError:
-                self._end(_ENDED, None)  # drained, stopped, or the client drained
+                self._ending.end(ENDED, None)  # drained, stopped, or the client drained
                 continue
             if msg.status is None:
-                if self._state == _STOPPED:
+                if self._ending.state == STOPPED:
                     continue  # taken as stop() ran: dropped, as stop() says
                 return JsMsg(msg, self._client, self._ack_timeout)
             self._on_status(msg)
@@ -247,12 +232,12 @@ class PushMessageStream:
     @property
     def error(self) -> BaseException | None:
         """The terminal error that ended the stream, or None."""
-        return self._error
+        return self._ending.error
 
     @property
     def is_closed(self) -> bool:
         """Whether the stream has ended or is stopped (a draining stream is not yet)."""
-        return self._state not in (_ACTIVE, _DRAINING)
+        return self._ending.is_closed
 
     @property
     def dropped(self) -> int:
@@ -269,10 +254,7 @@ class PushMessageStream:
     def stop(self) -> None:
         """Stops at once: messages received but not yet read are dropped (the server
         redelivers them after ``ack_wait``); waiting readers wake up."""
-        with self._lock:
-            if self._state in (_ACTIVE, _DRAINING):
-                self._state = _STOPPED
-        self._release()
+        self._ending.stop()
 
     def drain(self, timeout: float | None = None) -> None:
         """Unsubscribes; what the server sent until it saw that is still read, then
@@ -286,16 +268,7 @@ class PushMessageStream:
             DrainTimeoutError: the server did not confirm in time (the stream ends
                 anyway).
         """
-        with self._lock:
-            if self._state != _ACTIVE:
-                return
-            self._state = _DRAINING
-        try:
-            self._sub.drain(timeout)
-        except (BadSubscriptionError, ConnectionClosedError):
-            pass  # ended already: nothing more to wait for
-        finally:
-            self._release()
+        self._ending.drain(timeout)
 
     def __enter__(self) -> PushMessageStream:
         return self
@@ -308,28 +281,14 @@ class PushMessageStream:
     ) -> None:
         self.stop()
 
-    def _end(self, state: int, error: BaseException | None) -> None:
-        with self._lock:
-            if self._state in (_ACTIVE, _DRAINING):
-                self._state = state
-                self._error = error
-        self._release()
-
     # --- the machinery (the reading thread) ------------------------------------------------
 
     def _prepare(self, deadline: float | None) -> float | None:
         """Before a wait: raises if the stream ended, hands over the warnings, checks
         the consumer when due; returns how long to wait (None: no limit)."""
+        state = self._ending.check()
         dropped = self._sub.dropped
         with self._lock:
-            state = self._state
-            if state == _FAILED:
-                assert self._error is not None  # set with the state
-                raise self._error.with_traceback(None)
-            if state == _CLOSED:
-                raise ConnectionClosedError(f"the client closed; {self._label} ended")
-            if state in (_STOPPED, _ENDED):
-                raise BadSubscriptionError(f"the message stream of {self._label} has ended")
             if dropped != self._seen_dropped:
                 self._warnings.append(
                     SlowConsumerError(
@@ -347,7 +306,7 @@ class PushMessageStream:
             if check:
                 self._check_due = False
             due = math.inf if deadline is None else deadline
-            if state == _ACTIVE and self._connected:
+            if state == ACTIVE and self._connected:
                 due = min(due, self._watch_due)
         if warnings:
             self._hand_over(warnings)
@@ -382,8 +341,8 @@ class PushMessageStream:
                 self._answer(stalled)
             return
         if status == 409 and "consumer deleted" in lowered:
-            self._end(
-                _FAILED,
+            self._ending.end(
+                FAILED,
                 ConsumerDeletedError(f"{self._label} was deleted ({status} {description})"),
             )
             return
@@ -414,7 +373,7 @@ class PushMessageStream:
         intervals (nothing received, while connected) is a missed heartbeat."""
         received = self._sub.received
         with self._lock:
-            if self._state != _ACTIVE or not self._connected or now < self._watch_due:
+            if self._ending.state != ACTIVE or not self._connected or now < self._watch_due:
                 return
             self._watch_due = self._next_watch(now)
             if received != self._seen_received:
@@ -438,7 +397,7 @@ class PushMessageStream:
         except Error:
             return  # cannot tell (a timeout, a server away): the watch goes on
         if not exists:
-            self._end(_FAILED, ConsumerDeletedError(f"{self._label} no longer exists"))
+            self._ending.end(FAILED, ConsumerDeletedError(f"{self._label} no longer exists"))
 
     # --- the client's threads -----------------------------------------------------------------
 
@@ -453,5 +412,5 @@ class PushMessageStream:
                 self._seen_received = self._sub.received
 
     def __repr__(self) -> str:
-        state = _STATE_NAMES[self._state]
+        state = self._ending.state_name
         return f"<nats_sync.jetstream.PushMessageStream {self._label} {state}>"

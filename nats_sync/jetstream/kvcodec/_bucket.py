@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream._kv.config import KeyValueStatus, check_filter, check_key
@@ -114,7 +114,15 @@ class _Codecs:
                 f"is not a valid key filter: {err.detail}"
             ) from None
 
+    @overload
+    def encode_filters(self, filters: str | Sequence[str]) -> list[str]: ...
+
+    @overload
+    def encode_filters(self, filters: None) -> None: ...
+
     def encode_filters(self, filters: str | Sequence[str] | None) -> list[str] | None:
+        """Each filter encoded (``encode_filter``); None stays None. What none or no
+        filter means (the whole bucket) is the wrapped bucket's to say."""
         if filters is None:
             return None
         if isinstance(filters, str):
@@ -385,9 +393,8 @@ class CodecKeyValue:
                 ``encode_filter``.
             KeyEncodeError: a filter cannot be encoded.
         """
-        patterns = self._codecs.encode_filters(keys) or [">"]
         watcher = self._kv.watch(
-            patterns,
+            self._codecs.encode_filters(keys),
             include_history=include_history,
             ignore_deletes=ignore_deletes,
             meta_only=meta_only,
