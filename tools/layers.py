@@ -38,6 +38,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
         "_core",
         "_core.validate",
         "_core.state",
+        "_core.session",
         "_core.nuid",
         "_core.proto",
         "_core.proto.ops",
