@@ -1,6 +1,10 @@
-"""The handler: the client's connection state, its subscriptions, drain and close.
+"""The handler: drives the client's session with threads, locks and sockets.
 
-How it works: ``Handler`` composes narrow objects, each owning its state and lock:
+How it works: the protocol state is ``Session`` (``session``, sans-IO): the life-cycle
+state, the sid registry, the replay after a reconnect, the ``-ERR`` verdicts and drain's
+phases. The handler calls it under its lock, sends the frames it returns and does what
+it says (end a subscription, fail requests, reconnect or close). Around it ``Handler``
+composes narrow objects, each owning its state and lock:
 
 - ``Outbox`` (``threads.outbox``): frames for the writer, and the disconnect buffer, into
   which ``Publisher`` (``components.publishing``) encodes messages (the hot path).
@@ -12,30 +16,25 @@ How it works: ``Handler`` composes narrow objects, each owning its state and loc
   detection, flush), ``CallbackRunner`` (``threads.callbacks``: the callback thread).
 - ``Connection`` (``threads.connection``): the reader and writer threads of one transport.
 
-(Modules relative to ``nats_sync._core``.) The handler itself keeps the life-cycle state,
-the subscriptions, the connection swap (``_activate`` and ``_on_lost``), the reader's
-dispatch, drain and close; ``Deliveries`` (``components.subscription``) runs one delivery
-thread per callback subscription; ``threads.lifecycle`` starts and joins the threads and
-closes the clients a forked child inherits.
+(Modules relative to ``nats_sync._core``.) The handler itself does the connection swap
+(``_activate`` and ``_on_lost``), the reader's dispatch, drain's waits and close;
+``Deliveries`` (``components.subscription``) runs one delivery thread per callback
+subscription; ``threads.lifecycle`` starts and joins the threads and closes the clients
+a forked child inherits.
 
 Threads and the state they touch here:
 
-- ``_lock`` guards ``state``, changes to ``subs``, ``_inbox``, ``_conn``,
-  ``_conn_threads``, ``current_server``, ``last_error`` and
-  ``_fatal_server_error``. Nothing blocks on I/O while holding it; lock order is
-  handler lock, then any component's own lock.
-- The reader thread reads ``subs`` and ``_inbox`` without the lock (a dict lookup and
-  an attribute read are atomic) and alone writes ``in_msgs``, ``in_bytes``,
-  ``errors_received`` and ``server_info`` once connected.
-- While ``state`` is RECONNECTING no SUB/UNSUB frame is queued: subscriptions are
-  replayed from ``subs`` when the next connection is activated, ahead of the buffered
-  publishes.
+- ``_lock`` guards every call into ``_session``, and ``_inbox``, ``_conn``,
+  ``_conn_threads``, ``current_server`` and ``last_error``. Nothing blocks on I/O while
+  holding it; lock order is handler lock, then any component's own lock.
+- The reader thread reads the session's ``subscriptions.by_sid`` and ``_inbox`` without
+  the lock (a dict lookup and an attribute read are atomic) and alone writes
+  ``in_msgs``, ``in_bytes``, ``errors_received`` and ``server_info`` once connected.
 - ``reconnects`` is written by the reconnect thread only.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
@@ -51,7 +50,8 @@ from nats_sync._core.components.reconnect import Handshaken, Reconnector
 from nats_sync._core.components.reply_mux import RequestMux
 from nats_sync._core.components.requester import Requester
 from nats_sync._core.components.subscription import Deliveries, Subscription
-from nats_sync._core.state import DRAINING, State
+from nats_sync._core.session import Session
+from nats_sync._core.state import State
 from nats_sync._core.threads.callbacks import CallbackRunner, Listeners, StatusListeners
 from nats_sync._core.threads.connection import Connection
 from nats_sync._core.threads.lifecycle import (
@@ -68,10 +68,7 @@ from nats_sync._core.transport.options import Options
 from nats_sync._core.transport.pool import ServerAddress
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
-    BadSubscriptionError,
     ConnectionClosedError,
-    ConnectionDrainingError,
-    ConnectionReconnectingError,
     DrainTimeoutError,
     Error,
     FlushTimeoutError,
@@ -80,7 +77,6 @@ from nats_sync.errors import (
     NoServersError,
     PermissionsViolationError,
     StaleConnectionError,
-    server_error_from_description,
 )
 from nats_sync.msg import Msg
 
@@ -98,7 +94,7 @@ class Handler:
     def __init__(self, options: Options) -> None:
         self.options = options
         self._lock = threading.Lock()
-        self.state = State.CONNECTING
+        self._session: Session[Subscription] = Session(not options.skip_subject_validation)
         self._pid = os.getpid()
         self.outbox = Outbox(options.pending_size, options.full_wait)
         self.publisher = Publisher(self.outbox, self, not options.skip_subject_validation)
@@ -116,16 +112,11 @@ class Handler:
             self._on_reconnected,
             self._on_given_up,
         )
-        self.subs: dict[int, Subscription] = {}
-        self._sids = itertools.count(1)
-        #: The request multiplexer whose inbox subscription (``_inbox_sid``) we route.
+        #: The request multiplexer whose inbox subscription (the session's) we route.
         self._inbox: RequestMux | None = None
-        self._inbox_sid = -1
         self.current_server: ServerAddress | None = None
         self.server_info: dict[str, Any] = {}
         self.last_error: BaseException | None = None
-        #: A -ERR after which the server closes the connection: the reason for the loss.
-        self._fatal_server_error: Error | None = None
         self._conn: Connection | None = None
         self._conn_threads: list[threading.Thread] = []
         self._pings = Pings(
@@ -142,9 +133,14 @@ class Handler:
         self._error_listeners: Listeners[BaseException] = Listeners()
         watch_fork(self)
 
+    @property
+    def state(self) -> State:
+        """The life-cycle state (the session's)."""
+        return self._session.state
+
     def forked(self) -> None:
         """In a forked child, which has none of our threads: closed, without I/O."""
-        self.state = State.CLOSED
+        self._session.close()
         self.publisher.accepting = False
 
     # --- connecting ----------------------------------------------------------------
@@ -169,7 +165,7 @@ class Handler:
             self._start_background_threads()
             with self._lock:
                 self.last_error = last
-                self.state = State.RECONNECTING
+                self._session.retry_first_connect()
                 self.reconnector.start(None, [])
             return
         self._start_background_threads()
@@ -193,19 +189,18 @@ class Handler:
             transport, parser, self.outbox, self._on_ops, self._on_lost, self._reader_may_park
         )
         with self._lock:
-            if self.state is State.CLOSED:
+            replay = self._session.activate()
+            if replay is None:
                 transport.close()
                 return False
+            frames, finished = replay
             self.reconnector.record_success(server)
             self.current_server = server
             self.server_info = info
             self.publisher.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
-            frames, finished = self._subscription_replay()
             self.outbox.put_control_first(frames)
             self._conn = conn
-            self.state = State.CONNECTED
             self._pings.reset()
-            self._fatal_server_error = None
             self.outbox.set_connected(True)
             self._conn_threads = [
                 self._threads.start(conn.run_reader, "reader"),
@@ -216,28 +211,6 @@ class Handler:
         self._learn_servers(info, announce=False)
         log.info("nats_sync: connected to %s (server %s)", server, info.get("version", "?"))
         return True
-
-    def _subscription_replay(self) -> tuple[list[bytes], list[Subscription]]:
-        """Under the lock: SUB (and UNSUB max) frames for every live subscription.
-
-        Returns the frames and the auto-unsubscribing subscriptions that are complete.
-        """
-        frames: list[bytes] = []
-        finished: list[Subscription] = []
-        for sub in list(self.subs.values()):
-            remaining = sub.max_msgs - sub.received if sub.max_msgs else 0
-            if sub.max_msgs and remaining <= 0:
-                del self.subs[sub.sid]
-                finished.append(sub)
-                continue
-            frames.append(
-                proto.encode_sub(sub.subject, sub.sid, sub.queue, self.publisher.strict_subjects)
-            )
-            if remaining:
-                frames.append(proto.encode_unsub(sub.sid, remaining))
-        if self._inbox is not None:
-            frames.append(proto.encode_sub(self._inbox.subject, self._inbox_sid))
-        return frames, finished
 
     def _learn_servers(self, info: dict[str, Any], announce: bool) -> None:
         urls = info.get("connect_urls")
@@ -250,9 +223,9 @@ class Handler:
             if announce:
                 self._callbacks.submit(self.options.discovered_server_cb)
 
-    def _put_control(self, frame: bytes) -> None:
-        """Under the lock: queues SUB/UNSUB, unless they will be replayed on reconnect."""
-        if self.state is not State.RECONNECTING:
+    def _send(self, frames: list[bytes]) -> None:
+        """Under the lock: queues the session's SUB/UNSUB frames, in order."""
+        for frame in frames:
             self.outbox.put_control(frame)
 
     # --- hooks of the publisher, the requester and the pings ----------------------------
@@ -274,9 +247,7 @@ class Handler:
         with self._lock:
             self.check_can_start()
             if self._inbox is None:
-                sid = self.next_sid()
-                self._put_control(proto.encode_sub(mux.subject, sid))
-                self._inbox_sid = sid
+                self._send(self._session.open_inbox(mux.subject))
                 self._inbox = mux
             return self._inbox
 
@@ -304,7 +275,7 @@ class Handler:
         return (
             mux is not None
             and not mux
-            and not self.subs
+            and not self._session.subscriptions
             and not self.outbox.pong_waiters
             and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE
         )
@@ -316,9 +287,10 @@ class Handler:
         request inbox is read once per batch: replies in it were asked for before the
         read, so an inbox made meanwhile cannot have any.
         """
-        subs = self.subs
+        subscriptions = self._session.subscriptions
+        subs = subscriptions.by_sid
         mux = self._inbox
-        mux_sid = self._inbox_sid if mux is not None else -1
+        mux_sid = subscriptions.inbox_sid if mux is not None else -1
         received = 0
         received_bytes = 0
         try:
@@ -364,50 +336,36 @@ class Handler:
 
     def _on_server_error(self, text: str) -> None:
         self.errors_received += 1
-        error = server_error_from_description(text)
         log.warning("nats_sync: server error: %s", text)
-        if isinstance(error, PermissionsViolationError) and error.operation == "subscription":
-            for sub in list(self.subs.values()):
-                if sub.subject == error.subject and (not error.queue or sub.queue == error.queue):
-                    self._remove_subscription(sub)
-                    sub._end(error)
-                    break
-        elif isinstance(error, PermissionsViolationError) and error.operation == "publish":
-            mux = self._inbox
-            if mux is not None and error.subject:
-                mux.fail_subject(error.subject, error)
-        elif not isinstance(error, PermissionsViolationError) and (
-            "maximum subscriptions" not in text.lower()
-        ):
-            with self._lock:
-                self._fatal_server_error = error
         with self._lock:
+            outcome = self._session.on_server_error(text)
+            error = outcome.verdict.error
             self.last_error = error
+        if outcome.denied is not None:
+            outcome.denied._end(error)
+        mux = self._inbox
+        if outcome.verdict.denied_publish and mux is not None:
+            assert isinstance(error, PermissionsViolationError)
+            mux.fail_subject(error.subject, error)
         self.report_error(error)
 
     def _finish_subscription(self, sub: Subscription) -> None:
         """Reader thread: ``sub`` received its last message (max_msgs)."""
-        self._remove_subscription(sub)
-        sub._end()
-
-    def _remove_subscription(self, sub: Subscription) -> None:
         with self._lock:
-            self.subs.pop(sub.sid, None)
+            self._session.finished(sub)
+        sub._end()
 
     # --- losing the connection ----------------------------------------------------------
 
     def _on_lost(self, conn: Connection, error: Error) -> None:
         """Reader, writer or timer thread: the live connection failed (or was dropped)."""
+        allowed = self.options.allow_reconnect and self.options.max_reconnect_attempts != 0
         with self._lock:
-            if conn is not self._conn or self.state is State.CLOSED:
+            loss = self._session.lose(error, allowed) if conn is self._conn else None
+            if loss is None:
                 return
-            retry = (
-                self.state is State.CONNECTED
-                and self.options.allow_reconnect
-                and self.options.max_reconnect_attempts != 0
-            )
+            retry = loss.reconnect
             if retry:
-                self.state = State.RECONNECTING
                 self._conn = None
                 self.outbox.set_connected(False)
                 self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
@@ -415,8 +373,7 @@ class Handler:
                 self._conn_threads = []
             # Without its traceback: the reader's frame (and its 256 KiB buffer) would
             # otherwise stay alive as long as last_error does.
-            self.last_error = (self._fatal_server_error or error).with_traceback(None)
-            self._fatal_server_error = None
+            self.last_error = loss.reason.with_traceback(None)
             lost = self.current_server
         log.info("nats_sync: connection to %s lost: %s", lost, error)
         if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
@@ -509,40 +466,33 @@ class Handler:
     def _check_open(self) -> None:
         """Raises unless the client is open, in the process that made it."""
         self.check_process()
-        if self.state is State.CLOSED:
-            raise ConnectionClosedError("the client is closed")
+        self._session.check_open()
 
     def check_can_start(self) -> None:
         """Raises unless a subscription may start or end, or a request start (closed,
         draining, forked)."""
-        if self.state is State.CONNECTED and current_pid[0] == self._pid:
+        if self._session.state is State.CONNECTED and current_pid[0] == self._pid:
             return
-        self._check_open()
-        if self.state in DRAINING:
-            raise ConnectionDrainingError("the client is draining")
+        self.check_process()
+        self._session.check_can_start()
 
     def check_can_publish(self) -> None:
         """Raises the reason publishing is refused (closed, draining, forked)."""
-        self._check_open()
-        if self.state is State.DRAINING_PUBS:
-            raise ConnectionDrainingError("the client is draining; publishing has ended")
+        self.check_process()
+        self._session.check_can_publish()
 
     # --- subscriptions ---------------------------------------------------------------
 
     def next_sid(self) -> int:
         """A new subscription id."""
-        return next(self._sids)
+        return self._session.subscriptions.next_sid()
 
     def add_subscription(self, sub: Subscription) -> None:
         """Registers ``sub`` and sends its SUB (and UNSUB max when max_msgs is set)."""
-        frame = proto.encode_sub(sub.subject, sub.sid, sub.queue, self.publisher.strict_subjects)
         with self._lock:
-            self.check_can_start()
-            self.subs[sub.sid] = sub
+            self.check_process()
+            self._send(self._session.subscribe(sub))
             self.wake_reader()
-            self._put_control(frame)
-            if sub.max_msgs > 0:
-                self._put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
             if sub.callback is not None:
                 self._deliveries.start(sub)
 
@@ -551,15 +501,11 @@ class Handler:
         check_int(limit, "limit", 0)
         with self._lock:
             self.check_can_start()
-            if sub.is_closed or self.subs.get(sub.sid) is not sub:
-                raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
-            if limit and limit > sub.received:
-                sub.max_msgs = limit
+            unsubscribed = self._session.unsubscribe(sub, limit)
+            self._send(unsubscribed.frames)
+            if not unsubscribed.ended:
                 sub._limit_handout(limit)
-                self._put_control(proto.encode_unsub(sub.sid, limit))
                 return
-            del self.subs[sub.sid]
-            self._put_control(proto.encode_unsub(sub.sid))
         if limit:
             # More than ``limit`` arrived already: the callback still gets up to ``limit``.
             sub._limit_handout(limit)
@@ -578,9 +524,7 @@ class Handler:
         deadline = time.monotonic() + budget
         with self._lock:
             self.check_can_start()
-            if sub.is_closed or self.subs.get(sub.sid) is not sub:
-                raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
-            self._put_control(proto.encode_unsub(sub.sid))
+            self._send(self._session.drain_subscription(sub))
         try:
             self.flush(budget)
         except FlushTimeoutError:
@@ -589,8 +533,7 @@ class Handler:
             ) from None
         finally:
             with self._lock:
-                if self.subs.get(sub.sid) is sub:
-                    del self.subs[sub.sid]
+                self._session.finished(sub)
             sub._end()
         self._join_delivery(sub, deadline)
 
@@ -616,19 +559,9 @@ class Handler:
         check_timeout(budget)
         deadline = time.monotonic() + budget
         with self._lock:
-            self._check_open()
-            if self.state in DRAINING:
-                raise ConnectionDrainingError("the client is already draining")
-            if self.state is State.RECONNECTING:
-                # Draining needs the server's answers (UNSUB confirmed, publishes
-                # flushed); as nats.go and nats-py, refuse rather than race the reconnect.
-                raise ConnectionReconnectingError(
-                    "the client is reconnecting; drain once it is connected again"
-                )
-            self.state = State.DRAINING_SUBS
-            subs = list(self.subs.values())
-            for sub in subs:
-                self._put_control(proto.encode_unsub(sub.sid))
+            self.check_process()
+            subs, frames = self._session.begin_drain()
+            self._send(frames)
         try:
             try:
                 self.flush(budget)
@@ -637,16 +570,14 @@ class Handler:
                     f"the server did not confirm the UNSUBs within {budget}s"
                 ) from None
             with self._lock:
-                for sub in subs:
-                    self.subs.pop(sub.sid, None)
+                self._session.subscriptions_drained(subs)
             for sub in subs:
                 sub._end()
             for sub in subs:
                 if sub.callback is not None:
                     self._join_delivery(sub, deadline)
             with self._lock:
-                if self.state is State.DRAINING_SUBS:
-                    self.state = State.DRAINING_PUBS
+                if self._session.begin_draining_publishes():
                     self.publisher.accepting = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -671,13 +602,10 @@ class Handler:
         if os.getpid() != self._pid:
             return  # a forked child must not touch the parent's socket or threads
         with self._lock:
-            first = self.state is not State.CLOSED
-            self.state = State.CLOSED
+            first, subs = self._session.close()
             conn = self._conn
             conn_threads = self._conn_threads
-            subs = list(self.subs.values())
             subs += [sub for sub in self._deliveries.subscriptions() if sub not in subs]
-            self.subs.clear()
         self.publisher.accepting = False
         self.reconnector.close()
         me = threading.current_thread()
@@ -719,7 +647,7 @@ class Handler:
             mux = self._inbox
             return {
                 "state": self.state,
-                "subscriptions": len(self.subs),
+                "subscriptions": len(self._session.subscriptions),
                 "requests_in_flight": len(mux) if mux is not None else 0,
                 "late_replies": mux.late_replies if mux is not None else 0,
                 "request_inbox": mux.subject if mux is not None else None,
