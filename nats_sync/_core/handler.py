@@ -29,7 +29,7 @@ Threads and the state they touch here:
   holding it; lock order is handler lock, then any component's own lock.
 - The reader thread reads the session's ``subscriptions.by_sid`` and ``_inbox`` without
   the lock (a dict lookup and an attribute read are atomic) and alone writes
-  ``in_msgs``, ``in_bytes``, ``errors_received`` and ``server_info`` once connected.
+  ``in_msgs``, ``in_bytes`` and ``errors_received``.
 - ``reconnects`` is written by the reconnect thread only.
 """
 
@@ -50,7 +50,7 @@ from nats_sync._core.components.reconnect import Handshaken, Reconnector
 from nats_sync._core.components.reply_mux import RequestMux
 from nats_sync._core.components.requester import Requester
 from nats_sync._core.components.subscription import Deliveries, Subscription
-from nats_sync._core.session import Session
+from nats_sync._core.session import Session, announced_servers
 from nats_sync._core.state import State
 from nats_sync._core.threads.callbacks import CallbackRunner, Listeners, StatusListeners
 from nats_sync._core.threads.connection import Connection
@@ -76,7 +76,6 @@ from nats_sync.errors import (
     NatsConnectionError,
     NoServersError,
     PermissionsViolationError,
-    StaleConnectionError,
 )
 from nats_sync.msg import Msg
 
@@ -115,7 +114,6 @@ class Handler:
         #: The request multiplexer whose inbox subscription (the session's) we route.
         self._inbox: RequestMux | None = None
         self.current_server: ServerAddress | None = None
-        self.server_info: dict[str, Any] = {}
         self.last_error: BaseException | None = None
         self._conn: Connection | None = None
         self._conn_threads: list[threading.Thread] = []
@@ -137,6 +135,11 @@ class Handler:
     def state(self) -> State:
         """The life-cycle state (the session's)."""
         return self._session.state
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The server's INFO (the session's)."""
+        return self._session.server_info
 
     def forked(self) -> None:
         """In a forked child, which has none of our threads: closed, without I/O."""
@@ -189,15 +192,14 @@ class Handler:
             transport, parser, self.outbox, self._on_ops, self._on_lost, self._reader_may_park
         )
         with self._lock:
-            replay = self._session.activate()
+            replay = self._session.activate(info)
             if replay is None:
                 transport.close()
                 return False
             frames, finished = replay
             self.reconnector.record_success(server)
             self.current_server = server
-            self.server_info = info
-            self.publisher.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
+            self.publisher.max_payload = self._session.max_payload
             self.outbox.put_control_first(frames)
             self._conn = conn
             self._pings.reset()
@@ -208,14 +210,13 @@ class Handler:
             ]
         for sub in finished:
             sub._end()
-        self._learn_servers(info, announce=False)
+        self._learn_servers(announced_servers(info), announce=False)
         log.info("nats_sync: connected to %s (server %s)", server, info.get("version", "?"))
         return True
 
-    def _learn_servers(self, info: dict[str, Any], announce: bool) -> None:
-        urls = info.get("connect_urls")
+    def _learn_servers(self, urls: list[Any], announce: bool) -> None:
         via = self.current_server
-        if not urls or not isinstance(urls, list) or via is None:
+        if not urls or via is None:
             return
         added = self.reconnector.add_discovered(urls, via)
         if added:
@@ -323,14 +324,15 @@ class Handler:
             self._on_server_error(op.message)
 
     def _on_info(self, info: dict[str, Any]) -> None:
-        self.server_info = {**self.server_info, **info}
-        if "max_payload" in info:
-            self.publisher.max_payload = int(info["max_payload"])
+        with self._lock:
+            change = self._session.on_info(info)
+        if change.max_payload is not None:
+            self.publisher.max_payload = change.max_payload
             conn = self._conn
             if conn is not None:
-                conn.parser.set_max_payload(self.publisher.max_payload)
-        self._learn_servers(info, announce=True)
-        if info.get("ldm"):
+                conn.parser.set_max_payload(change.max_payload)
+        self._learn_servers(change.connect_urls, announce=True)
+        if change.lame_duck:
             self._callbacks.submit(self.options.lame_duck_mode_cb)
             self._leave_lame_duck_server()
 
@@ -376,7 +378,7 @@ class Handler:
             self.last_error = loss.reason.with_traceback(None)
             lost = self.current_server
         log.info("nats_sync: connection to %s lost: %s", lost, error)
-        if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
+        if loss.report:
             self.report_error(error)
         self._callbacks.submit(self.options.disconnected_cb)
         self._status_listeners.tell("disconnected")

@@ -3,7 +3,8 @@
 How it works: ``Session`` remembers what the protocol needs remembered and nothing that
 waits: the life-cycle ``state`` (``_core.state``), the sid registry (``Subscriptions``:
 subscriptions by sid, the next sid, the request inbox's sid, auto-unsubscribe counts),
-the pending fatal ``-ERR``, the SUB/UNSUB frames a reconnect replays and drain's phases.
+the pending fatal ``-ERR``, the server's INFO, the SUB/UNSUB frames a reconnect replays
+and drain's phases.
 Each call takes what happened (a subscribe, an ``-ERR``, a lost connection, a drain step)
 and returns the frames to send and what the caller must do; it starts no thread, takes
 no lock, touches no socket and reads no clock, so it is tested by feeding it events
@@ -11,11 +12,12 @@ no lock, touches no socket and reads no clock, so it is tested by feeding it eve
 
 Threads: none of its own. The handler (``_core.handler``) calls it under the handler's
 ``_lock``, on whichever thread the event happened: user threads (subscribe, unsubscribe,
-drain, close), the reader (``-ERR``, an auto-unsubscribe's last message), the reconnect
-thread (the replay when a connection is activated) and any thread that saw the
-connection fail. The one exception is the reader's dispatch, which reads
-``subscriptions.by_sid`` and ``subscriptions.inbox_sid`` without the lock (a dict lookup
-and an attribute read are atomic); hence ``by_sid`` is never replaced, only changed.
+drain, close), the reader (INFO, ``-ERR``, an auto-unsubscribe's last message), the
+reconnect thread (the replay when a connection is activated) and any thread that saw
+the connection fail. Reads without the lock: the reader's dispatch reads
+``subscriptions.by_sid`` and ``subscriptions.inbox_sid``, any thread ``state`` and
+``server_info`` (a dict lookup and an attribute read are atomic); hence ``by_sid`` is
+never replaced, only changed, and ``server_info`` is replaced whole, never changed.
 SUB/UNSUB frames come back already filtered by state: while RECONNECTING there are
 none, because ``activate`` replays every subscription ahead of the buffered publishes.
 """
@@ -25,8 +27,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from nats_sync import _defaults as d
 from nats_sync._core import proto
 from nats_sync._core.state import DRAINING, State
 from nats_sync.errors import (
@@ -35,8 +38,10 @@ from nats_sync.errors import (
     ConnectionDrainingError,
     ConnectionReconnectingError,
     Error,
+    NatsConnectionError,
     PermissionsViolationError,
     ServerError,
+    StaleConnectionError,
     server_error_from_description,
 )
 
@@ -222,11 +227,33 @@ class ServerErrorOutcome(Generic[Sub]):
 
 
 class Loss(NamedTuple):
-    """The outcome of ``Session.lose``: whether to reconnect (else close), and the
-    reason to record (a fatal ``-ERR`` the server sent before closing, if any)."""
+    """The outcome of ``Session.lose``: whether to reconnect (else close), the reason to
+    record (a fatal ``-ERR`` the server sent before closing, if any), and whether the
+    error itself goes to ``error_cb`` (a plain connection failure is only logged)."""
 
     reconnect: bool
     reason: Error
+    report: bool
+
+
+class InfoChange(NamedTuple):
+    """What an INFO sent on a live connection changes.
+
+    Attributes:
+        max_payload: the new payload limit, or None when unchanged.
+        connect_urls: the cluster's servers it announces (may be empty).
+        lame_duck: the server is going away (lame duck mode).
+    """
+
+    max_payload: int | None
+    connect_urls: list[Any]
+    lame_duck: bool
+
+
+def announced_servers(info: dict[str, Any]) -> list[Any]:
+    """The ``connect_urls`` of an INFO, or none when absent or malformed."""
+    urls = info.get("connect_urls")
+    return urls if isinstance(urls, list) else []
 
 
 # --- the session -----------------------------------------------------------------------
@@ -245,6 +272,13 @@ class Session(Generic[Sub]):
         self.subscriptions: Subscriptions[Sub] = Subscriptions(strict_subjects)
         #: An -ERR after which the server closes the connection: the reason for the loss.
         self.fatal_error: Error | None = None
+        #: The live (or last) server's INFO, updated by the INFOs it sends later.
+        self.server_info: dict[str, Any] = {}
+
+    @property
+    def max_payload(self) -> int:
+        """The largest payload the server takes."""
+        return int(self.server_info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
 
     # --- the checks callers run first ---------------------------------------------------
 
@@ -322,6 +356,15 @@ class Session(Generic[Sub]):
 
     # --- server ops ---------------------------------------------------------------------
 
+    def on_info(self, info: dict[str, Any]) -> InfoChange:
+        """An INFO on the live connection: merged into ``server_info``."""
+        self.server_info = {**self.server_info, **info}
+        return InfoChange(
+            self.max_payload if "max_payload" in info else None,
+            announced_servers(info),
+            bool(info.get("ldm")),
+        )
+
     def on_server_error(self, description: str) -> ServerErrorOutcome[Sub]:
         """An ``-ERR``: unregisters a refused subscription; keeps a fatal error as the
         reason the server will close the connection for."""
@@ -341,12 +384,16 @@ class Session(Generic[Sub]):
         """No server answered the first pass; it goes on in the background."""
         self.state = State.RECONNECTING
 
-    def activate(self) -> tuple[list[bytes], list[Sub]] | None:
-        """A handshaken connection becomes the live one: returns the frames that restore
-        the subscriptions (to go ahead of anything buffered) and the auto-unsubscribing
-        subscriptions that are complete (to end), or None when closed meanwhile."""
+    def activate(self, info: dict[str, Any]) -> tuple[list[bytes], list[Sub]] | None:
+        """A handshaken connection, whose server sent ``info``, becomes the live one.
+
+        Returns the frames that restore the subscriptions (to go ahead of anything
+        buffered) and the auto-unsubscribing subscriptions that are complete (to end), or
+        None when closed meanwhile.
+        """
         if self.state is State.CLOSED:
             return None
+        self.server_info = info
         replay = self.subscriptions.replay()
         self.state = State.CONNECTED
         self.fatal_error = None
@@ -365,7 +412,12 @@ class Session(Generic[Sub]):
             self.state = State.RECONNECTING
         reason = self.fatal_error or error
         self.fatal_error = None
-        return Loss(reconnect, reason)
+        # A socket that failed is expected (it is why we reconnect); a stale connection
+        # or an error of ours is worth telling the user.
+        report = not isinstance(error, NatsConnectionError) or isinstance(
+            error, StaleConnectionError
+        )
+        return Loss(reconnect, reason, report)
 
     # --- drain and close ----------------------------------------------------------------
 

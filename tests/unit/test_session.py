@@ -45,7 +45,7 @@ class FakeSub:
 
 def connected() -> Session[FakeSub]:
     session: Session[FakeSub] = Session(strict_subjects=True)
-    assert session.activate() == ([], [])
+    assert session.activate({}) == ([], [])
     return session
 
 
@@ -70,6 +70,8 @@ def test_the_session_module_imports_no_io_thread_or_clock() -> None:
                 assert [alias.name for alias in node.names] == ["proto"]
             elif node.module.startswith("nats_sync."):
                 assert node.module in {"nats_sync._core.state", "nats_sync.errors"}, node.module
+            elif node.module == "nats_sync":
+                assert [alias.name for alias in node.names] == ["_defaults"]
     forbidden = {"socket", "ssl", "threading", "time", "select", "selectors", "os", "asyncio"}
     assert not imported & forbidden
 
@@ -80,7 +82,7 @@ def test_the_session_module_imports_no_io_thread_or_clock() -> None:
 def test_a_new_session_is_connecting_and_activation_connects_it() -> None:
     session: Session[FakeSub] = Session(strict_subjects=True)
     assert session.state is State.CONNECTING
-    assert session.activate() == ([], [])
+    assert session.activate({}) == ([], [])
     assert session.state is State.CONNECTED
 
 
@@ -88,7 +90,7 @@ def test_a_failed_first_connect_that_retries_is_reconnecting() -> None:
     session: Session[FakeSub] = Session(strict_subjects=True)
     session.retry_first_connect()
     assert session.state is State.RECONNECTING
-    assert session.activate() == ([], [])
+    assert session.activate({}) == ([], [])
     assert session.state is State.CONNECTED
 
 
@@ -121,7 +123,7 @@ def test_activation_after_close_is_refused() -> None:
     session = connected()
     assert session.close() == (True, [])
     assert session.close() == (False, [])
-    assert session.activate() is None
+    assert session.activate({}) is None
     assert session.state is State.CLOSED
 
 
@@ -241,7 +243,7 @@ def test_the_replay_resends_every_subscription_in_order_then_the_inbox() -> None
     subscribed(session, "b", queue="workers")
     session.open_inbox("_INBOX.r.*")
     session.lose(NatsConnectionError("gone"), reconnect_allowed=True)
-    replay = session.activate()
+    replay = session.activate({})
     assert replay == (
         [b"SUB a 1\r\n", b"SUB b workers 2\r\n", b"SUB _INBOX.r.* 3\r\n"],
         [],
@@ -254,7 +256,7 @@ def test_the_replay_sends_the_remaining_count_of_an_auto_unsubscribe() -> None:
     sub = subscribed(session, "a", max_msgs=10)
     sub.received = 4
     session.lose(NatsConnectionError("gone"), reconnect_allowed=True)
-    assert session.activate() == ([b"SUB a 1\r\n", b"UNSUB 1 6\r\n"], [])
+    assert session.activate({}) == ([b"SUB a 1\r\n", b"UNSUB 1 6\r\n"], [])
 
 
 def test_the_replay_ends_an_auto_unsubscribe_that_got_all_its_messages() -> None:
@@ -263,7 +265,7 @@ def test_the_replay_ends_an_auto_unsubscribe_that_got_all_its_messages() -> None
     done.received = 3
     live = subscribed(session, "live")
     session.lose(NatsConnectionError("gone"), reconnect_allowed=True)
-    assert session.activate() == ([b"SUB live 2\r\n"], [done])
+    assert session.activate({}) == ([b"SUB live 2\r\n"], [done])
     assert session.subscriptions.by_sid == {live.sid: live}
 
 
@@ -274,7 +276,7 @@ def test_the_replay_takes_unsubscribes_made_while_reconnecting_into_account() ->
     session.lose(NatsConnectionError("gone"), reconnect_allowed=True)
     session.unsubscribe(sub, limit=4)
     session.unsubscribe(gone)
-    assert session.activate() == ([b"SUB a 1\r\n", b"UNSUB 1 3\r\n"], [])
+    assert session.activate({}) == ([b"SUB a 1\r\n", b"UNSUB 1 3\r\n"], [])
 
 
 # --- -ERR ------------------------------------------------------------------------------
@@ -335,7 +337,7 @@ def test_a_fatal_error_becomes_the_reason_for_the_loss_once() -> None:
     loss = session.lose(NatsConnectionError("closed by the server"), reconnect_allowed=True)
     assert loss is not None and isinstance(loss.reason, AuthorizationError)
     assert session.fatal_error is None
-    session.activate()
+    session.activate({})
     error = StaleConnectionError("stale")
     later = session.lose(error, reconnect_allowed=True)
     assert later is not None and later.reason is error
@@ -346,7 +348,7 @@ def test_a_fatal_error_is_forgotten_by_the_next_activation() -> None:
     session.on_server_error("Unknown Protocol Operation")
     session.lose(NatsConnectionError("gone"), reconnect_allowed=True)
     session.on_server_error("Authorization Violation")  # from the old connection, late
-    session.activate()
+    session.activate({})
     assert session.fatal_error is None
 
 
@@ -405,3 +407,37 @@ def test_close_hands_back_the_live_subscriptions_and_refuses_what_follows() -> N
             call()
     with pytest.raises(ConnectionClosedError):
         session.open_inbox("_INBOX.x.*")
+
+
+# --- INFO and what a loss reports ------------------------------------------------------
+
+
+def test_activation_takes_the_server_info_and_its_max_payload() -> None:
+    session: Session[FakeSub] = Session(strict_subjects=True)
+    assert session.max_payload == 1024 * 1024  # until a server says otherwise
+    session.activate({"server_id": "a", "max_payload": 2048})
+    assert session.server_info == {"server_id": "a", "max_payload": 2048}
+    assert session.max_payload == 2048
+
+
+def test_a_later_info_is_merged_and_says_what_changed() -> None:
+    session = connected()
+    session.activate({"server_id": "a", "max_payload": 2048, "version": "2.10.0"})
+    quiet = session.on_info({"connect_urls": ["10.0.0.2:4222"]})
+    assert quiet == (None, ["10.0.0.2:4222"], False)
+    change = session.on_info({"max_payload": 4096, "ldm": True, "connect_urls": "bad"})
+    assert change == (4096, [], True)
+    assert session.server_info["version"] == "2.10.0"
+    assert session.max_payload == 4096
+
+
+def test_a_plain_socket_failure_is_not_reported_but_a_stale_connection_is() -> None:
+    session = connected()
+    plain = session.lose(NatsConnectionError("reset"), reconnect_allowed=True)
+    assert plain is not None and not plain.report
+    session.activate({})
+    stale = session.lose(StaleConnectionError("stale"), reconnect_allowed=True)
+    assert stale is not None and stale.report
+    session.activate({})
+    other = session.lose(AuthorizationError("Authorization Violation"), reconnect_allowed=True)
+    assert other is not None and other.report
