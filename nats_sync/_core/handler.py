@@ -14,22 +14,23 @@ composes narrow objects, each owning its state and lock:
   reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
 - ``Timer`` (``threads.timer``), ``Pings`` (``components.pings``: keepalive, stale
   detection, flush), ``CallbackRunner`` (``threads.callbacks``: the callback thread).
-- ``Connection`` (``threads.connection``): the reader and writer threads of one transport.
+- ``Connection`` (``threads.connection``): the reader and writer threads of one transport,
+  whose ops ``Dispatcher`` (``components.dispatch``) routes and counts; it calls back
+  ``_on_info``, ``_on_server_error`` and ``_finish_subscription``.
 
 (Modules relative to ``nats_sync._core``.) The handler itself does the connection swap
-(``_activate`` and ``_on_lost``), the reader's dispatch, drain's waits and close;
-``Deliveries`` (``components.subscription``) runs one delivery thread per callback
+(``_activate`` and ``_on_lost``), what an INFO or an ``-ERR`` changes, drain's waits and
+close; ``Deliveries`` (``components.subscription``) runs one delivery thread per callback
 subscription; ``threads.lifecycle`` starts and joins the threads and closes the clients
 a forked child inherits.
 
 Threads and the state they touch here:
 
-- ``_lock`` guards every call into ``_session``, and ``_inbox``, ``_conn``,
+- ``_lock`` guards every call into ``_session``, and ``dispatcher.inbox``, ``_conn``,
   ``_conn_threads``, ``current_server`` and ``last_error``. Nothing blocks on I/O while
   holding it; lock order is handler lock, then any component's own lock.
-- The reader thread reads the session's ``subscriptions.by_sid`` and ``_inbox`` without
-  the lock (a dict lookup and an attribute read are atomic) and alone writes
-  ``in_msgs``, ``in_bytes`` and ``errors_received``.
+- The reader thread reads the session's ``subscriptions.by_sid`` and ``dispatcher.inbox``
+  without the lock (a dict lookup and an attribute read are atomic).
 - ``reconnects`` is written by the reconnect thread only.
 """
 
@@ -43,7 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nats_sync import _defaults as d
-from nats_sync._core import proto
+from nats_sync._core.components.dispatch import Dispatcher
 from nats_sync._core.components.pings import Pings
 from nats_sync._core.components.publishing import Publisher
 from nats_sync._core.components.reconnect import Handshaken, Reconnector
@@ -111,8 +112,6 @@ class Handler:
             self._on_reconnected,
             self._on_given_up,
         )
-        #: The request multiplexer whose inbox subscription (the session's) we route.
-        self._inbox: RequestMux | None = None
         self.current_server: ServerAddress | None = None
         self.last_error: BaseException | None = None
         self._conn: Connection | None = None
@@ -120,10 +119,15 @@ class Handler:
         self._pings = Pings(
             options, self.outbox, self.timer, self._live, self._on_lost, self.wake_reader
         )
-        self.in_msgs = 0
-        self.in_bytes = 0
+        self.dispatcher = Dispatcher(
+            self._session.subscriptions,
+            self.outbox,
+            self._pings.on_pong,
+            self._on_info,
+            self._on_server_error,
+            self._finish_subscription,
+        )
         self.reconnects = 0
-        self.errors_received = 0
         self._deliveries = Deliveries(self._threads.start)
         #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
         #: "closed"; the list is replaced whole under the lock, read without it.
@@ -188,8 +192,9 @@ class Handler:
         server, transport, parser, info = handshaken
         # Messages are built as Msg by the parser itself, carrying our publish for respond().
         parser.set_message_type(Msg, self.publisher.publish)
+        dispatcher = self.dispatcher
         conn = Connection(
-            transport, parser, self.outbox, self._on_ops, self._on_lost, self._reader_may_park
+            transport, parser, self.outbox, dispatcher.on_ops, self._on_lost, dispatcher.may_park
         )
         with self._lock:
             replay = self._session.activate(info)
@@ -247,10 +252,10 @@ class Handler:
         """Subscribes ``mux``'s wildcard inbox once; returns the mux in use."""
         with self._lock:
             self.check_can_start()
-            if self._inbox is None:
+            if self.dispatcher.inbox is None:
                 self._send(self._session.open_inbox(mux.subject))
-                self._inbox = mux
-            return self._inbox
+                self.dispatcher.inbox = mux
+            return self.dispatcher.inbox
 
     def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
         """A requester's thread reads its reply itself if the reader stepped aside."""
@@ -264,66 +269,10 @@ class Handler:
         if conn is not None:
             conn.wake_reader()
 
-    # --- reader thread ---------------------------------------------------------------
-
-    def _reader_may_park(self) -> bool:
-        """Reader thread: whether requesters may read their own replies for a while.
-
-        Only while requests are being made and nothing else needs the reader: no
-        subscription, no request or flush waiting (their replies come unasked).
-        """
-        mux = self._inbox
-        return (
-            mux is not None
-            and not mux
-            and not self._session.subscriptions
-            and not self.outbox.pong_waiters
-            and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE
-        )
-
-    def _on_ops(self, ops: list[Any]) -> None:  # ServerOps, with messages as Msg
-        """Reader thread: acts on the ops of one read, in order. Never runs user code.
-
-        Messages (already ``Msg``) are routed here; the rest goes to ``_on_op``. The
-        request inbox is read once per batch: replies in it were asked for before the
-        read, so an inbox made meanwhile cannot have any.
-        """
-        subscriptions = self._session.subscriptions
-        subs = subscriptions.by_sid
-        mux = self._inbox
-        mux_sid = subscriptions.inbox_sid if mux is not None else -1
-        received = 0
-        received_bytes = 0
-        try:
-            for op in ops:
-                if type(op) is Msg:
-                    received += 1
-                    received_bytes += len(op.data)
-                    sid = op.sid
-                    if sid == mux_sid:
-                        mux.resolve(op)  # type: ignore[union-attr]  # set: see mux_sid
-                        continue
-                    sub = subs.get(sid)
-                    if sub is not None and not sub._deliver(op):
-                        self._finish_subscription(sub)
-                else:
-                    self._on_op(op)
-        finally:
-            self.in_msgs += received
-            self.in_bytes += received_bytes
-
-    def _on_op(self, op: proto.ServerOp) -> None:
-        """Reader thread: acts on one server op other than a message."""
-        if op is proto.PING_OP:
-            self.outbox.put_control(proto.PONG)
-        elif op is proto.PONG_OP:
-            self._pings.on_pong()
-        elif type(op) is proto.InfoOp:
-            self._on_info(op.info)
-        elif type(op) is proto.ErrOp:
-            self._on_server_error(op.message)
+    # --- the reader's dispatch calls these ----------------------------------------------
 
     def _on_info(self, info: dict[str, Any]) -> None:
+        """Reader thread: an INFO on the live connection."""
         with self._lock:
             change = self._session.on_info(info)
         if change.max_payload is not None:
@@ -337,7 +286,8 @@ class Handler:
             self._leave_lame_duck_server()
 
     def _on_server_error(self, text: str) -> None:
-        self.errors_received += 1
+        """Reader thread: an ``-ERR``; it is reported, and may end a subscription or
+        fail requests."""
         log.warning("nats_sync: server error: %s", text)
         with self._lock:
             outcome = self._session.on_server_error(text)
@@ -345,7 +295,7 @@ class Handler:
             self.last_error = error
         if outcome.denied is not None:
             outcome.denied._end(error)
-        mux = self._inbox
+        mux = self.dispatcher.inbox
         if outcome.verdict.denied_publish and mux is not None:
             assert isinstance(error, PermissionsViolationError)
             mux.fail_subject(error.subject, error)
@@ -619,8 +569,9 @@ class Handler:
                 conn.shutdown()
             closed = ConnectionClosedError("the client is closed")
             self._pings.fail_waiters(closed)
-            if self._inbox is not None:
-                self._inbox.fail_all(closed)
+            mux = self.dispatcher.inbox
+            if mux is not None:
+                mux.fail_all(closed)
             for sub in subs:
                 sub._end(closed, stop_callbacks=True)
             self.timer.stop()
@@ -646,7 +597,7 @@ class Handler:
     def debug_snapshot(self) -> dict[str, Any]:
         """What the client holds right now, for tests and debugging (not an API)."""
         with self._lock:
-            mux = self._inbox
+            mux = self.dispatcher.inbox
             return {
                 "state": self.state,
                 "subscriptions": len(self._session.subscriptions),
