@@ -84,12 +84,12 @@ log = logging.getLogger("nats_sync")
 
 
 class Handler:
-    """One client's connection handler: it handles the connection's life (connect,
-    lose, reconnect, drain, close), the server's ops as the reader thread parses them
-    (dispatched to the components: subscriptions, replies, pings), and the state both
-    change, under its one lock. The client's public methods call into it; the
-    components it composes (outbox, publisher, requester, deliveries, reconnector,
-    pinger) each own their own state. See the module docstring for the threads."""
+    """One client's connection handler: it drives the connection's life (connect,
+    lose, reconnect, drain, close) and acts on what the server's INFO and ``-ERR`` change,
+    asking its ``Session`` under its one lock what each event means. The client's public
+    methods call into it; the components it composes (outbox, publisher, requester,
+    dispatcher, deliveries, reconnector, pinger) each own their own state. See the
+    module docstring for the threads."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -147,7 +147,7 @@ class Handler:
 
     def forked(self) -> None:
         """In a forked child, which has none of our threads: closed, without I/O."""
-        self._session.close()
+        self._session.forked()
         self.publisher.accepting = False
 
     # --- connecting ----------------------------------------------------------------

@@ -455,6 +455,11 @@ class Session(Generic[Sub]):
         self.state = State.DRAINING_PUBS
         return True
 
+    def forked(self) -> None:
+        """In a forked child: closed, the registry left as the parent had it (its
+        subscriptions end with the parent's close, not here)."""
+        self.state = State.CLOSED
+
     def close(self) -> tuple[bool, list[Sub]]:
         """Closes: returns whether this is the first close, and the subscriptions that
         were live (now unregistered)."""

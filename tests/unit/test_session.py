@@ -119,6 +119,14 @@ def test_a_draining_session_does_not_reconnect() -> None:
     assert session.state is State.DRAINING_SUBS
 
 
+def test_a_forked_child_is_closed_and_keeps_the_registry_as_it_was() -> None:
+    session = connected()
+    sub = subscribed(session, "a")
+    session.forked()
+    assert session.state is State.CLOSED
+    assert session.subscriptions.by_sid == {sub.sid: sub}
+
+
 def test_activation_after_close_is_refused() -> None:
     session = connected()
     assert session.close() == (True, [])
