@@ -342,7 +342,7 @@ class Handler:
     def _on_reconnected(self, handshaken: Handshaken) -> bool:
         """Reconnect thread: a server answered; make it the live connection."""
         # The old writer has put back what it could not send; control frames are
-        # replayed from state, and flushes still waiting get fresh PINGs.
+        # replayed from the session, and flushes still waiting get fresh PINGs.
         self.outbox.keep_messages_only()
         if not self._activate(handshaken):
             return False
