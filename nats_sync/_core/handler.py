@@ -1,6 +1,10 @@
-"""The handler: the client's connection state, its subscriptions, drain and close.
+"""The handler: drives the client's session with threads, locks and sockets.
 
-How it works: ``Handler`` composes narrow objects, each owning its state and lock:
+How it works: the protocol state is ``Session`` (``session``, sans-IO): the life-cycle
+state, the sid registry, the replay after a reconnect, the ``-ERR`` verdicts and drain's
+phases. The handler calls it under its lock, sends the frames it returns and does what
+it says (end a subscription, fail requests, reconnect or close). Around it ``Handler``
+composes narrow objects, each owning its state and lock:
 
 - ``Outbox`` (``threads.outbox``): frames for the writer, and the disconnect buffer, into
   which ``Publisher`` (``components.publishing``) encodes messages (the hot path).
@@ -10,32 +14,28 @@ How it works: ``Handler`` composes narrow objects, each owning its state and loc
   reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
 - ``Timer`` (``threads.timer``), ``Pings`` (``components.pings``: keepalive, stale
   detection, flush), ``CallbackRunner`` (``threads.callbacks``: the callback thread).
-- ``Connection`` (``threads.connection``): the reader and writer threads of one transport.
+- ``Connection`` (``threads.connection``): the reader and writer threads of one transport,
+  whose ops ``Dispatcher`` (``components.dispatch``) routes and counts; it calls back
+  ``_on_info``, ``_on_server_error`` and ``_finish_subscription``.
 
-(Modules relative to ``nats_sync._core``.) The handler itself keeps the life-cycle state,
-the subscriptions, the connection swap (``_activate`` and ``_on_lost``), the reader's
-dispatch, drain and close; ``Deliveries`` (``components.subscription``) runs one delivery
-thread per callback subscription; ``threads.lifecycle`` starts and joins the threads and
-closes the clients a forked child inherits.
+(Modules relative to ``nats_sync._core``.) The handler itself does the connection swap
+(``_activate`` and ``_on_lost``), what an INFO or an ``-ERR`` changes, drain's waits and
+close; ``Deliveries`` (``components.subscription``) runs one delivery thread per callback
+subscription; ``threads.lifecycle`` starts and joins the threads and closes the clients
+a forked child inherits.
 
 Threads and the state they touch here:
 
-- ``_lock`` guards ``state``, changes to ``subs``, ``_inbox``, ``_conn``,
-  ``_conn_threads``, ``current_server``, ``last_error`` and
-  ``_fatal_server_error``. Nothing blocks on I/O while holding it; lock order is
-  handler lock, then any component's own lock.
-- The reader thread reads ``subs`` and ``_inbox`` without the lock (a dict lookup and
-  an attribute read are atomic) and alone writes ``in_msgs``, ``in_bytes``,
-  ``errors_received`` and ``server_info`` once connected.
-- While ``state`` is RECONNECTING no SUB/UNSUB frame is queued: subscriptions are
-  replayed from ``subs`` when the next connection is activated, ahead of the buffered
-  publishes.
+- ``_lock`` guards every call into ``_session``, and ``dispatcher.inbox``, ``_conn``,
+  ``_conn_threads``, ``current_server`` and ``last_error``. Nothing blocks on I/O while
+  holding it; lock order is handler lock, then any component's own lock.
+- The reader thread reads the session's ``subscriptions.by_sid`` and ``dispatcher.inbox``
+  without the lock (a dict lookup and an attribute read are atomic).
 - ``reconnects`` is written by the reconnect thread only.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
@@ -44,14 +44,15 @@ from collections.abc import Callable
 from typing import Any
 
 from nats_sync import _defaults as d
-from nats_sync._core import proto
+from nats_sync._core.components.dispatch import Dispatcher
 from nats_sync._core.components.pings import Pings
 from nats_sync._core.components.publishing import Publisher
 from nats_sync._core.components.reconnect import Handshaken, Reconnector
 from nats_sync._core.components.reply_mux import RequestMux
 from nats_sync._core.components.requester import Requester
 from nats_sync._core.components.subscription import Deliveries, Subscription
-from nats_sync._core.state import DRAINING, State
+from nats_sync._core.session import Session, announced_servers
+from nats_sync._core.state import State
 from nats_sync._core.threads.callbacks import CallbackRunner, Listeners, StatusListeners
 from nats_sync._core.threads.connection import Connection
 from nats_sync._core.threads.lifecycle import (
@@ -68,10 +69,7 @@ from nats_sync._core.transport.options import Options
 from nats_sync._core.transport.pool import ServerAddress
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
-    BadSubscriptionError,
     ConnectionClosedError,
-    ConnectionDrainingError,
-    ConnectionReconnectingError,
     DrainTimeoutError,
     Error,
     FlushTimeoutError,
@@ -79,8 +77,6 @@ from nats_sync.errors import (
     NatsConnectionError,
     NoServersError,
     PermissionsViolationError,
-    StaleConnectionError,
-    server_error_from_description,
 )
 from nats_sync.msg import Msg
 
@@ -88,17 +84,17 @@ log = logging.getLogger("nats_sync")
 
 
 class Handler:
-    """One client's connection handler: it handles the connection's life (connect,
-    lose, reconnect, drain, close), the server's ops as the reader thread parses them
-    (dispatched to the components: subscriptions, replies, pings), and the state both
-    change, under its one lock. The client's public methods call into it; the
-    components it composes (outbox, publisher, requester, deliveries, reconnector,
-    pinger) each own their own state. See the module docstring for the threads."""
+    """One client's connection handler: it drives the connection's life (connect,
+    lose, reconnect, drain, close) and acts on what the server's INFO and ``-ERR`` change,
+    asking its ``Session`` under its one lock what each event means. The client's public
+    methods call into it; the components it composes (outbox, publisher, requester,
+    dispatcher, deliveries, reconnector, pinger) each own their own state. See the
+    module docstring for the threads."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
         self._lock = threading.Lock()
-        self.state = State.CONNECTING
+        self._session: Session[Subscription] = Session(not options.skip_subject_validation)
         self._pid = os.getpid()
         self.outbox = Outbox(options.pending_size, options.full_wait)
         self.publisher = Publisher(self.outbox, self, not options.skip_subject_validation)
@@ -116,25 +112,22 @@ class Handler:
             self._on_reconnected,
             self._on_given_up,
         )
-        self.subs: dict[int, Subscription] = {}
-        self._sids = itertools.count(1)
-        #: The request multiplexer whose inbox subscription (``_inbox_sid``) we route.
-        self._inbox: RequestMux | None = None
-        self._inbox_sid = -1
         self.current_server: ServerAddress | None = None
-        self.server_info: dict[str, Any] = {}
         self.last_error: BaseException | None = None
-        #: A -ERR after which the server closes the connection: the reason for the loss.
-        self._fatal_server_error: Error | None = None
         self._conn: Connection | None = None
         self._conn_threads: list[threading.Thread] = []
         self._pings = Pings(
             options, self.outbox, self.timer, self._live, self._on_lost, self.wake_reader
         )
-        self.in_msgs = 0
-        self.in_bytes = 0
+        self.dispatcher = Dispatcher(
+            self._session.subscriptions,
+            self.outbox,
+            self._pings.on_pong,
+            self._on_info,
+            self._on_server_error,
+            self._finish_subscription,
+        )
         self.reconnects = 0
-        self.errors_received = 0
         self._deliveries = Deliveries(self._threads.start)
         #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
         #: "closed"; the list is replaced whole under the lock, read without it.
@@ -142,9 +135,19 @@ class Handler:
         self._error_listeners: Listeners[BaseException] = Listeners()
         watch_fork(self)
 
+    @property
+    def state(self) -> State:
+        """The life-cycle state (the session's)."""
+        return self._session.state
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The server's INFO (the session's)."""
+        return self._session.server_info
+
     def forked(self) -> None:
         """In a forked child, which has none of our threads: closed, without I/O."""
-        self.state = State.CLOSED
+        self._session.forked()
         self.publisher.accepting = False
 
     # --- connecting ----------------------------------------------------------------
@@ -169,7 +172,7 @@ class Handler:
             self._start_background_threads()
             with self._lock:
                 self.last_error = last
-                self.state = State.RECONNECTING
+                self._session.retry_first_connect()
                 self.reconnector.start(None, [])
             return
         self._start_background_threads()
@@ -189,23 +192,22 @@ class Handler:
         server, transport, parser, info = handshaken
         # Messages are built as Msg by the parser itself, carrying our publish for respond().
         parser.set_message_type(Msg, self.publisher.publish)
+        dispatcher = self.dispatcher
         conn = Connection(
-            transport, parser, self.outbox, self._on_ops, self._on_lost, self._reader_may_park
+            transport, parser, self.outbox, dispatcher.on_ops, self._on_lost, dispatcher.may_park
         )
         with self._lock:
-            if self.state is State.CLOSED:
+            replay = self._session.activate(info)
+            if replay is None:
                 transport.close()
                 return False
+            frames, finished = replay
             self.reconnector.record_success(server)
             self.current_server = server
-            self.server_info = info
-            self.publisher.max_payload = int(info.get("max_payload", d.DEFAULT_MAX_PAYLOAD))
-            frames, finished = self._subscription_replay()
+            self.publisher.max_payload = self._session.max_payload
             self.outbox.put_control_first(frames)
             self._conn = conn
-            self.state = State.CONNECTED
             self._pings.reset()
-            self._fatal_server_error = None
             self.outbox.set_connected(True)
             self._conn_threads = [
                 self._threads.start(conn.run_reader, "reader"),
@@ -213,36 +215,13 @@ class Handler:
             ]
         for sub in finished:
             sub._end()
-        self._learn_servers(info, announce=False)
+        self._learn_servers(announced_servers(info), announce=False)
         log.info("nats_sync: connected to %s (server %s)", server, info.get("version", "?"))
         return True
 
-    def _subscription_replay(self) -> tuple[list[bytes], list[Subscription]]:
-        """Under the lock: SUB (and UNSUB max) frames for every live subscription.
-
-        Returns the frames and the auto-unsubscribing subscriptions that are complete.
-        """
-        frames: list[bytes] = []
-        finished: list[Subscription] = []
-        for sub in list(self.subs.values()):
-            remaining = sub.max_msgs - sub.received if sub.max_msgs else 0
-            if sub.max_msgs and remaining <= 0:
-                del self.subs[sub.sid]
-                finished.append(sub)
-                continue
-            frames.append(
-                proto.encode_sub(sub.subject, sub.sid, sub.queue, self.publisher.strict_subjects)
-            )
-            if remaining:
-                frames.append(proto.encode_unsub(sub.sid, remaining))
-        if self._inbox is not None:
-            frames.append(proto.encode_sub(self._inbox.subject, self._inbox_sid))
-        return frames, finished
-
-    def _learn_servers(self, info: dict[str, Any], announce: bool) -> None:
-        urls = info.get("connect_urls")
+    def _learn_servers(self, urls: list[Any], announce: bool) -> None:
         via = self.current_server
-        if not urls or not isinstance(urls, list) or via is None:
+        if not urls or via is None:
             return
         added = self.reconnector.add_discovered(urls, via)
         if added:
@@ -250,9 +229,9 @@ class Handler:
             if announce:
                 self._callbacks.submit(self.options.discovered_server_cb)
 
-    def _put_control(self, frame: bytes) -> None:
-        """Under the lock: queues SUB/UNSUB, unless they will be replayed on reconnect."""
-        if self.state is not State.RECONNECTING:
+    def _send(self, frames: list[bytes]) -> None:
+        """Under the lock: queues the session's SUB/UNSUB frames, in order."""
+        for frame in frames:
             self.outbox.put_control(frame)
 
     # --- hooks of the publisher, the requester and the pings ----------------------------
@@ -273,12 +252,10 @@ class Handler:
         """Subscribes ``mux``'s wildcard inbox once; returns the mux in use."""
         with self._lock:
             self.check_can_start()
-            if self._inbox is None:
-                sid = self.next_sid()
-                self._put_control(proto.encode_sub(mux.subject, sid))
-                self._inbox_sid = sid
-                self._inbox = mux
-            return self._inbox
+            if self.dispatcher.inbox is None:
+                self._send(self._session.open_inbox(mux.subject))
+                self.dispatcher.inbox = mux
+            return self.dispatcher.inbox
 
     def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
         """A requester's thread reads its reply itself if the reader stepped aside."""
@@ -292,122 +269,55 @@ class Handler:
         if conn is not None:
             conn.wake_reader()
 
-    # --- reader thread ---------------------------------------------------------------
-
-    def _reader_may_park(self) -> bool:
-        """Reader thread: whether requesters may read their own replies for a while.
-
-        Only while requests are being made and nothing else needs the reader: no
-        subscription, no request or flush waiting (their replies come unasked).
-        """
-        mux = self._inbox
-        return (
-            mux is not None
-            and not mux
-            and not self.subs
-            and not self.outbox.pong_waiters
-            and time.monotonic() - mux.last_request < d.READER_LEAD_IDLE
-        )
-
-    def _on_ops(self, ops: list[Any]) -> None:  # ServerOps, with messages as Msg
-        """Reader thread: acts on the ops of one read, in order. Never runs user code.
-
-        Messages (already ``Msg``) are routed here; the rest goes to ``_on_op``. The
-        request inbox is read once per batch: replies in it were asked for before the
-        read, so an inbox made meanwhile cannot have any.
-        """
-        subs = self.subs
-        mux = self._inbox
-        mux_sid = self._inbox_sid if mux is not None else -1
-        received = 0
-        received_bytes = 0
-        try:
-            for op in ops:
-                if type(op) is Msg:
-                    received += 1
-                    received_bytes += len(op.data)
-                    sid = op.sid
-                    if sid == mux_sid:
-                        mux.resolve(op)  # type: ignore[union-attr]  # set: see mux_sid
-                        continue
-                    sub = subs.get(sid)
-                    if sub is not None and not sub._deliver(op):
-                        self._finish_subscription(sub)
-                else:
-                    self._on_op(op)
-        finally:
-            self.in_msgs += received
-            self.in_bytes += received_bytes
-
-    def _on_op(self, op: proto.ServerOp) -> None:
-        """Reader thread: acts on one server op other than a message."""
-        if op is proto.PING_OP:
-            self.outbox.put_control(proto.PONG)
-        elif op is proto.PONG_OP:
-            self._pings.on_pong()
-        elif type(op) is proto.InfoOp:
-            self._on_info(op.info)
-        elif type(op) is proto.ErrOp:
-            self._on_server_error(op.message)
+    # --- the reader's dispatch calls these ----------------------------------------------
 
     def _on_info(self, info: dict[str, Any]) -> None:
-        self.server_info = {**self.server_info, **info}
-        if "max_payload" in info:
-            self.publisher.max_payload = int(info["max_payload"])
+        """Reader thread: an INFO on the live connection."""
+        with self._lock:
+            change = self._session.on_info(info)
+        if change.max_payload is not None:
+            self.publisher.max_payload = change.max_payload
             conn = self._conn
             if conn is not None:
-                conn.parser.set_max_payload(self.publisher.max_payload)
-        self._learn_servers(info, announce=True)
-        if info.get("ldm"):
+                conn.parser.set_max_payload(change.max_payload)
+        self._learn_servers(change.connect_urls, announce=True)
+        if change.lame_duck:
             self._callbacks.submit(self.options.lame_duck_mode_cb)
             self._leave_lame_duck_server()
 
     def _on_server_error(self, text: str) -> None:
-        self.errors_received += 1
-        error = server_error_from_description(text)
+        """Reader thread: an ``-ERR``; it is reported, and may end a subscription or
+        fail requests."""
         log.warning("nats_sync: server error: %s", text)
-        if isinstance(error, PermissionsViolationError) and error.operation == "subscription":
-            for sub in list(self.subs.values()):
-                if sub.subject == error.subject and (not error.queue or sub.queue == error.queue):
-                    self._remove_subscription(sub)
-                    sub._end(error)
-                    break
-        elif isinstance(error, PermissionsViolationError) and error.operation == "publish":
-            mux = self._inbox
-            if mux is not None and error.subject:
-                mux.fail_subject(error.subject, error)
-        elif not isinstance(error, PermissionsViolationError) and (
-            "maximum subscriptions" not in text.lower()
-        ):
-            with self._lock:
-                self._fatal_server_error = error
         with self._lock:
+            outcome = self._session.on_server_error(text)
+            error = outcome.verdict.error
             self.last_error = error
+        if outcome.denied is not None:
+            outcome.denied._end(error)
+        mux = self.dispatcher.inbox
+        if outcome.verdict.denied_publish and mux is not None:
+            assert isinstance(error, PermissionsViolationError)
+            mux.fail_subject(error.subject, error)
         self.report_error(error)
 
     def _finish_subscription(self, sub: Subscription) -> None:
         """Reader thread: ``sub`` received its last message (max_msgs)."""
-        self._remove_subscription(sub)
-        sub._end()
-
-    def _remove_subscription(self, sub: Subscription) -> None:
         with self._lock:
-            self.subs.pop(sub.sid, None)
+            self._session.finished(sub)
+        sub._end()
 
     # --- losing the connection ----------------------------------------------------------
 
     def _on_lost(self, conn: Connection, error: Error) -> None:
         """Reader, writer or timer thread: the live connection failed (or was dropped)."""
+        allowed = self.options.allow_reconnect and self.options.max_reconnect_attempts != 0
         with self._lock:
-            if conn is not self._conn or self.state is State.CLOSED:
+            loss = self._session.lose(error, allowed) if conn is self._conn else None
+            if loss is None:
                 return
-            retry = (
-                self.state is State.CONNECTED
-                and self.options.allow_reconnect
-                and self.options.max_reconnect_attempts != 0
-            )
+            retry = loss.reconnect
             if retry:
-                self.state = State.RECONNECTING
                 self._conn = None
                 self.outbox.set_connected(False)
                 self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
@@ -415,11 +325,10 @@ class Handler:
                 self._conn_threads = []
             # Without its traceback: the reader's frame (and its 256 KiB buffer) would
             # otherwise stay alive as long as last_error does.
-            self.last_error = (self._fatal_server_error or error).with_traceback(None)
-            self._fatal_server_error = None
+            self.last_error = loss.reason.with_traceback(None)
             lost = self.current_server
         log.info("nats_sync: connection to %s lost: %s", lost, error)
-        if not isinstance(error, NatsConnectionError) or isinstance(error, StaleConnectionError):
+        if loss.report:
             self.report_error(error)
         self._callbacks.submit(self.options.disconnected_cb)
         self._status_listeners.tell("disconnected")
@@ -433,7 +342,7 @@ class Handler:
     def _on_reconnected(self, handshaken: Handshaken) -> bool:
         """Reconnect thread: a server answered; make it the live connection."""
         # The old writer has put back what it could not send; control frames are
-        # replayed from state, and flushes still waiting get fresh PINGs.
+        # replayed from the session, and flushes still waiting get fresh PINGs.
         self.outbox.keep_messages_only()
         if not self._activate(handshaken):
             return False
@@ -509,40 +418,33 @@ class Handler:
     def _check_open(self) -> None:
         """Raises unless the client is open, in the process that made it."""
         self.check_process()
-        if self.state is State.CLOSED:
-            raise ConnectionClosedError("the client is closed")
+        self._session.check_open()
 
     def check_can_start(self) -> None:
         """Raises unless a subscription may start or end, or a request start (closed,
         draining, forked)."""
-        if self.state is State.CONNECTED and current_pid[0] == self._pid:
+        if self._session.state is State.CONNECTED and current_pid[0] == self._pid:
             return
-        self._check_open()
-        if self.state in DRAINING:
-            raise ConnectionDrainingError("the client is draining")
+        self.check_process()
+        self._session.check_can_start()
 
     def check_can_publish(self) -> None:
         """Raises the reason publishing is refused (closed, draining, forked)."""
-        self._check_open()
-        if self.state is State.DRAINING_PUBS:
-            raise ConnectionDrainingError("the client is draining; publishing has ended")
+        self.check_process()
+        self._session.check_can_publish()
 
     # --- subscriptions ---------------------------------------------------------------
 
     def next_sid(self) -> int:
         """A new subscription id."""
-        return next(self._sids)
+        return self._session.subscriptions.next_sid()
 
     def add_subscription(self, sub: Subscription) -> None:
         """Registers ``sub`` and sends its SUB (and UNSUB max when max_msgs is set)."""
-        frame = proto.encode_sub(sub.subject, sub.sid, sub.queue, self.publisher.strict_subjects)
         with self._lock:
-            self.check_can_start()
-            self.subs[sub.sid] = sub
+            self.check_process()
+            self._send(self._session.subscribe(sub))
             self.wake_reader()
-            self._put_control(frame)
-            if sub.max_msgs > 0:
-                self._put_control(proto.encode_unsub(sub.sid, sub.max_msgs))
             if sub.callback is not None:
                 self._deliveries.start(sub)
 
@@ -551,15 +453,11 @@ class Handler:
         check_int(limit, "limit", 0)
         with self._lock:
             self.check_can_start()
-            if sub.is_closed or self.subs.get(sub.sid) is not sub:
-                raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
-            if limit and limit > sub.received:
-                sub.max_msgs = limit
+            unsubscribed = self._session.unsubscribe(sub, limit)
+            self._send(unsubscribed.frames)
+            if not unsubscribed.ended:
                 sub._limit_handout(limit)
-                self._put_control(proto.encode_unsub(sub.sid, limit))
                 return
-            del self.subs[sub.sid]
-            self._put_control(proto.encode_unsub(sub.sid))
         if limit:
             # More than ``limit`` arrived already: the callback still gets up to ``limit``.
             sub._limit_handout(limit)
@@ -578,9 +476,7 @@ class Handler:
         deadline = time.monotonic() + budget
         with self._lock:
             self.check_can_start()
-            if sub.is_closed or self.subs.get(sub.sid) is not sub:
-                raise BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} has ended")
-            self._put_control(proto.encode_unsub(sub.sid))
+            self._send(self._session.drain_subscription(sub))
         try:
             self.flush(budget)
         except FlushTimeoutError:
@@ -589,8 +485,7 @@ class Handler:
             ) from None
         finally:
             with self._lock:
-                if self.subs.get(sub.sid) is sub:
-                    del self.subs[sub.sid]
+                self._session.finished(sub)
             sub._end()
         self._join_delivery(sub, deadline)
 
@@ -616,19 +511,9 @@ class Handler:
         check_timeout(budget)
         deadline = time.monotonic() + budget
         with self._lock:
-            self._check_open()
-            if self.state in DRAINING:
-                raise ConnectionDrainingError("the client is already draining")
-            if self.state is State.RECONNECTING:
-                # Draining needs the server's answers (UNSUB confirmed, publishes
-                # flushed); as nats.go and nats-py, refuse rather than race the reconnect.
-                raise ConnectionReconnectingError(
-                    "the client is reconnecting; drain once it is connected again"
-                )
-            self.state = State.DRAINING_SUBS
-            subs = list(self.subs.values())
-            for sub in subs:
-                self._put_control(proto.encode_unsub(sub.sid))
+            self.check_process()
+            subs, frames = self._session.begin_drain()
+            self._send(frames)
         try:
             try:
                 self.flush(budget)
@@ -637,16 +522,14 @@ class Handler:
                     f"the server did not confirm the UNSUBs within {budget}s"
                 ) from None
             with self._lock:
-                for sub in subs:
-                    self.subs.pop(sub.sid, None)
+                self._session.subscriptions_drained(subs)
             for sub in subs:
                 sub._end()
             for sub in subs:
                 if sub.callback is not None:
                     self._join_delivery(sub, deadline)
             with self._lock:
-                if self.state is State.DRAINING_SUBS:
-                    self.state = State.DRAINING_PUBS
+                if self._session.begin_draining_publishes():
                     self.publisher.accepting = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -671,13 +554,10 @@ class Handler:
         if os.getpid() != self._pid:
             return  # a forked child must not touch the parent's socket or threads
         with self._lock:
-            first = self.state is not State.CLOSED
-            self.state = State.CLOSED
+            first, subs = self._session.close()
             conn = self._conn
             conn_threads = self._conn_threads
-            subs = list(self.subs.values())
             subs += [sub for sub in self._deliveries.subscriptions() if sub not in subs]
-            self.subs.clear()
         self.publisher.accepting = False
         self.reconnector.close()
         me = threading.current_thread()
@@ -689,8 +569,9 @@ class Handler:
                 conn.shutdown()
             closed = ConnectionClosedError("the client is closed")
             self._pings.fail_waiters(closed)
-            if self._inbox is not None:
-                self._inbox.fail_all(closed)
+            mux = self.dispatcher.inbox
+            if mux is not None:
+                mux.fail_all(closed)
             for sub in subs:
                 sub._end(closed, stop_callbacks=True)
             self.timer.stop()
@@ -716,10 +597,10 @@ class Handler:
     def debug_snapshot(self) -> dict[str, Any]:
         """What the client holds right now, for tests and debugging (not an API)."""
         with self._lock:
-            mux = self._inbox
+            mux = self.dispatcher.inbox
             return {
                 "state": self.state,
-                "subscriptions": len(self.subs),
+                "subscriptions": len(self._session.subscriptions),
                 "requests_in_flight": len(mux) if mux is not None else 0,
                 "late_replies": mux.late_replies if mux is not None else 0,
                 "request_inbox": mux.subject if mux is not None else None,

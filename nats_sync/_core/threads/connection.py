@@ -3,7 +3,7 @@
 How it works:
 
 - Reader thread (:meth:`Connection.run_reader`): ``recv_into`` a large buffer, feed the
-  parser, hand the ops of each read to ``on_ops`` (the handler) as one list. It touches
+  parser, hand the ops of each read to ``on_ops`` (the handler's dispatcher) as one list. It touches
   only the parser, which it owns, and never runs user code. It ends on end of stream,
   a socket error or a protocol error, and reports that once through ``on_lost``.
 - A caller's thread may write one message itself (:meth:`Connection.send_direct`) when
@@ -102,10 +102,10 @@ class Connection:
         transport: the connected stream.
         parser: the parser, possibly holding bytes read during the handshake.
         outbox: the client's outbox.
-        on_ops: handler callback for the server ops of each read, in order (reader
-            thread).
+        on_ops: the dispatcher's callback for the server ops of each read, in order
+            (reader thread).
         on_lost: handler callback, called once, when the connection fails.
-        may_park: handler callback: whether the reader may step aside for requesters
+        may_park: the dispatcher's callback: whether the reader may step aside for requesters
             now (nothing but blocking requests would need it). None: never.
     """
 
