@@ -37,6 +37,7 @@ RAISED_WITHIN = 2.0
 
 pytestmark = pytest.mark.timeout(CHILD_TIMEOUT + 30)
 
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[NatsServer]:
     with NatsServer(jetstream=True) as srv:
