@@ -10,6 +10,7 @@ from benchmarks.analysis import (
     Verdict,
     all_runs,
     all_stats,
+    best_asyncio,
     better_ratio,
     collect,
     errors_of,
@@ -20,6 +21,7 @@ from benchmarks.analysis import (
 )
 from benchmarks.scenarios import (
     CASES,
+    GEVENT_CASES,
     MICRO_CASES,
     NATSIO,
     NATSPY,
@@ -36,8 +38,11 @@ from benchmarks.scenarios import (
     SPARK_ROW,
     SPARK_VECTOR,
     SYNC,
+    SYNC_GEVENT,
     WSGI_CLIENTS,
+    WSGI_GEVENT_KEY,
     WSGI_KEY,
+    WSGI_KEYS,
     WSGI_MAX_COST,
     WSGI_METRICS,
     Case,
@@ -162,11 +167,13 @@ def markdown(results: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for case in CASES:
-        # The curve's points and the WSGI row have tables of their own.
-        if not case.threads and case.key != WSGI_KEY:
+        # The curves' points and the WSGI rows have tables of their own.
+        if not case.threads and not case.greenlets and case.key not in WSGI_KEYS:
             lines += _case_rows(case, stats, by_metric)
     lines += ["", *scale_section(stats)]
+    lines += gevent_section(stats, verdicts)
     lines += wsgi_section(stats, verdicts)
+    lines += wsgi_section(stats, verdicts, WSGI_GEVENT_KEY)
     lines += services_section(stats)
     lines += ["", *spark_section(results.get("spark"), verdicts), ""]
     lines += [*spark_js_section(results.get("spark_js"), stats, verdicts), ""]
@@ -243,6 +250,73 @@ def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
     return lines
 
 
+def gevent_section(
+    stats: dict[tuple[str, str], dict[str, Stat]], verdicts: list[Verdict]
+) -> list[str]:
+    """The greenlet curve (issue 41): one row per number of requesters T."""
+    if not any((case.key, SYNC_GEVENT) in stats for case in GEVENT_CASES):
+        return []
+    clients = (SYNC_GEVENT, SYNC, NATSPY, NATSIO)
+
+    def cell(key: str, client: str, metric: str, unit: str) -> str:
+        return fmt_stat(stats.get((key, client), {}).get(metric), unit)
+
+    def each(key: str, metric: str, unit: str) -> str:
+        return " / ".join(
+            fmt_value(stat.median, unit) if (stat := stats.get((key, c), {}).get(metric)) else "—"
+            for c in clients
+        )
+
+    def ratio(key: str, other: str) -> str:
+        found = better_ratio(
+            "reqs_per_s",
+            stats.get((key, SYNC_GEVENT), {}).get("reqs_per_s"),
+            stats.get((key, other), {}).get("reqs_per_s"),
+        )
+        return f"{found:.2f}x" if found else "—"
+
+    judged = {v.target.case: v for v in verdicts if v.target.numerator == SYNC_GEVENT}
+    lines = [
+        "## Greenlet curve: T greenlets on one connection (gevent)",
+        "",
+        "Issue 41: the thread curve's requests (T requesters on one connection, sequential "
+        "64 B requests to the raw echo responder, about the same number at every T) with "
+        "nats_sync in a process that `gevent.monkey.patch_all()` patched before importing "
+        "it (`benchmarks/worker_gevent.py`): T greenlets, and the client's own reader and "
+        "writer greenlets, on one OS thread. Against nats-py and natsio with T coroutines, "
+        "and nats_sync's OS threads at the same T (unpatched). Median (min" + DASH + "max) "
+        'req/s; "best" = the faster asyncio client at that T. CPU per request is each '
+        "client process's (`time.process_time`, all threads) over the timed section; the "
+        "nats-server's and the responder's are over the worker's whole life (warm-up "
+        "included) divided by the timed requests. Quadruples are nats_sync greenlets / "
+        "nats_sync threads / nats-py / natsio medians. No perf round here: the context "
+        "switch counts of the thread curve are not taken.",
+        "",
+        "| T | greenlets req/s | threads req/s | nats-py req/s | natsio req/s "
+        "| greenlets / best asyncio | greenlets / threads | target | result "
+        "| CPU µs per request | nats-server CPU µs per request | responder CPU µs per request |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|",
+    ]
+    for case in GEVENT_CASES:
+        best = best_asyncio(stats, case.key, "reqs_per_s")
+        verdict = judged.get(case.key)
+        result = ""
+        if verdict:
+            result = f"**{verdict.status}**" + (f" ({verdict.note})" if verdict.note else "")
+        lines.append(
+            f"| {case.greenlets} | {cell(case.key, SYNC_GEVENT, 'reqs_per_s', 'req/s')} "
+            f"| {cell(case.key, SYNC, 'reqs_per_s', 'req/s')} "
+            f"| {cell(case.key, NATSPY, 'reqs_per_s', 'req/s')} "
+            f"| {cell(case.key, NATSIO, 'reqs_per_s', 'req/s')} "
+            f"| {ratio(case.key, best)} ({best}) | {ratio(case.key, SYNC)} "
+            f"| {verdict.target.text + ' vs ' + verdict.target.denominator if verdict else ''} "
+            f"| {result} | {each(case.key, 'cpu_us_per_req', 'µs')} "
+            f"| {each(case.key, 'server_cpu_us', 'µs')} "
+            f"| {each(case.key, 'responder_cpu_us', 'µs')} |"
+        )
+    return [*lines, ""]
+
+
 #: How the WSGI table names each client's variant of the app.
 _WSGI_LABELS = {
     SYNC: "nats_sync, one module-level client",
@@ -251,37 +325,71 @@ _WSGI_LABELS = {
 }
 
 
-def wsgi_section(
-    stats: dict[tuple[str, str], dict[str, Stat]], verdicts: list[Verdict]
-) -> list[str]:
-    """The WSGI row (issue 33): one line per variant of the app, then the derived figures."""
-    if not any((WSGI_KEY, client) in stats for client in WSGI_CLIENTS):
-        return []
-    lines = [
+#: The WSGI rows' headings and the words that open each one's description.
+_WSGI_HEADINGS = {
+    WSGI_KEY: (
         "## WSGI app under gunicorn: one NATS request per HTTP request",
+        "Issue 33: gunicorn (`-k gthread -w 1 --threads 16`) serving a WSGI app whose every ",
+    ),
+    WSGI_GEVENT_KEY: (
+        "## WSGI app under gunicorn -k gevent: one NATS request per HTTP request",
+        "Issue 41: the same app under gunicorn's gevent worker (`-k gevent -w 1`, which "
+        "patches the worker process before it imports the app, so each HTTP request is a "
+        'greenlet, and so is nats-py\'s loop "thread", a `threading.Thread` there) serving '
+        "a WSGI app whose every ",
+    ),
+}
+
+
+def wsgi_section(
+    stats: dict[tuple[str, str], dict[str, Stat]],
+    verdicts: list[Verdict],
+    key: str = WSGI_KEY,
+) -> list[str]:
+    """A WSGI row (issue 33; -k gevent: issue 41): one line per variant of the app, then
+    the derived figures."""
+    if not any((key, client) in stats for client in WSGI_CLIENTS):
+        return []
+    heading, opening = _WSGI_HEADINGS[key]
+    labels = [_WSGI_LABELS[client] for client in WSGI_CLIENTS]
+    if key == WSGI_GEVENT_KEY:  # threading.Thread makes a greenlet in a patched process
+        labels = [label.replace("loop thread", "loop greenlet") for label in labels]
+    threads = "the 16 threads" if key == WSGI_KEY else "the greenlets"
+    lines = [
+        heading,
         "",
-        "Issue 33: gunicorn (`-k gthread -w 1 --threads 16`) serving a WSGI app whose every "
-        "HTTP request makes one 64 B request to the raw echo responder, loaded by "
+        opening + "HTTP request makes one 64 B request to the raw echo responder, loaded by "
         "`ab -k -c 16` (keep-alive connections) after an untimed warm-up. nats_sync: one "
-        "module-level client shared by the 16 threads; nats-py: one client on an event loop "
-        "run by a background thread, each request handed over with "
+        f"module-level client shared by {threads}; nats-py: one client on an event loop "
+        f"run by a background {'thread' if key == WSGI_KEY else 'greenlet'}, each request "
+        "handed over with "
         "`asyncio.run_coroutine_threadsafe(...).result()`; no NATS call: the same app "
         "answering at once (its ceiling). Median (min" + DASH + "max); latency is ab's "
         "whole-request time; CPU is the gunicorn worker process's over the timed run. "
         "gunicorn, ab, nats-server and the responder share the machine's cores.",
         "",
-        "| metric | " + " | ".join(_WSGI_LABELS[client] for client in WSGI_CLIENTS) + " |",
+        "| metric | " + " | ".join(labels) + " |",
         "|---|" + "---:|" * len(WSGI_CLIENTS),
     ]
     for metric, label, unit in WSGI_METRICS:
         cells = [
-            fmt_stat(stats.get((WSGI_KEY, client), {}).get(metric), unit) for client in WSGI_CLIENTS
+            fmt_stat(stats.get((key, client), {}).get(metric), unit) for client in WSGI_CLIENTS
         ]
         lines.append(f"| {label} ({unit}) | " + " | ".join(cells) + " |")
-    judged = {v.target.denominator: v for v in verdicts if v.target.case == WSGI_KEY}
+    judged = {v.target.denominator: v for v in verdicts if v.target.case == key}
     against_none = judged.get(NO_NATS)
     against_natspy = judged.get(NATSPY)
     lines.append("")
+    cost = better_ratio(
+        "reqs_per_s",
+        stats.get((key, SYNC), {}).get("reqs_per_s"),
+        stats.get((key, NO_NATS), {}).get("reqs_per_s"),
+    )
+    if not against_none and cost is not None:  # shown, not held to a target
+        lines.append(
+            f"- NATS cost = 1 - nats_sync req/s / no-NATS req/s = **{1 - cost:.0%}** "
+            "(no target for this row)."
+        )
     if against_none and against_none.ratio is not None:
         lines.append(
             f"- NATS cost = 1 - nats_sync req/s / no-NATS req/s = "
@@ -582,7 +690,8 @@ def method_section(results: dict[str, Any]) -> list[str]:
         *noise_note(results),
         "- Sizes per run: "
         + "; ".join(
-            f"{key} " + ", ".join(f"{k}={v:,}" for k, v in args.items())
+            f"{key} "
+            + ", ".join(f"{k}={v}" if isinstance(v, str) else f"{k}={v:,}" for k, v in args.items())
             for key, args in results["args_by_case"].items()
         )
         + ".",
@@ -619,12 +728,12 @@ def observations(
         metric = case.metrics[0][0]
         ratio = better_ratio(
             metric,
-            stats.get((case.key, SYNC), {}).get(metric),
+            stats.get((case.key, case.lead), {}).get(metric),
             stats.get((case.key, NATSPY), {}).get(metric),
         )
         if ratio is not None and ratio < 1:
             behind.append(
-                f"- {case.title}: nats_sync reaches {ratio:.2f}x nats-py "
+                f"- {case.title}: {case.lead} reaches {ratio:.2f}x nats-py "
                 f"({(1 - ratio) * 100:.0f}% behind)."
             )
     missed = [

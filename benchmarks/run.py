@@ -51,12 +51,15 @@ from benchmarks.scenarios import (
     SPARK_KEY,
     SPARK_KV,
     SPARK_QUICK,
-    SYNC,
+    SYNC_GEVENT,
     Case,
 )
 from nats_sync.testing import NatsServer
 
 HERE = Path(__file__).resolve().parent
+#: The worker's entry module per client: nats_sync under gevent needs one that patches
+#: the process before anything else is imported.
+ENTRY_MODULES = {SYNC_GEVENT: "benchmarks.worker_gevent"}
 WORKER_TIMEOUT = 120.0
 #: Seconds the Spark process may take: request_udf, then each JetStream part it runs.
 SPARK_TIMEOUTS = {SPARK_KEY: 480.0, SPARK_JS_READ: 900.0, SPARK_JS_WRITE: 400.0, SPARK_KV: 300.0}
@@ -164,7 +167,11 @@ def run_worker(client: str, case: Case, args: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     outcome = run_streaming(
         python_command(
-            "benchmarks.worker", client, case.scenario, json.dumps(args), python=python_for(client)
+            ENTRY_MODULES.get(client, "benchmarks.worker"),
+            client,
+            case.scenario,
+            json.dumps(args),
+            python=python_for(client),
         ),
         WORKER_TIMEOUT,
     )
@@ -246,9 +253,12 @@ def run_clients(
     runs: list[dict[str, Any]] = []
     for rep in range(reps):
         for case in cases:
-            pair = [SYNC, NATSPY] if rep % 2 == 0 else [NATSPY, SYNC]
-            # The raw socket (or the WSGI case's app without NATS) after both clients.
-            others = [client for client in case.clients if client not in (SYNC, NATSPY, NATSIO)]
+            pair = [case.lead, NATSPY] if rep % 2 == 0 else [NATSPY, case.lead]
+            # The raw socket (or the WSGI case's app without NATS, or nats_sync's threads
+            # beside its greenlets) after both clients.
+            others = [
+                client for client in case.clients if client not in (case.lead, NATSPY, NATSIO)
+            ]
             order = pair + others + [NATSIO] * (NATSIO in case.clients and not no_natsio)
             for client in order:
                 try:

@@ -12,6 +12,11 @@ RAW = "raw"
 NATSIO = "natsio"
 #: The WSGI case's app with no NATS call at all (its ceiling; benchmarks/wsgi_bench.py).
 NO_NATS = "no NATS"
+#: nats_sync in a process that ``gevent.monkey.patch_all()`` patched before importing it
+#: (benchmarks/worker_gevent.py): its threads, and the requesters', are greenlets.
+SYNC_GEVENT = "nats_sync gevent"
+#: A target's denominator that stands for the faster (by median) of nats-py and natsio.
+BEST_ASYNCIO = "best asyncio"
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,11 @@ class Case:
     # A point of the thread-scaling curve (issue 33): its number of requesters, shown
     # in the curve's own table rather than the results table; 0 = not on the curve.
     threads: int = 0
+    # A point of the greenlet curve (issue 41): its number of greenlets; 0 = not on it.
+    greenlets: int = 0
+    # The client the case is about: it and nats-py run first, their order swapped every
+    # other repetition; the other clients follow.
+    lead: str = SYNC
 
     def args(self, quick: bool) -> dict[str, Any]:
         return dict(self.quick if quick else self.full)
@@ -54,6 +64,8 @@ class Target:
     text: str
     zero: tuple[str, ...] = field(default=())
     unit: str = ""
+    #: The client whose runs ``zero`` is checked on.
+    checked: str = SYNC
 
 
 _PUB_METRICS = (("msgs_per_s", "throughput", "msgs/s"), ("cpu_us_per_msg", "CPU per msg", "µs"))
@@ -121,6 +133,38 @@ def _scale_case(threads: int) -> Case:
 
 SCALE_CASES = tuple(_scale_case(threads) for threads in SCALE_THREADS)
 
+#: The greenlet curve (issue 41): the same requests as the thread curve's (T requesters
+#: on one connection, sequential 64 B requests to the raw echo responder, about
+#: SCALE_TOTAL in all), with nats_sync in a gevent-patched process (T greenlets), against
+#: nats-py and natsio (T coroutines) and nats_sync's OS threads at the same T. No perf
+#: round: the nats-server's and the responder's CPU per request are taken over each
+#: worker's life (run.add_peer_cpu), as for the other request rows.
+GEVENT_TASKS = (1, 16, 64, 256)
+GEVENT_METRICS = (
+    ("reqs_per_s", "throughput", "req/s"),
+    ("cpu_us_per_req", "CPU per request", "µs"),
+    *_PEER_CPU,
+    ("errors", "failed requests", "requests"),
+)
+
+
+def _gevent_case(tasks: int) -> Case:
+    common = {"size": 64, "workers": tasks}
+    return Case(
+        f"gevent_t{tasks}",
+        f"{tasks} greenlet(s) on one connection",
+        "request_concurrent",
+        {**common, "per_worker": SCALE_TOTAL // tasks, "warmup": _WARMUP},
+        {**common, "per_worker": max(1, SCALE_QUICK_TOTAL // tasks), "warmup": 50},
+        (SYNC_GEVENT, NATSPY, NATSIO, SYNC),
+        GEVENT_METRICS,
+        greenlets=tasks,
+        lead=SYNC_GEVENT,
+    )
+
+
+GEVENT_CASES = tuple(_gevent_case(tasks) for tasks in GEVENT_TASKS)
+
 #: The WSGI row (issue 33): a gunicorn app (``-k gthread -w 1 --threads 16``) under
 #: ``ab -k -c 16``, each HTTP request making one 64 B request to the raw echo responder:
 #: nats_sync (one module-level client), nats-py through a background event-loop thread,
@@ -138,6 +182,12 @@ WSGI_METRICS = (
 _WSGI_COMMON = {"size": 64, "threads": 16, "concurrency": 16}
 #: The largest share of the no-NATS throughput the NATS call may cost (issue 33's target).
 WSGI_MAX_COST = 0.20
+#: The same app and load under gunicorn's gevent worker (``-k gevent -w 1``; issue 41):
+#: gunicorn patches its worker before it imports the app, so the 16 concurrent HTTP
+#: requests are greenlets, and nats-py's loop "thread" (``threading.Thread``) is one too.
+WSGI_GEVENT_KEY = "wsgi_gevent_t16"
+WSGI_KEYS = (WSGI_KEY, WSGI_GEVENT_KEY)
+_WSGI_GEVENT_COMMON = {"size": 64, "concurrency": 16, "worker_class": "gevent"}
 
 #: The services curve (issue 33): one echo service process with ``max_workers`` W
 #: against nats-py's service (no worker pool: the same service at every W), under the
@@ -225,6 +275,7 @@ CASES: tuple[Case, ...] = (
         metrics=_REQ_METRICS,
     ),
     *SCALE_CASES,
+    *GEVENT_CASES,
     Case(
         "request_pipelined",
         "pipelined requests",
@@ -259,6 +310,15 @@ CASES: tuple[Case, ...] = (
         "wsgi",
         {**_WSGI_COMMON, "count": 10_000, "warmup": 500},
         {**_WSGI_COMMON, "count": 1_000, "warmup": 100},
+        WSGI_CLIENTS,
+        WSGI_METRICS,
+    ),
+    Case(
+        WSGI_GEVENT_KEY,
+        "WSGI app, gunicorn -k gevent",
+        "wsgi",
+        {**_WSGI_GEVENT_COMMON, "count": 10_000, "warmup": 500},
+        {**_WSGI_GEVENT_COMMON, "count": 1_000, "warmup": 100},
         WSGI_CLIENTS,
         WSGI_METRICS,
     ),
@@ -481,6 +541,41 @@ TARGETS: tuple[Target, ...] = (
         1 - WSGI_MAX_COST,
         f"≥ {1 - WSGI_MAX_COST:.2f}x (NATS cost ≤ {WSGI_MAX_COST:.0%})",
         zero=("errors",),
+    ),
+    Target(
+        "WSGI -k gevent req/s vs nats-py on a loop thread",
+        WSGI_GEVENT_KEY,
+        "reqs_per_s",
+        SYNC,
+        NATSPY,
+        1.3,
+        "≥ 1.3x, 0 failed",
+        zero=("errors",),
+    ),
+    Target(
+        "1 greenlet req/s vs nats_sync's 1 thread",
+        "gevent_t1",
+        "reqs_per_s",
+        SYNC_GEVENT,
+        SYNC,
+        1.0,
+        "≥ 1.0x (no slower), 0 failed",
+        zero=("errors",),
+        checked=SYNC_GEVENT,
+    ),
+    *(
+        Target(
+            f"{tasks} greenlets req/s vs best asyncio",
+            f"gevent_t{tasks}",
+            "reqs_per_s",
+            SYNC_GEVENT,
+            BEST_ASYNCIO,
+            minimum,
+            f"≥ {minimum:.1f}x, 0 failed",
+            zero=("errors",),
+            checked=SYNC_GEVENT,
+        )
+        for tasks, minimum in ((16, 1.3), (64, 1.0), (256, 1.0))
     ),
     Target(
         "JetStream publish p50 vs nats-py",

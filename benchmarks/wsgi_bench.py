@@ -2,13 +2,14 @@
 
 How it works: the worker (nats_sync's, nats-py's, or this module's own for the variant
 with no NATS call) calls :func:`drive`, which starts gunicorn (``-k gthread -w 1
---threads T``) serving ``benchmarks.wsgi_app:app`` on a free local port, the variant
-chosen by the environment (see ``wsgi_app.py``). Once ``GET /pid`` answers, ApacheBench
-(``ab``, Debian's apache2-utils; ``make bench`` installs it where it is missing) sends an
-untimed warm-up, then the timed run: ``ab -k -c C -n N`` on keep-alive connections.
-HTTP req/s and the latency percentiles (whole request, ms) are ab's; the app's CPU is
-the gunicorn worker's over the timed run, from ``/proc``. nats-server, the raw echo
-responder, gunicorn and ab share the machine's cores.
+--threads T``; for ``wsgi_gevent_t16``, ``-k gevent -w 1``) serving
+``benchmarks.wsgi_app:app`` on a free local port, the variant chosen by the environment
+(see ``wsgi_app.py``). Once ``GET /pid`` answers, ApacheBench (``ab``, Debian's
+apache2-utils; ``make bench`` installs it where it is missing) sends an untimed warm-up,
+then the timed run: ``ab -k -c C -n N`` on keep-alive connections. HTTP req/s and the
+latency percentiles (whole request, ms) are ab's; the app's CPU is the gunicorn worker's
+over the timed run, from ``/proc``. nats-server, the raw echo responder, gunicorn and ab
+share the machine's cores.
 
 Also a worker module itself (``python -m benchmarks.worker "no NATS" wsgi ARGS``): its
 ``SCENARIOS`` runs the app without any NATS call, the ceiling the other two are held to.
@@ -70,8 +71,25 @@ def _die_with_parent() -> None:
         pass
 
 
+def _worker_args(worker_class: str, threads: int) -> list[str]:
+    """gunicorn's worker options: one worker, ``threads`` threads (gthread) or gevent's
+    greenlets (``-k gevent``: as many as there are connections, up to its default 1,000)."""
+    if worker_class == "gthread":
+        return ["-k", "gthread", "-w", "1", "--threads", str(threads)]
+    if worker_class == "gevent":
+        if importlib.util.find_spec("gevent") is None:
+            raise RuntimeError("gevent is not installed: it is in the bench extra")
+        return ["-k", "gevent", "-w", "1"]
+    raise ValueError(f"worker_class must be gthread or gevent, not {worker_class!r}")
+
+
 def _start_gunicorn(
-    variant: str, url: str, size: int, threads: int, port: int, log: IO[bytes]
+    variant: str,
+    url: str,
+    size: int,
+    workers: list[str],
+    port: int,
+    log: IO[bytes],
 ) -> subprocess.Popen[bytes]:
     if importlib.util.find_spec("gunicorn") is None:
         raise RuntimeError(
@@ -88,12 +106,7 @@ def _start_gunicorn(
             sys.executable,
             "-m",
             "gunicorn",
-            "-k",
-            "gthread",
-            "-w",
-            "1",
-            "--threads",
-            str(threads),
+            *workers,
             "-b",
             f"127.0.0.1:{port}",
             "--graceful-timeout",
@@ -202,12 +215,21 @@ def run_ab(port: int, concurrency: int, count: int) -> dict[str, float]:
 
 
 def drive(
-    client: str, url: str, size: int, threads: int, concurrency: int, count: int, warmup: int
+    client: str,
+    url: str,
+    size: int,
+    concurrency: int,
+    count: int,
+    warmup: int,
+    threads: int = 16,
+    worker_class: str = "gthread",
 ) -> dict[str, float]:
-    """HTTP req/s and latency of the app in ``client``'s variant under ``ab -k``."""
+    """HTTP req/s and latency of the app in ``client``'s variant under ``ab -k``, served
+    by gunicorn's ``worker_class`` (gthread with ``threads``, or gevent)."""
+    workers = _worker_args(worker_class, threads)
     port = _free_port()
     with tempfile.TemporaryFile() as log:
-        server = _start_gunicorn(VARIANTS[client], url, size, threads, port, log)
+        server = _start_gunicorn(VARIANTS[client], url, size, workers, port, log)
         try:
             worker = _worker_pid(server, port, log)
             run_ab(port, concurrency, warmup)
@@ -224,5 +246,9 @@ def drive(
 SCENARIOS = {"wsgi": partial(drive, NO_NATS)}
 
 
-if __name__ == "__main__":  # a quick look by hand: python -m benchmarks.wsgi_bench CLIENT URL
-    print(json.dumps(drive(sys.argv[1], sys.argv[2], 64, 16, 16, 2_000, 200), indent=1))
+# A quick look by hand: python -m benchmarks.wsgi_bench CLIENT URL [gthread|gevent]
+if __name__ == "__main__":
+    worker_class = sys.argv[3] if len(sys.argv) > 3 else "gthread"
+    print(
+        json.dumps(drive(sys.argv[1], sys.argv[2], 64, 16, 2_000, 200, 16, worker_class), indent=1)
+    )
