@@ -187,7 +187,8 @@ demo-cluster: $(DEV_STAMP)
 	$(PY) examples/demo.py --local-cluster $(DEMO_ARGS)
 
 # The dev set-up plus the bench extra (nats-py, the asyncio client compared against,
-# matplotlib, and gunicorn for the WSGI row), and ab (ApacheBench, Debian's apache2-utils),
+# matplotlib, gunicorn for the WSGI rows, and gevent for the greenlet curve and the
+# -k gevent WSGI row), and ab (ApacheBench, Debian's apache2-utils),
 # the WSGI row's load generator: installed with apt-get only where it is missing (as root,
 # or through sudo without a password); where it cannot be, that row fails saying so.
 $(BENCH_STAMP): $(DEV_STAMP)
@@ -196,7 +197,7 @@ $(BENCH_STAMP): $(DEV_STAMP)
 		sudo=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 		$$sudo apt-get install -y -qq apache2-utils >/dev/null 2>&1 || \
 		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq apache2-utils; } || \
-		echo "bench: ab (apache2-utils) could not be installed: the wsgi_t16 row will fail"; }
+		echo "bench: ab (apache2-utils) could not be installed: the WSGI rows will fail"; }
 	touch $@
 
 # nats_sync vs nats-py side by side on one embedded nats-server, plus Spark: request_udf vs a
@@ -204,8 +205,10 @@ $(BENCH_STAMP): $(DEV_STAMP)
 # row-at-a-time peers (~18 min on 2 cores). Writes BENCHMARKS.md, benchmarks/results.json,
 # benchmarks/ratios.png, benchmarks/scaling.png (the thread-scaling curve, scale_t1 ...
 # scale_t64, with natsio where .venv-natsio or $NATSIO_PYTHON has it), benchmarks/services.png
-# (the services curve, micro_w1/w4/w16) and the WSGI row (wsgi_t16: gunicorn + ab,
-# nats_sync vs nats-py on a loop thread vs no NATS call).
+# (the services curve, micro_w1/w4/w16), the WSGI row (wsgi_t16: gunicorn + ab,
+# nats_sync vs nats-py on a loop thread vs no NATS call), the greenlet curve
+# (gevent_t1/t16/t64/t256: nats_sync in a gevent-patched process vs nats-py, natsio and
+# nats_sync's threads) and the WSGI row under gunicorn -k gevent (wsgi_gevent_t16).
 # BENCH_ARGS: --quick (smoke test), --no-spark, --reps N, --only KEYS
 # (e.g. spark_js), --merge (keep the previous run's figures of what this run leaves out).
 bench: $(BENCH_STAMP)
