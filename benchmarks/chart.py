@@ -1,5 +1,6 @@
 """benchmarks/ratios.png: each target's measured ratio as a bar, the target as a tick;
 benchmarks/scaling.png: the thread-scaling curve, req/s against T for each client;
+benchmarks/greenlets.png: the greenlet curve, req/s against T for each client;
 benchmarks/services.png: the services curve, req/s against max_workers W."""
 
 from __future__ import annotations
@@ -11,7 +12,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from benchmarks.analysis import all_stats, measured_text, verdicts_of
-from benchmarks.scenarios import MICRO_CASES, NATSIO, NATSPY, SCALE_CASES, SYNC, Case
+from benchmarks.scenarios import (
+    GEVENT_CASES,
+    MICRO_CASES,
+    NATSIO,
+    NATSPY,
+    SCALE_CASES,
+    SYNC,
+    SYNC_GEVENT,
+    Case,
+)
 
 
 def draw(results: dict[str, Any], path: Path) -> None:
@@ -52,6 +62,7 @@ def _draw_curve(
     clients: tuple[str, ...],
     xlabel: str,
     title: str,
+    labels: dict[str, str] | None = None,
 ) -> bool:
     """Median req/s against x (``points_of``: (x, case)), one line per client; False
     (nothing drawn) when the results hold no point."""
@@ -60,7 +71,8 @@ def _draw_curve(
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     drawn = False
-    styles = {SYNC: "o-", NATSPY: "s--", NATSIO: "^--"}
+    styles = {SYNC: "o-", NATSPY: "s--", NATSIO: "^--", SYNC_GEVENT: "D-"}
+    labels = labels or {}
     for client in clients:
         points = [
             (x, stat.median)
@@ -68,7 +80,7 @@ def _draw_curve(
             if (stat := stats.get((case.key, client), {}).get("reqs_per_s"))
         ]
         if points:
-            ax.plot(*zip(*points, strict=True), styles[client], label=client)
+            ax.plot(*zip(*points, strict=True), styles[client], label=labels.get(client, client))
             drawn = True
     if not drawn:
         return False
@@ -97,6 +109,23 @@ def draw_scale(results: dict[str, Any], path: Path) -> bool:
         (SYNC, NATSPY, NATSIO),
         "requesters T on one connection (threads; coroutines for the asyncio clients)",
         "Thread-scaling curve: sequential 64 B requests, raw echo responder",
+    )
+
+
+def draw_gevent(results: dict[str, Any], path: Path) -> bool:
+    """Median req/s against T of the greenlet curve: nats_sync's greenlets and threads,
+    nats-py's and natsio's coroutines.
+
+    Returns False (and draws nothing) when the results hold no point of the curve.
+    """
+    return _draw_curve(
+        results,
+        path,
+        [(case.greenlets, case) for case in GEVENT_CASES],
+        (SYNC_GEVENT, SYNC, NATSPY, NATSIO),
+        "requesters T on one connection (greenlets; threads; coroutines)",
+        "Greenlet curve: sequential 64 B requests, raw echo responder",
+        {SYNC_GEVENT: "nats_sync greenlets (gevent)", SYNC: "nats_sync threads"},
     )
 
 

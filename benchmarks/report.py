@@ -314,7 +314,7 @@ def gevent_section(
             f"| {each(case.key, 'server_cpu_us', 'µs')} "
             f"| {each(case.key, 'responder_cpu_us', 'µs')} |"
         )
-    return [*lines, ""]
+    return [*lines, "", "![requests per second against T](benchmarks/greenlets.png)", ""]
 
 
 #: How the WSGI table names each client's variant of the app.

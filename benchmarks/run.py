@@ -7,8 +7,9 @@ natsio (on its own Python >= 3.13, after the other two) each run in a fresh work
 process with a timeout; a failed run is recorded and the suite goes on. Spark runs
 last, in one child process of its own (request_udf first, then the JetStream parts).
 Writes BENCHMARKS.md, benchmarks/results.json, benchmarks/ratios.png,
-benchmarks/scaling.png (the thread-scaling curve) and benchmarks/services.png (the
-services curve); with ``--merge`` the runs of whatever this run left out are kept from
+benchmarks/scaling.png (the thread-scaling curve), benchmarks/greenlets.png (the
+greenlet curve, once its rows have run) and benchmarks/services.png (the services
+curve); with ``--merge`` the runs of whatever this run left out are kept from
 the previous results.json.
 """
 
@@ -451,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     chart.draw(results, HERE / "ratios.png")
     chart.draw_scale(results, HERE / "scaling.png")
+    chart.draw_gevent(results, HERE / "greenlets.png")
     chart.draw_services(results, HERE / "services.png")
     options.out.mkdir(parents=True, exist_ok=True)  # --out may name a folder not made yet
     out = options.out / "BENCHMARKS.md"
