@@ -398,7 +398,8 @@ def wsgi_section(
         )
     if against_natspy and against_natspy.ratio is not None:
         lines.append(
-            f"- nats_sync / nats-py through a loop thread, req/s = "
+            f"- nats_sync / nats-py through a loop "
+            f"{'thread' if key == WSGI_KEY else 'greenlet'}, req/s = "
             f"**{against_natspy.ratio:.2f}x** (target ≥ {against_natspy.target.minimum}x): "
             f"**{against_natspy.status}**."
         )

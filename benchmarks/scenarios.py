@@ -543,7 +543,7 @@ TARGETS: tuple[Target, ...] = (
         zero=("errors",),
     ),
     Target(
-        "WSGI -k gevent req/s vs nats-py on a loop thread",
+        'WSGI -k gevent req/s vs nats-py on a loop "thread" (a greenlet)',
         WSGI_GEVENT_KEY,
         "reqs_per_s",
         SYNC,
