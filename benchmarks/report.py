@@ -628,7 +628,8 @@ def method_section(results: dict[str, Any]) -> list[str]:
         "ARGS`); wall time by `perf_counter`, CPU by `process_time` (all threads of the "
         "worker) around the measured section only.",
         "- For each repetition, for each scenario: nats_sync then nats-py, the order swapped "
-        "on odd repetitions; the raw-socket row runs after both.",
+        "on odd repetitions; the raw-socket row runs after both. In the greenlet curve "
+        "nats_sync under gevent takes nats_sync's place, and its threads run after both.",
         "- Both clients use their defaults (nats_sync's `pending_size` 2 MiB bounds its "
         "outbox; publish blocks briefly when it is full).",
         "- Publish: N messages to a subject with no subscriber, then flush "

@@ -1,9 +1,10 @@
 """The suite: ``python -m benchmarks [--quick] [--no-spark]`` (``make bench`` runs it).
 
 How it works: one nats-server and one raw echo responder serve the whole run. For each
-repetition and each case, nats_sync and nats-py (order swapped every other repetition)
-and, where it applies, the raw socket (or the WSGI case's app with no NATS call) and
-natsio (on its own Python >= 3.13, after the other two) each run in a fresh worker
+repetition and each case, nats_sync (the greenlet curve: nats_sync under gevent) and
+nats-py (order swapped every other repetition) and, where it applies, the raw socket (or
+the WSGI case's app with no NATS call, or the greenlet curve's nats_sync threads) and
+natsio (on its own Python >= 3.13, after the others) each run in a fresh worker
 process with a timeout; a failed run is recorded and the suite goes on. Spark runs
 last, in one child process of its own (request_udf first, then the JetStream parts).
 Writes BENCHMARKS.md, benchmarks/results.json, benchmarks/ratios.png,
