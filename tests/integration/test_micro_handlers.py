@@ -102,6 +102,7 @@ def test_an_error_on_another_subscription_leaves_the_service_alone(
     svc = micro.add_service(nc, "bystander", "1.0.0", error_handler=lambda s, e: heard.append(e))
     svc.add_endpoint("get", lambda req: req.respond(b"ok"))
     other = nc.subscribe("elsewhere", pending_msgs_limit=1)
+    nc.flush()  # the SUB is at the server before the other connection publishes
     for _ in range(50):
         caller.publish("elsewhere", b"x")
     caller.flush()
