@@ -30,7 +30,9 @@ pytestmark = pytest.mark.timeout(240)
 ROWS = 2_000
 #: The row the input stalls on (a JVM-side sleep: ``reflect`` of Thread.sleep).
 PAUSED_ROW = 1_000
-PAUSE_MS = 12_000
+#: Long enough that, less what a loaded worker still had to send when it began (seen:
+#: 2.5 s in a full suite on a busy machine), the gap passes the server's 10 s batch timeout.
+PAUSE_MS = 15_000
 #: Rows per Arrow batch of the sink's input, so that the rows before the pause reach the
 #: sink before it: with ~1 KiB rows, far more than the 64 KiB buffered between the JVM
 #: and the Python worker.
@@ -39,7 +41,7 @@ PADDING = "x" * 1_000
 
 
 @pytest.mark.slow
-def test_a_streaming_write_whose_task_pauses_12s_stores_every_row_once(
+def test_a_streaming_write_whose_task_pauses_15s_stores_every_row_once(
     spark: Any, js_server: NatsServer, js: JetStream, tmp_path: Path
 ) -> None:
     js.create_stream(name="PAUSED", subjects=["paused.rows"], allow_batched=True, allow_direct=True)
@@ -47,7 +49,7 @@ def test_a_streaming_write_whose_task_pauses_12s_stores_every_row_once(
     source.mkdir()
     lines = [json.dumps({"data": f"row-{n:04d}-{PADDING}"}) for n in range(ROWS)]
     (source / "rows.json").write_text("\n".join(lines))  # one file: one task
-    # A slow source or UDF upstream, inside the task: row PAUSED_ROW takes 12 s.
+    # A slow source or UDF upstream, inside the task: row PAUSED_ROW takes 15 s.
     sleep = F.expr(
         f"substr(reflect('java.lang.Thread', 'sleep', cast({PAUSE_MS} as bigint)), 1, 0)"
     )
@@ -82,7 +84,7 @@ def test_a_streaming_write_whose_task_pauses_12s_stores_every_row_once(
     stored = [msg.data.decode()[:8] for msg in js.stream("PAUSED").get_msgs(1, batch=ROWS)]
     assert stored == [f"row-{n:04d}" for n in range(ROWS)]
     # The pause fell inside the task's batch: rows before it, then no row for longer
-    # than the server's 10 s batch timeout (the 12 s pause, less what the sink still
+    # than the server's 10 s batch timeout (the 15 s pause, less what the sink still
     # had to add), then the rest. Meanwhile the publisher pinged: its first look at an
     # idle batch pings within 2 intervals (5 s), then every 2.5 s, so 2 at least.
     seen = (
