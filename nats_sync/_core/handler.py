@@ -10,28 +10,28 @@ composes narrow objects, each owning its state and lock:
   which ``Publisher`` (``components.publishing``) encodes messages (the hot path).
 - ``Requester`` (``components.requester``): request-reply over one inbox subscription,
   which the handler subscribes and routes for it (``open_request_inbox``).
-- ``Reconnector`` (``components.reconnect``): the server pool, the first connection and the
-  reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
-- ``Timer`` (``threads.timer``), ``Pings`` (``components.pings``: keepalive, stale
-  detection, flush), ``CallbackRunner`` (``threads.callbacks``: the callback thread).
-- ``Connection`` (``threads.connection``): the reader and writer threads of one transport,
-  whose ops ``Dispatcher`` (``components.dispatch``) routes and counts; it calls back
-  ``_on_info``, ``_on_server_error`` and ``_finish_subscription``.
+- ``Link`` (``components.link``): the live connection and its reader and writer threads,
+  the server it reaches and the swap when it is lost or replaced; it owns the
+  ``Reconnector`` (``components.reconnect``: the server pool and the reconnect thread)
+  and the ``Pings`` (``components.pings``: keepalive, stale detection, flush).
+- ``Timer`` (``threads.timer``) and ``CallbackRunner`` (``threads.callbacks``: the
+  callback thread).
+- ``Dispatcher`` (``components.dispatch``) routes and counts the ops the ``Connection``
+  (``threads.connection``) reads; it calls back ``_on_info``, ``_on_server_error`` and
+  ``_finish_subscription``.
 
-(Modules relative to ``nats_sync._core``.) The handler itself does the connection swap
-(``_activate`` and ``_on_lost``), what an INFO or an ``-ERR`` changes, drain's waits and
-close; ``Deliveries`` (``components.subscription``) runs one delivery thread per callback
-subscription; ``threads.lifecycle`` starts and joins the threads and closes the clients
-a forked child inherits.
+(Modules relative to ``nats_sync._core``.) The handler itself does what an INFO or an
+``-ERR`` changes, drain's waits and close; ``Deliveries`` (``components.subscription``)
+runs one delivery thread per callback subscription; ``threads.lifecycle`` starts and
+joins the threads and closes the clients a forked child inherits.
 
 Threads and the state they touch here:
 
-- ``_lock`` guards every call into ``_session``, and ``dispatcher.inbox``, ``_conn``,
-  ``_conn_threads``, ``current_server`` and ``last_error``. Nothing blocks on I/O while
-  holding it; lock order is handler lock, then any component's own lock.
+- ``_lock`` guards every call into ``_session``, ``dispatcher.inbox`` and the link's
+  fields (the link is given this lock). Nothing blocks on I/O while holding it; lock
+  order is handler lock, then any component's own lock.
 - The reader thread reads the session's ``subscriptions.by_sid`` and ``dispatcher.inbox``
   without the lock (a dict lookup and an attribute read are atomic).
-- ``reconnects`` is written by the reconnect thread only.
 """
 
 from __future__ import annotations
@@ -45,13 +45,12 @@ from typing import Any
 
 from nats_sync import _defaults as d
 from nats_sync._core.components.dispatch import Dispatcher
-from nats_sync._core.components.pings import Pings
+from nats_sync._core.components.link import Link
 from nats_sync._core.components.publishing import Publisher
-from nats_sync._core.components.reconnect import Handshaken, Reconnector
 from nats_sync._core.components.reply_mux import RequestMux
 from nats_sync._core.components.requester import Requester
 from nats_sync._core.components.subscription import Deliveries, Subscription
-from nats_sync._core.session import Session, announced_servers
+from nats_sync._core.session import Session
 from nats_sync._core.state import State
 from nats_sync._core.threads.callbacks import CallbackRunner, Listeners, StatusListeners
 from nats_sync._core.threads.connection import Connection
@@ -74,11 +73,9 @@ from nats_sync.errors import (
     Error,
     FlushTimeoutError,
     InvalidArgumentError,
-    NatsConnectionError,
     NoServersError,
     PermissionsViolationError,
 )
-from nats_sync.msg import Msg
 
 log = logging.getLogger("nats_sync")
 
@@ -105,20 +102,24 @@ class Handler:
         self.requester = Requester(
             self, self.publisher, self.timer, self._callbacks.submit, options.inbox_prefix
         )
-        self.reconnector = Reconnector(
+        #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
+        #: "closed"; the list is replaced whole under the lock, read without it.
+        self._status_listeners = StatusListeners()
+        self._error_listeners: Listeners[BaseException] = Listeners()
+        self.link = Link(
             options,
+            self._lock,
+            self._session,
+            self.outbox,
+            self.publisher,
+            self.timer,
             self._threads.start,
-            self.report_error,
-            self._on_reconnected,
-            self._on_given_up,
+            self._callbacks,
+            self._status_listeners,
+            self,
         )
-        self.current_server: ServerAddress | None = None
-        self.last_error: BaseException | None = None
-        self._conn: Connection | None = None
-        self._conn_threads: list[threading.Thread] = []
-        self._pings = Pings(
-            options, self.outbox, self.timer, self._live, self._on_lost, self.wake_reader
-        )
+        self.reconnector = self.link.reconnector
+        self._pings = self.link.pings
         self.dispatcher = Dispatcher(
             self._session.subscriptions,
             self.outbox,
@@ -127,12 +128,7 @@ class Handler:
             self._on_server_error,
             self._finish_subscription,
         )
-        self.reconnects = 0
         self._deliveries = Deliveries(self._threads.start)
-        #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
-        #: "closed"; the list is replaced whole under the lock, read without it.
-        self._status_listeners = StatusListeners()
-        self._error_listeners: Listeners[BaseException] = Listeners()
         watch_fork(self)
 
     @property
@@ -144,6 +140,21 @@ class Handler:
     def server_info(self) -> dict[str, Any]:
         """The server's INFO (the session's)."""
         return self._session.server_info
+
+    @property
+    def current_server(self) -> ServerAddress | None:
+        """The server of the live connection, or of the last one (the link's)."""
+        return self.link.current_server
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last error that cost the connection, or an ``-ERR`` (the link's)."""
+        return self.link.last_error
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the client reconnected (the link's)."""
+        return self.link.reconnects
 
     def forked(self) -> None:
         """In a forked child, which has none of our threads: closed, without I/O."""
@@ -170,64 +181,15 @@ class Handler:
             last = err.__cause__ if isinstance(err, NoServersError) else err
             log.info("nats_sync: no server answered (%s); retrying in the background", last)
             self._start_background_threads()
-            with self._lock:
-                self.last_error = last
-                self._session.retry_first_connect()
-                self.reconnector.start(None, [])
+            self.link.retry_first_connect(last)
             return
         self._start_background_threads()
-        self._activate(handshaken)
+        self.link.activate(handshaken)
 
     def _start_background_threads(self) -> None:
         self._callback_thread = self._threads.start(self._callbacks.run, "callbacks")
         self.timer.start(self._threads.start)
         self._pings.start()
-
-    def _activate(self, handshaken: Handshaken) -> bool:
-        """Makes a handshaken transport the live connection and starts its threads.
-
-        Subscriptions (and the request inbox) are re-sent first, then whatever the outbox
-        buffered while disconnected. Returns False when the client closed meanwhile.
-        """
-        server, transport, parser, info = handshaken
-        # Messages are built as Msg by the parser itself, carrying our publish for respond().
-        parser.set_message_type(Msg, self.publisher.publish)
-        dispatcher = self.dispatcher
-        conn = Connection(
-            transport, parser, self.outbox, dispatcher.on_ops, self._on_lost, dispatcher.may_park
-        )
-        with self._lock:
-            replay = self._session.activate(info)
-            if replay is None:
-                transport.close()
-                return False
-            frames, finished = replay
-            self.reconnector.record_success(server)
-            self.current_server = server
-            self.publisher.max_payload = self._session.max_payload
-            self.outbox.put_control_first(frames)
-            self._conn = conn
-            self._pings.reset()
-            self.outbox.set_connected(True)
-            self._conn_threads = [
-                self._threads.start(conn.run_reader, "reader"),
-                self._threads.start(conn.run_writer, "writer"),
-            ]
-        for sub in finished:
-            sub._end()
-        self._learn_servers(announced_servers(info), announce=False)
-        log.info("nats_sync: connected to %s (server %s)", server, info.get("version", "?"))
-        return True
-
-    def _learn_servers(self, urls: list[Any], announce: bool) -> None:
-        via = self.current_server
-        if not urls or via is None:
-            return
-        added = self.reconnector.add_discovered(urls, via)
-        if added:
-            log.info("nats_sync: discovered %s", ", ".join(map(str, added)))
-            if announce:
-                self._callbacks.submit(self.options.discovered_server_cb)
 
     def _send(self, frames: list[bytes]) -> None:
         """Under the lock: queues the session's SUB/UNSUB frames, in order."""
@@ -238,15 +200,7 @@ class Handler:
 
     def connection(self) -> Connection | None:
         """The live connection, or None while there is none."""
-        return self._conn
-
-    def _live(self) -> tuple[Connection, ServerAddress | None] | None:
-        """Timer thread (the keepalive): the live connection and its server, if connected."""
-        with self._lock:
-            conn = self._conn
-            if self.state is not State.CONNECTED or conn is None:
-                return None
-            return conn, self.current_server
+        return self.link.connection()
 
     def open_request_inbox(self, mux: RequestMux) -> RequestMux:
         """Subscribes ``mux``'s wildcard inbox once; returns the mux in use."""
@@ -259,15 +213,13 @@ class Handler:
 
     def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
         """A requester's thread reads its reply itself if the reader stepped aside."""
-        conn = self._conn
+        conn = self.link.connection()
         if conn is not None and conn.can_lead:
             conn.lead(is_done, deadline)
 
     def wake_reader(self) -> None:
         """Makes a reader that stepped aside for requesters read again."""
-        conn = self._conn
-        if conn is not None:
-            conn.wake_reader()
+        self.link.wake_reader()
 
     # --- the reader's dispatch calls these ----------------------------------------------
 
@@ -276,14 +228,11 @@ class Handler:
         with self._lock:
             change = self._session.on_info(info)
         if change.max_payload is not None:
-            self.publisher.max_payload = change.max_payload
-            conn = self._conn
-            if conn is not None:
-                conn.parser.set_max_payload(change.max_payload)
-        self._learn_servers(change.connect_urls, announce=True)
+            self.link.set_max_payload(change.max_payload)
+        self.link.learn_servers(change.connect_urls, announce=True)
         if change.lame_duck:
             self._callbacks.submit(self.options.lame_duck_mode_cb)
-            self._leave_lame_duck_server()
+            self.link.leave_lame_duck_server()
 
     def _on_server_error(self, text: str) -> None:
         """Reader thread: an ``-ERR``; it is reported, and may end a subscription or
@@ -292,7 +241,7 @@ class Handler:
         with self._lock:
             outcome = self._session.on_server_error(text)
             error = outcome.verdict.error
-            self.last_error = error
+            self.link.note_error(error)
         if outcome.denied is not None:
             outcome.denied._end(error)
         mux = self.dispatcher.inbox
@@ -307,49 +256,7 @@ class Handler:
             self._session.finished(sub)
         sub._end()
 
-    # --- losing the connection ----------------------------------------------------------
-
-    def _on_lost(self, conn: Connection, error: Error) -> None:
-        """Reader, writer or timer thread: the live connection failed (or was dropped)."""
-        allowed = self.options.allow_reconnect and self.options.max_reconnect_attempts != 0
-        with self._lock:
-            loss = self._session.lose(error, allowed) if conn is self._conn else None
-            if loss is None:
-                return
-            retry = loss.reconnect
-            if retry:
-                self._conn = None
-                self.outbox.set_connected(False)
-                self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
-                old_threads = self._conn_threads
-                self._conn_threads = []
-            # Without its traceback: the reader's frame (and its 256 KiB buffer) would
-            # otherwise stay alive as long as last_error does.
-            self.last_error = loss.reason.with_traceback(None)
-            lost = self.current_server
-        log.info("nats_sync: connection to %s lost: %s", lost, error)
-        if loss.report:
-            self.report_error(error)
-        self._callbacks.submit(self.options.disconnected_cb)
-        self._status_listeners.tell("disconnected")
-        if not retry:
-            self.close()
-            return
-        with self._lock:
-            if self.state is State.RECONNECTING:
-                self.reconnector.start(lost, old_threads)
-
-    def _on_reconnected(self, handshaken: Handshaken) -> bool:
-        """Reconnect thread: a server answered; make it the live connection."""
-        # The old writer has put back what it could not send; control frames are
-        # replayed from the session, and flushes still waiting get fresh PINGs.
-        self.outbox.keep_messages_only()
-        if not self._activate(handshaken):
-            return False
-        self.reconnects += 1
-        self._callbacks.submit(self.options.reconnected_cb)
-        self._status_listeners.tell("reconnected")
-        return True
+    # --- listeners ---------------------------------------------------------------------
 
     def add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """Registers an internal listener; returns the call that removes it.
@@ -369,12 +276,6 @@ class Handler:
         ``listener(error)`` runs on the thread that saw the error and must return at once."""
         return self._error_listeners.add(listener)
 
-    def _on_given_up(self, error: BaseException) -> None:
-        """Reconnect thread: no server could be reached; the client closes."""
-        with self._lock:
-            self.last_error = error
-        self.close()
-
     def force_reconnect(self) -> None:
         """Drops the live connection and runs the reconnect process."""
         if not self.options.allow_reconnect or self.options.max_reconnect_attempts == 0:
@@ -384,21 +285,10 @@ class Handler:
             )
         with self._lock:
             self.check_can_start()
-            conn = self._conn
-            if self.state is not State.CONNECTED or conn is None:
-                return  # already reconnecting
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError("reconnect forced by the user"))
-
-    def _leave_lame_duck_server(self) -> None:
-        """Reader thread: the server is going away; move to another one if there is one."""
-        conn = self._conn
-        if conn is None or not self.options.allow_reconnect:
-            return
-        if not self.reconnector.has_alternatives():
-            return
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError(f"{self.current_server} entered lame duck mode"))
+            live = self.link.live_locked()
+        if live is None:
+            return  # already reconnecting
+        self.link.drop(live[0], "reconnect forced by the user")
 
     # --- errors and callbacks --------------------------------------------------------
 
@@ -555,8 +445,7 @@ class Handler:
             return  # a forked child must not touch the parent's socket or threads
         with self._lock:
             first, subs = self._session.close()
-            conn = self._conn
-            conn_threads = self._conn_threads
+            conn, conn_threads = self.link.take_for_close()
             subs += [sub for sub in self._deliveries.subscriptions() if sub not in subs]
         self.publisher.accepting = False
         self.reconnector.close()
@@ -606,6 +495,6 @@ class Handler:
                 "request_inbox": mux.subject if mux is not None else None,
                 "timer_entries": len(self.timer),
                 "delivery_threads": self._deliveries.threads(),
-                "connection_threads": list(self._conn_threads),
-                "connection": self._conn,
+                "connection_threads": list(self.link.conn_threads),
+                "connection": self.link.conn,
             }
