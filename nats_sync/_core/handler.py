@@ -20,10 +20,13 @@ composes narrow objects, each owning its state and lock:
   (``threads.connection``) reads; it calls back ``_on_info``, ``_on_server_error`` and
   ``_finish_subscription``.
 
+- ``Closer`` (``components.closing``): drain's waits, and close's stops and joins.
+
 (Modules relative to ``nats_sync._core``.) The handler itself does what an INFO or an
-``-ERR`` changes, drain's waits and close; ``Deliveries`` (``components.subscription``)
-runs one delivery thread per callback subscription; ``threads.lifecycle`` starts and
-joins the threads and closes the clients a forked child inherits.
+``-ERR`` changes, registers subscriptions and listeners, and checks the process;
+``Deliveries`` (``components.subscription``) runs one delivery thread per callback
+subscription; ``threads.lifecycle`` starts and joins the threads and closes the clients
+a forked child inherits.
 
 Threads and the state they touch here:
 
@@ -39,11 +42,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from nats_sync import _defaults as d
+from nats_sync._core.components.closing import Closer
 from nats_sync._core.components.dispatch import Dispatcher
 from nats_sync._core.components.link import Link
 from nats_sync._core.components.publishing import Publisher
@@ -58,7 +61,6 @@ from nats_sync._core.threads.lifecycle import (
     ClientThreads,
     check_same_process,
     current_pid,
-    join_threads,
     run_to_completion,
     watch_fork,
 )
@@ -68,10 +70,7 @@ from nats_sync._core.transport.options import Options
 from nats_sync._core.transport.pool import ServerAddress
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
-    ConnectionClosedError,
-    DrainTimeoutError,
     Error,
-    FlushTimeoutError,
     InvalidArgumentError,
     NoServersError,
     PermissionsViolationError,
@@ -96,7 +95,8 @@ class Handler:
         self.outbox = Outbox(options.pending_size, options.full_wait)
         self.publisher = Publisher(self.outbox, self, not options.skip_subject_validation)
         self._callbacks = CallbackRunner()
-        self._callback_thread: threading.Thread | None = None
+        #: The callback thread, once started.
+        self.callback_thread: threading.Thread | None = None
         self._threads = ClientThreads()
         self.timer = Timer()
         self.requester = Requester(
@@ -129,6 +129,21 @@ class Handler:
             self._finish_subscription,
         )
         self._deliveries = Deliveries(self._threads.start)
+        self.closer = Closer(
+            options,
+            self._lock,
+            self._session,
+            self.outbox,
+            self.publisher,
+            self.link,
+            self.dispatcher,
+            self._deliveries,
+            self.timer,
+            self._callbacks,
+            self._status_listeners,
+            self._threads,
+            self,
+        )
         watch_fork(self)
 
     @property
@@ -187,7 +202,7 @@ class Handler:
         self.link.activate(handshaken)
 
     def _start_background_threads(self) -> None:
-        self._callback_thread = self._threads.start(self._callbacks.run, "callbacks")
+        self.callback_thread = self._threads.start(self._callbacks.run, "callbacks")
         self.timer.start(self._threads.start)
         self._pings.start()
 
@@ -356,34 +371,9 @@ class Handler:
             sub._end(stop_callbacks=True)
 
     def drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
-        """UNSUB, a PING/PONG to be sure the server has it, then end ``sub``.
-
-        The subscription stays registered until the PONG: messages the server sent
-        before it processed the UNSUB are still on the socket and must be delivered.
-        """
-        budget = self.options.drain_timeout if timeout is None else timeout
-        check_timeout(budget)
-        deadline = time.monotonic() + budget
-        with self._lock:
-            self.check_can_start()
-            self._send(self._session.drain_subscription(sub))
-        try:
-            self.flush(budget)
-        except FlushTimeoutError:
-            raise DrainTimeoutError(
-                f"the server did not confirm the UNSUB of {sub.subject!r} within {budget}s"
-            ) from None
-        finally:
-            with self._lock:
-                self._session.finished(sub)
-            sub._end()
-        self._join_delivery(sub, deadline)
-
-    def _join_delivery(self, sub: Subscription, deadline: float) -> None:
-        if not self._deliveries.join(sub, deadline):
-            raise DrainTimeoutError(
-                f"the callback of {sub.subject!r} did not finish its queued messages in time"
-            )
+        """UNSUB, a PING/PONG to be sure the server has it, then end ``sub`` (the
+        closer's)."""
+        self.closer.drain_subscription(sub, timeout)
 
     # --- flush -----------------------------------------------------------------------
 
@@ -396,92 +386,16 @@ class Handler:
     # --- drain and close -------------------------------------------------------------
 
     def drain(self, timeout: float | None) -> None:
-        """Unsubscribe all, deliver what arrived, flush publishes, then close."""
-        budget = self.options.drain_timeout if timeout is None else timeout
-        check_timeout(budget)
-        deadline = time.monotonic() + budget
-        with self._lock:
-            self.check_process()
-            subs, frames = self._session.begin_drain()
-            self._send(frames)
-        try:
-            try:
-                self.flush(budget)
-            except FlushTimeoutError:
-                raise DrainTimeoutError(
-                    f"the server did not confirm the UNSUBs within {budget}s"
-                ) from None
-            with self._lock:
-                self._session.subscriptions_drained(subs)
-            for sub in subs:
-                sub._end()
-            for sub in subs:
-                if sub.callback is not None:
-                    self._join_delivery(sub, deadline)
-            with self._lock:
-                if self._session.begin_draining_publishes():
-                    self.publisher.accepting = False
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DrainTimeoutError(f"drain did not finish within {budget}s")
-            try:
-                self.flush(remaining)
-            except FlushTimeoutError:
-                raise DrainTimeoutError(
-                    f"pending publishes were not flushed within {budget}s"
-                ) from None
-        finally:
-            self.close()
+        """Unsubscribe all, deliver what arrived, flush publishes, then close (the
+        closer's)."""
+        self.closer.drain(timeout)
 
     def close(self) -> None:
         """Stops everything; joins every thread but the calling one. Idempotent.
 
         A Ctrl-C on the main thread ends only the wait: the close goes on to its end.
         """
-        run_to_completion(self._close_now, "close")
-
-    def _close_now(self) -> None:
-        if os.getpid() != self._pid:
-            return  # a forked child must not touch the parent's socket or threads
-        with self._lock:
-            first, subs = self._session.close()
-            conn, conn_threads = self.link.take_for_close()
-            subs += [sub for sub in self._deliveries.subscriptions() if sub not in subs]
-        self.publisher.accepting = False
-        self.reconnector.close()
-        me = threading.current_thread()
-        if first:
-            log.info("nats_sync: closing connection to %s", self.current_server)
-            self.outbox.stop_writer(discard=conn is None or conn.finished)
-            join_threads(conn_threads[1:], me, d.CLOSE_FLUSH_TIMEOUT)
-            if conn is not None:
-                conn.shutdown()
-            closed = ConnectionClosedError("the client is closed")
-            self._pings.fail_waiters(closed)
-            mux = self.dispatcher.inbox
-            if mux is not None:
-                mux.fail_all(closed)
-            for sub in subs:
-                sub._end(closed, stop_callbacks=True)
-            self.timer.stop()
-            self._callbacks.submit(self.options.closed_cb)
-            self._status_listeners.tell("closed")
-            self._callbacks.stop()
-        with self._lock:
-            threads = conn_threads + [
-                t for t in (self.timer.thread, self.reconnector.thread) if t is not None
-            ]
-            # Threads that run user code: a callback that does not return is left to
-            # finish on its own (daemon) thread; it is not called again, and what it
-            # publishes raises ConnectionClosedError.
-            user_threads = self._deliveries.threads()
-            if self._callback_thread is not None:
-                user_threads.append(self._callback_thread)
-        join_threads(threads, me, d.THREAD_JOIN_TIMEOUT)
-        join_threads(user_threads, me, d.CLOSE_CALLBACK_GRACE, shared=True)
-        # Started but never kept (their starter was interrupted): ending by now.
-        left = [t for t in self._threads.alive() if t not in threads and t not in user_threads]
-        join_threads(left, me, d.THREAD_JOIN_TIMEOUT, shared=True)
+        run_to_completion(self.closer.close_now, "close")
 
     def debug_snapshot(self) -> dict[str, Any]:
         """What the client holds right now, for tests and debugging (not an API)."""
