@@ -80,12 +80,13 @@ log = logging.getLogger("nats_sync")
 
 
 class Handler:
-    """One client's connection handler: it drives the connection's life (connect,
-    lose, reconnect, drain, close) and acts on what the server's INFO and ``-ERR`` change,
-    asking its ``Session`` under its one lock what each event means. The client's public
-    methods call into it; the components it composes (outbox, publisher, requester,
-    dispatcher, deliveries, reconnector, pinger) each own their own state. See the
-    module docstring for the threads."""
+    """One client's connection handler: it connects, acts on what the server's INFO and
+    ``-ERR`` change and registers subscriptions, asking its ``Session`` under its one
+    lock what each event means; its ``Link`` swaps connections (lose, reconnect) and its
+    ``Closer`` drains and closes, under the same lock. The client's public methods call
+    into it; the components it composes (outbox, publisher, requester, dispatcher,
+    deliveries, link with its reconnector and pings, closer) each own their own state.
+    See the module docstring for the threads."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
