@@ -251,17 +251,22 @@ class Link:
             # otherwise stay alive as long as last_error does.
             self.last_error = loss.reason.with_traceback(None)
             lost = self.current_server
-        log.info("nats_sync: connection to %s lost: %s", lost, error)
-        if loss.report:
-            self._host.report_error(error)
-        self._callbacks.submit(self._options.disconnected_cb)
-        self._status_listeners.tell("disconnected")
-        if not retry:
-            self._host.close()
-            return
-        with self._lock:
-            if self._session.state is State.RECONNECTING:
-                self.reconnector.start(lost, old_threads)
+        try:
+            log.info("nats_sync: connection to %s lost: %s", lost, error)
+            if loss.report:
+                self._host.report_error(error)
+            self._callbacks.submit(self._options.disconnected_cb)
+            self._status_listeners.tell("disconnected")
+        finally:
+            # Even when Ctrl-C lands in the telling (a requester reading its own reply
+            # reports the loss on the main thread): the session is RECONNECTING by now,
+            # and without the reconnect thread it would stay so.
+            if not retry:
+                self._host.close()
+            else:
+                with self._lock:
+                    if self._session.state is State.RECONNECTING:
+                        self.reconnector.start(lost, old_threads)
 
     def drop(self, conn: Connection, reason: str) -> None:
         """Shuts ``conn`` down and loses it, for ``reason`` (forced, lame duck)."""
