@@ -10,28 +10,31 @@ composes narrow objects, each owning its state and lock:
   which ``Publisher`` (``components.publishing``) encodes messages (the hot path).
 - ``Requester`` (``components.requester``): request-reply over one inbox subscription,
   which the handler subscribes and routes for it (``open_request_inbox``).
-- ``Reconnector`` (``components.reconnect``): the server pool, the first connection and the
-  reconnect thread; it calls back ``_on_reconnected`` or ``_on_given_up``.
-- ``Timer`` (``threads.timer``), ``Pings`` (``components.pings``: keepalive, stale
-  detection, flush), ``CallbackRunner`` (``threads.callbacks``: the callback thread).
-- ``Connection`` (``threads.connection``): the reader and writer threads of one transport,
-  whose ops ``Dispatcher`` (``components.dispatch``) routes and counts; it calls back
-  ``_on_info``, ``_on_server_error`` and ``_finish_subscription``.
+- ``Link`` (``components.link``): the live connection and its reader and writer threads,
+  the server it reaches and the swap when it is lost or replaced; it owns the
+  ``Reconnector`` (``components.reconnect``: the server pool and the reconnect thread)
+  and the ``Pings`` (``components.pings``: keepalive, stale detection, flush).
+- ``Timer`` (``threads.timer``) and ``CallbackRunner`` (``threads.callbacks``: the
+  callback thread).
+- ``Dispatcher`` (``components.dispatch``) routes and counts the ops the ``Connection``
+  (``threads.connection``) reads; it calls back ``_on_info``, ``_on_server_error`` and
+  ``_finish_subscription``.
 
-(Modules relative to ``nats_sync._core``.) The handler itself does the connection swap
-(``_activate`` and ``_on_lost``), what an INFO or an ``-ERR`` changes, drain's waits and
-close; ``Deliveries`` (``components.subscription``) runs one delivery thread per callback
+- ``Closer`` (``components.closing``): drain's waits, and close's stops and joins.
+
+(Modules relative to ``nats_sync._core``.) The handler itself does what an INFO or an
+``-ERR`` changes, registers subscriptions and listeners, and checks the process;
+``Deliveries`` (``components.subscription``) runs one delivery thread per callback
 subscription; ``threads.lifecycle`` starts and joins the threads and closes the clients
 a forked child inherits.
 
 Threads and the state they touch here:
 
-- ``_lock`` guards every call into ``_session``, and ``dispatcher.inbox``, ``_conn``,
-  ``_conn_threads``, ``current_server`` and ``last_error``. Nothing blocks on I/O while
-  holding it; lock order is handler lock, then any component's own lock.
+- ``_lock`` guards every call into ``_session``, ``dispatcher.inbox`` and the link's
+  fields (the link is given this lock). Nothing blocks on I/O while holding it; lock
+  order is handler lock, then any component's own lock.
 - The reader thread reads the session's ``subscriptions.by_sid`` and ``dispatcher.inbox``
   without the lock (a dict lookup and an attribute read are atomic).
-- ``reconnects`` is written by the reconnect thread only.
 """
 
 from __future__ import annotations
@@ -39,19 +42,18 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from nats_sync import _defaults as d
+from nats_sync._core.components.closing import Closer
 from nats_sync._core.components.dispatch import Dispatcher
-from nats_sync._core.components.pings import Pings
+from nats_sync._core.components.link import Link
 from nats_sync._core.components.publishing import Publisher
-from nats_sync._core.components.reconnect import Handshaken, Reconnector
 from nats_sync._core.components.reply_mux import RequestMux
 from nats_sync._core.components.requester import Requester
 from nats_sync._core.components.subscription import Deliveries, Subscription
-from nats_sync._core.session import Session, announced_servers
+from nats_sync._core.session import Session
 from nats_sync._core.state import State
 from nats_sync._core.threads.callbacks import CallbackRunner, Listeners, StatusListeners
 from nats_sync._core.threads.connection import Connection
@@ -59,7 +61,6 @@ from nats_sync._core.threads.lifecycle import (
     ClientThreads,
     check_same_process,
     current_pid,
-    join_threads,
     run_to_completion,
     watch_fork,
 )
@@ -69,27 +70,23 @@ from nats_sync._core.transport.options import Options
 from nats_sync._core.transport.pool import ServerAddress
 from nats_sync._core.validate import check_int, check_timeout
 from nats_sync.errors import (
-    ConnectionClosedError,
-    DrainTimeoutError,
     Error,
-    FlushTimeoutError,
     InvalidArgumentError,
-    NatsConnectionError,
     NoServersError,
     PermissionsViolationError,
 )
-from nats_sync.msg import Msg
 
 log = logging.getLogger("nats_sync")
 
 
 class Handler:
-    """One client's connection handler: it drives the connection's life (connect,
-    lose, reconnect, drain, close) and acts on what the server's INFO and ``-ERR`` change,
-    asking its ``Session`` under its one lock what each event means. The client's public
-    methods call into it; the components it composes (outbox, publisher, requester,
-    dispatcher, deliveries, reconnector, pinger) each own their own state. See the
-    module docstring for the threads."""
+    """One client's connection handler: it connects, acts on what the server's INFO and
+    ``-ERR`` change and registers subscriptions, asking its ``Session`` under its one
+    lock what each event means; its ``Link`` swaps connections (lose, reconnect) and its
+    ``Closer`` drains and closes, under the same lock. The client's public methods call
+    into it; the components it composes (outbox, publisher, requester, dispatcher,
+    deliveries, link with its reconnector and pings, closer) each own their own state.
+    See the module docstring for the threads."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -99,26 +96,31 @@ class Handler:
         self.outbox = Outbox(options.pending_size, options.full_wait)
         self.publisher = Publisher(self.outbox, self, not options.skip_subject_validation)
         self._callbacks = CallbackRunner()
-        self._callback_thread: threading.Thread | None = None
+        #: The callback thread, once started.
+        self.callback_thread: threading.Thread | None = None
         self._threads = ClientThreads()
         self.timer = Timer()
         self.requester = Requester(
             self, self.publisher, self.timer, self._callbacks.submit, options.inbox_prefix
         )
-        self.reconnector = Reconnector(
+        #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
+        #: "closed"; the list is replaced whole under the lock, read without it.
+        self._status_listeners = StatusListeners()
+        self._error_listeners: Listeners[BaseException] = Listeners()
+        self.link = Link(
             options,
+            self._lock,
+            self._session,
+            self.outbox,
+            self.publisher,
+            self.timer,
             self._threads.start,
-            self.report_error,
-            self._on_reconnected,
-            self._on_given_up,
+            self._callbacks,
+            self._status_listeners,
+            self,
         )
-        self.current_server: ServerAddress | None = None
-        self.last_error: BaseException | None = None
-        self._conn: Connection | None = None
-        self._conn_threads: list[threading.Thread] = []
-        self._pings = Pings(
-            options, self.outbox, self.timer, self._live, self._on_lost, self.wake_reader
-        )
+        self.reconnector = self.link.reconnector
+        self._pings = self.link.pings
         self.dispatcher = Dispatcher(
             self._session.subscriptions,
             self.outbox,
@@ -127,12 +129,22 @@ class Handler:
             self._on_server_error,
             self._finish_subscription,
         )
-        self.reconnects = 0
         self._deliveries = Deliveries(self._threads.start)
-        #: Internal listeners (JetStream readers) told "disconnected", "reconnected" and
-        #: "closed"; the list is replaced whole under the lock, read without it.
-        self._status_listeners = StatusListeners()
-        self._error_listeners: Listeners[BaseException] = Listeners()
+        self.closer = Closer(
+            options,
+            self._lock,
+            self._session,
+            self.outbox,
+            self.publisher,
+            self.link,
+            self.dispatcher,
+            self._deliveries,
+            self.timer,
+            self._callbacks,
+            self._status_listeners,
+            self._threads,
+            self,
+        )
         watch_fork(self)
 
     @property
@@ -144,6 +156,21 @@ class Handler:
     def server_info(self) -> dict[str, Any]:
         """The server's INFO (the session's)."""
         return self._session.server_info
+
+    @property
+    def current_server(self) -> ServerAddress | None:
+        """The server of the live connection, or of the last one (the link's)."""
+        return self.link.current_server
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last error that cost the connection, or an ``-ERR`` (the link's)."""
+        return self.link.last_error
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the client reconnected (the link's)."""
+        return self.link.reconnects
 
     def forked(self) -> None:
         """In a forked child, which has none of our threads: closed, without I/O."""
@@ -170,64 +197,15 @@ class Handler:
             last = err.__cause__ if isinstance(err, NoServersError) else err
             log.info("nats_sync: no server answered (%s); retrying in the background", last)
             self._start_background_threads()
-            with self._lock:
-                self.last_error = last
-                self._session.retry_first_connect()
-                self.reconnector.start(None, [])
+            self.link.retry_first_connect(last)
             return
         self._start_background_threads()
-        self._activate(handshaken)
+        self.link.activate(handshaken)
 
     def _start_background_threads(self) -> None:
-        self._callback_thread = self._threads.start(self._callbacks.run, "callbacks")
+        self.callback_thread = self._threads.start(self._callbacks.run, "callbacks")
         self.timer.start(self._threads.start)
         self._pings.start()
-
-    def _activate(self, handshaken: Handshaken) -> bool:
-        """Makes a handshaken transport the live connection and starts its threads.
-
-        Subscriptions (and the request inbox) are re-sent first, then whatever the outbox
-        buffered while disconnected. Returns False when the client closed meanwhile.
-        """
-        server, transport, parser, info = handshaken
-        # Messages are built as Msg by the parser itself, carrying our publish for respond().
-        parser.set_message_type(Msg, self.publisher.publish)
-        dispatcher = self.dispatcher
-        conn = Connection(
-            transport, parser, self.outbox, dispatcher.on_ops, self._on_lost, dispatcher.may_park
-        )
-        with self._lock:
-            replay = self._session.activate(info)
-            if replay is None:
-                transport.close()
-                return False
-            frames, finished = replay
-            self.reconnector.record_success(server)
-            self.current_server = server
-            self.publisher.max_payload = self._session.max_payload
-            self.outbox.put_control_first(frames)
-            self._conn = conn
-            self._pings.reset()
-            self.outbox.set_connected(True)
-            self._conn_threads = [
-                self._threads.start(conn.run_reader, "reader"),
-                self._threads.start(conn.run_writer, "writer"),
-            ]
-        for sub in finished:
-            sub._end()
-        self._learn_servers(announced_servers(info), announce=False)
-        log.info("nats_sync: connected to %s (server %s)", server, info.get("version", "?"))
-        return True
-
-    def _learn_servers(self, urls: list[Any], announce: bool) -> None:
-        via = self.current_server
-        if not urls or via is None:
-            return
-        added = self.reconnector.add_discovered(urls, via)
-        if added:
-            log.info("nats_sync: discovered %s", ", ".join(map(str, added)))
-            if announce:
-                self._callbacks.submit(self.options.discovered_server_cb)
 
     def _send(self, frames: list[bytes]) -> None:
         """Under the lock: queues the session's SUB/UNSUB frames, in order."""
@@ -238,15 +216,7 @@ class Handler:
 
     def connection(self) -> Connection | None:
         """The live connection, or None while there is none."""
-        return self._conn
-
-    def _live(self) -> tuple[Connection, ServerAddress | None] | None:
-        """Timer thread (the keepalive): the live connection and its server, if connected."""
-        with self._lock:
-            conn = self._conn
-            if self.state is not State.CONNECTED or conn is None:
-                return None
-            return conn, self.current_server
+        return self.link.connection()
 
     def open_request_inbox(self, mux: RequestMux) -> RequestMux:
         """Subscribes ``mux``'s wildcard inbox once; returns the mux in use."""
@@ -259,15 +229,13 @@ class Handler:
 
     def read_own_reply(self, is_done: Callable[[], bool], deadline: float) -> None:
         """A requester's thread reads its reply itself if the reader stepped aside."""
-        conn = self._conn
+        conn = self.link.connection()
         if conn is not None and conn.can_lead:
             conn.lead(is_done, deadline)
 
     def wake_reader(self) -> None:
         """Makes a reader that stepped aside for requesters read again."""
-        conn = self._conn
-        if conn is not None:
-            conn.wake_reader()
+        self.link.wake_reader()
 
     # --- the reader's dispatch calls these ----------------------------------------------
 
@@ -276,14 +244,11 @@ class Handler:
         with self._lock:
             change = self._session.on_info(info)
         if change.max_payload is not None:
-            self.publisher.max_payload = change.max_payload
-            conn = self._conn
-            if conn is not None:
-                conn.parser.set_max_payload(change.max_payload)
-        self._learn_servers(change.connect_urls, announce=True)
+            self.link.set_max_payload(change.max_payload)
+        self.link.learn_servers(change.connect_urls, announce=True)
         if change.lame_duck:
             self._callbacks.submit(self.options.lame_duck_mode_cb)
-            self._leave_lame_duck_server()
+            self.link.leave_lame_duck_server()
 
     def _on_server_error(self, text: str) -> None:
         """Reader thread: an ``-ERR``; it is reported, and may end a subscription or
@@ -292,7 +257,7 @@ class Handler:
         with self._lock:
             outcome = self._session.on_server_error(text)
             error = outcome.verdict.error
-            self.last_error = error
+            self.link.note_error(error)
         if outcome.denied is not None:
             outcome.denied._end(error)
         mux = self.dispatcher.inbox
@@ -307,49 +272,7 @@ class Handler:
             self._session.finished(sub)
         sub._end()
 
-    # --- losing the connection ----------------------------------------------------------
-
-    def _on_lost(self, conn: Connection, error: Error) -> None:
-        """Reader, writer or timer thread: the live connection failed (or was dropped)."""
-        allowed = self.options.allow_reconnect and self.options.max_reconnect_attempts != 0
-        with self._lock:
-            loss = self._session.lose(error, allowed) if conn is self._conn else None
-            if loss is None:
-                return
-            retry = loss.reconnect
-            if retry:
-                self._conn = None
-                self.outbox.set_connected(False)
-                self.outbox.stop_writer(discard=False)  # wakes the old writer so it ends
-                old_threads = self._conn_threads
-                self._conn_threads = []
-            # Without its traceback: the reader's frame (and its 256 KiB buffer) would
-            # otherwise stay alive as long as last_error does.
-            self.last_error = loss.reason.with_traceback(None)
-            lost = self.current_server
-        log.info("nats_sync: connection to %s lost: %s", lost, error)
-        if loss.report:
-            self.report_error(error)
-        self._callbacks.submit(self.options.disconnected_cb)
-        self._status_listeners.tell("disconnected")
-        if not retry:
-            self.close()
-            return
-        with self._lock:
-            if self.state is State.RECONNECTING:
-                self.reconnector.start(lost, old_threads)
-
-    def _on_reconnected(self, handshaken: Handshaken) -> bool:
-        """Reconnect thread: a server answered; make it the live connection."""
-        # The old writer has put back what it could not send; control frames are
-        # replayed from the session, and flushes still waiting get fresh PINGs.
-        self.outbox.keep_messages_only()
-        if not self._activate(handshaken):
-            return False
-        self.reconnects += 1
-        self._callbacks.submit(self.options.reconnected_cb)
-        self._status_listeners.tell("reconnected")
-        return True
+    # --- listeners ---------------------------------------------------------------------
 
     def add_status_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
         """Registers an internal listener; returns the call that removes it.
@@ -369,12 +292,6 @@ class Handler:
         ``listener(error)`` runs on the thread that saw the error and must return at once."""
         return self._error_listeners.add(listener)
 
-    def _on_given_up(self, error: BaseException) -> None:
-        """Reconnect thread: no server could be reached; the client closes."""
-        with self._lock:
-            self.last_error = error
-        self.close()
-
     def force_reconnect(self) -> None:
         """Drops the live connection and runs the reconnect process."""
         if not self.options.allow_reconnect or self.options.max_reconnect_attempts == 0:
@@ -384,21 +301,10 @@ class Handler:
             )
         with self._lock:
             self.check_can_start()
-            conn = self._conn
-            if self.state is not State.CONNECTED or conn is None:
-                return  # already reconnecting
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError("reconnect forced by the user"))
-
-    def _leave_lame_duck_server(self) -> None:
-        """Reader thread: the server is going away; move to another one if there is one."""
-        conn = self._conn
-        if conn is None or not self.options.allow_reconnect:
-            return
-        if not self.reconnector.has_alternatives():
-            return
-        conn.shutdown()
-        self._on_lost(conn, NatsConnectionError(f"{self.current_server} entered lame duck mode"))
+            live = self.link.live_locked()
+        if live is None:
+            return  # already reconnecting
+        self.link.drop(live[0], "reconnect forced by the user")
 
     # --- errors and callbacks --------------------------------------------------------
 
@@ -466,34 +372,9 @@ class Handler:
             sub._end(stop_callbacks=True)
 
     def drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
-        """UNSUB, a PING/PONG to be sure the server has it, then end ``sub``.
-
-        The subscription stays registered until the PONG: messages the server sent
-        before it processed the UNSUB are still on the socket and must be delivered.
-        """
-        budget = self.options.drain_timeout if timeout is None else timeout
-        check_timeout(budget)
-        deadline = time.monotonic() + budget
-        with self._lock:
-            self.check_can_start()
-            self._send(self._session.drain_subscription(sub))
-        try:
-            self.flush(budget)
-        except FlushTimeoutError:
-            raise DrainTimeoutError(
-                f"the server did not confirm the UNSUB of {sub.subject!r} within {budget}s"
-            ) from None
-        finally:
-            with self._lock:
-                self._session.finished(sub)
-            sub._end()
-        self._join_delivery(sub, deadline)
-
-    def _join_delivery(self, sub: Subscription, deadline: float) -> None:
-        if not self._deliveries.join(sub, deadline):
-            raise DrainTimeoutError(
-                f"the callback of {sub.subject!r} did not finish its queued messages in time"
-            )
+        """UNSUB, a PING/PONG to be sure the server has it, then end ``sub`` (the
+        closer's)."""
+        self.closer.drain_subscription(sub, timeout)
 
     # --- flush -----------------------------------------------------------------------
 
@@ -506,93 +387,16 @@ class Handler:
     # --- drain and close -------------------------------------------------------------
 
     def drain(self, timeout: float | None) -> None:
-        """Unsubscribe all, deliver what arrived, flush publishes, then close."""
-        budget = self.options.drain_timeout if timeout is None else timeout
-        check_timeout(budget)
-        deadline = time.monotonic() + budget
-        with self._lock:
-            self.check_process()
-            subs, frames = self._session.begin_drain()
-            self._send(frames)
-        try:
-            try:
-                self.flush(budget)
-            except FlushTimeoutError:
-                raise DrainTimeoutError(
-                    f"the server did not confirm the UNSUBs within {budget}s"
-                ) from None
-            with self._lock:
-                self._session.subscriptions_drained(subs)
-            for sub in subs:
-                sub._end()
-            for sub in subs:
-                if sub.callback is not None:
-                    self._join_delivery(sub, deadline)
-            with self._lock:
-                if self._session.begin_draining_publishes():
-                    self.publisher.accepting = False
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DrainTimeoutError(f"drain did not finish within {budget}s")
-            try:
-                self.flush(remaining)
-            except FlushTimeoutError:
-                raise DrainTimeoutError(
-                    f"pending publishes were not flushed within {budget}s"
-                ) from None
-        finally:
-            self.close()
+        """Unsubscribe all, deliver what arrived, flush publishes, then close (the
+        closer's)."""
+        self.closer.drain(timeout)
 
     def close(self) -> None:
         """Stops everything; joins every thread but the calling one. Idempotent.
 
         A Ctrl-C on the main thread ends only the wait: the close goes on to its end.
         """
-        run_to_completion(self._close_now, "close")
-
-    def _close_now(self) -> None:
-        if os.getpid() != self._pid:
-            return  # a forked child must not touch the parent's socket or threads
-        with self._lock:
-            first, subs = self._session.close()
-            conn = self._conn
-            conn_threads = self._conn_threads
-            subs += [sub for sub in self._deliveries.subscriptions() if sub not in subs]
-        self.publisher.accepting = False
-        self.reconnector.close()
-        me = threading.current_thread()
-        if first:
-            log.info("nats_sync: closing connection to %s", self.current_server)
-            self.outbox.stop_writer(discard=conn is None or conn.finished)
-            join_threads(conn_threads[1:], me, d.CLOSE_FLUSH_TIMEOUT)
-            if conn is not None:
-                conn.shutdown()
-            closed = ConnectionClosedError("the client is closed")
-            self._pings.fail_waiters(closed)
-            mux = self.dispatcher.inbox
-            if mux is not None:
-                mux.fail_all(closed)
-            for sub in subs:
-                sub._end(closed, stop_callbacks=True)
-            self.timer.stop()
-            self._callbacks.submit(self.options.closed_cb)
-            self._status_listeners.tell("closed")
-            self._callbacks.stop()
-        with self._lock:
-            threads = conn_threads + [
-                t for t in (self.timer.thread, self.reconnector.thread) if t is not None
-            ]
-            # Threads that run user code: a callback that does not return is left to
-            # finish on its own (daemon) thread; it is not called again, and what it
-            # publishes raises ConnectionClosedError.
-            user_threads = self._deliveries.threads()
-            if self._callback_thread is not None:
-                user_threads.append(self._callback_thread)
-        join_threads(threads, me, d.THREAD_JOIN_TIMEOUT)
-        join_threads(user_threads, me, d.CLOSE_CALLBACK_GRACE, shared=True)
-        # Started but never kept (their starter was interrupted): ending by now.
-        left = [t for t in self._threads.alive() if t not in threads and t not in user_threads]
-        join_threads(left, me, d.THREAD_JOIN_TIMEOUT, shared=True)
+        run_to_completion(self.closer.close_now, "close")
 
     def debug_snapshot(self) -> dict[str, Any]:
         """What the client holds right now, for tests and debugging (not an API)."""
@@ -606,6 +410,6 @@ class Handler:
                 "request_inbox": mux.subject if mux is not None else None,
                 "timer_entries": len(self.timer),
                 "delivery_threads": self._deliveries.threads(),
-                "connection_threads": list(self._conn_threads),
-                "connection": self._conn,
+                "connection_threads": list(self.link.conn_threads),
+                "connection": self.link.conn,
             }

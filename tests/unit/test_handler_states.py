@@ -126,7 +126,7 @@ def connect() -> Iterator[Connect]:
         peer = Peer(theirs, answer_pings)
         handler._start_background_threads()
         server = parse_server_url(options.servers[0])
-        assert handler._activate((server, TcpStream(ours), proto.Parser(), dict(INFO)))
+        assert handler.link.activate((server, TcpStream(ours), proto.Parser(), dict(INFO)))
         made.append(handler)
         return handler, peer, events
 
@@ -192,7 +192,7 @@ def test_the_next_connection_gets_the_subscriptions_ahead_of_the_buffered_publis
     ours, theirs = socket.socketpair()
     second = Peer(theirs)
     server = parse_server_url(handler.options.servers[0])
-    assert handler._on_reconnected((server, TcpStream(ours), proto.Parser(), dict(INFO)))
+    assert handler.link.reconnected((server, TcpStream(ours), proto.Parser(), dict(INFO)))
     expected = b"SUB kept 1\r\nSUB late q 3\r\nUNSUB 3 5\r\nPUB buffered 4\r\nkept\r\n"
     assert wait_until(lambda: second.seen(expected))
     assert not second.seen(b"dropped")
