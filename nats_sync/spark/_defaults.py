@@ -16,8 +16,10 @@ SPARK_MAX_BUFFERED = 100_000
 SPARK_MAX_ROWS_PER_BATCH = 10_000
 #: Sequences one read task covers at most (more tasks for a larger range).
 SPARK_JS_MAX_SEQ_PER_PARTITION = 100_000
-#: format("jetstream"): seconds per API call, messages per pull, rows per Arrow batch.
-SPARK_JS_TIMEOUT = 5.0
+#: format("jetstream"): seconds per API call of the source (an answer takes milliseconds;
+#: a call a dead node's leader never answers is asked again sooner, within
+#: ``retryTimeout``), messages per pull, rows per Arrow batch.
+SPARK_JS_TIMEOUT = 2.0
 SPARK_JS_FETCH_BATCH = 5_000
 SPARK_JS_ROWS_PER_BATCH = 10_000
 #: Seconds between reads of a replica found behind its leader.
