@@ -283,7 +283,7 @@ def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
     subject = settings.subject
 
     def lookup() -> Any:
-        found = next(iter(_jetstream(settings).list_streams(subject)), None)
+        found = next(iter(_api_calls(settings).list_streams(subject)), None)
         if found is None and settings.publish_mode == "fast":
             # While a node restarts the listing may miss a stream it holds: asked for
             # "fast", a missing stream is asked about again within the retry budget.
@@ -415,10 +415,23 @@ def _jetstream(settings: SinkSettings) -> JetStream:
     )
 
 
+def _api_calls(settings: SinkSettings) -> JetStream:
+    """The context of the sink's API calls (stream lookup, the commit log): each waits
+    at most the source's per-call default, shorter than an ack may take, so a call a
+    dead node's leader never answers is asked again sooner, within ``retryTimeout``."""
+    client = worker_client(list(settings.servers), settings.connect_kwargs)
+    timeout = min(settings.timeout, sd.SPARK_JS_TIMEOUT)
+    return _contexts.get(
+        client,
+        (settings.domain, timeout, "api calls"),
+        lambda: client.jetstream(domain=settings.domain, timeout=timeout),
+    )
+
+
 def _commit_log(settings: SinkSettings) -> KeyValue:
     """This process's handle on the streaming commit log's bucket."""
     client = worker_client(list(settings.servers), settings.connect_kwargs)
-    return commits.bound_log(client, _jetstream(settings), settings.commit_bucket)
+    return commits.bound_log(client, _api_calls(settings), settings.commit_bucket)
 
 
 def publish_acknowledged(
@@ -662,7 +675,7 @@ def stream_writer(
     try:
         settings.retry.call(
             f"{_SINK}: binding commit bucket {settings.commit_bucket!r}",
-            lambda: commits.open_log(_jetstream(settings), settings.commit_bucket),
+            lambda: commits.open_log(_api_calls(settings), settings.commit_bucket),
         )
     except Error as error:
         raise RuntimeError(
