@@ -36,7 +36,7 @@ from nats_sync._core.session import Session, announced_servers
 from nats_sync._core.state import State
 from nats_sync._core.threads.callbacks import CallbackRunner, StatusListeners
 from nats_sync._core.threads.connection import Connection
-from nats_sync._core.threads.lifecycle import StartThread
+from nats_sync._core.threads.lifecycle import StartThread, run_to_completion
 from nats_sync._core.threads.outbox import Outbox
 from nats_sync._core.threads.timer import Timer
 from nats_sync._core.transport.options import Options
@@ -231,10 +231,17 @@ class Link:
     def lose(self, conn: Connection, error: Error) -> None:
         """Reader, writer or timer thread: the live connection failed (or was dropped).
 
+        On the main thread (``force_reconnect``, a requester reading its own reply) it
+        runs on a thread of its own: a Ctrl-C landing part-way would leave the session
+        RECONNECTING with no reconnect thread.
+
         Args:
             conn: the connection that failed; a connection no longer live is ignored.
             error: why.
         """
+        run_to_completion(lambda: self._lose_now(conn, error), "lose")
+
+    def _lose_now(self, conn: Connection, error: Error) -> None:
         allowed = self._options.allow_reconnect and self._options.max_reconnect_attempts != 0
         with self._lock:
             loss = self._session.lose(error, allowed) if conn is self.conn else None

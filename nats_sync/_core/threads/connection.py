@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 from nats_sync import _defaults as d
 from nats_sync._core.proto import Parser, ServerOp
+from nats_sync._core.threads.lifecycle import run_to_completion
 from nats_sync._core.threads.outbox import Frame, Outbox, frame_size, remainder
 from nats_sync._core.transport.streams import Buffer, TcpStream, Transport
 from nats_sync._defaults import READ_BUFFER_SIZE, READER_PARK_POLL
@@ -154,6 +155,12 @@ class Connection:
         self.wake_reader()
 
     def _lost(self, error: Error) -> None:
+        # On the main thread (a direct sender, a requester reading its own reply) on a
+        # thread of its own: a Ctrl-C landing after ``finished`` is set and before the
+        # loss is reported would leave a dead connection nobody reconnects.
+        run_to_completion(lambda: self._report_loss(error), "lost")
+
+    def _report_loss(self, error: Error) -> None:
         # Test-and-set under a lock: the reader and the writer (or a direct sender)
         # failing at once must report one loss, GIL or not.
         with self._running_lock:
