@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,28 @@ def fmt_stat(stat: Stat | None, unit: str) -> str:
     return (
         f"{fmt_value(stat.median, unit)} "
         f"({fmt_value(stat.low, unit)}{DASH}{fmt_value(stat.high, unit)})"
+    )
+
+
+def _cell(
+    stats: dict[tuple[str, str], dict[str, Stat]], key: str, client: str, metric: str, unit: str
+) -> str:
+    """One client's median (min-max) of ``metric`` in case ``key``, or a dash."""
+    return fmt_stat(stats.get((key, client), {}).get(metric), unit)
+
+
+def _medians(
+    stats: dict[tuple[str, str], dict[str, Stat]],
+    key: str,
+    metric: str,
+    unit: str,
+    *,
+    clients: tuple[str, ...],
+) -> str:
+    """The ``clients``' medians of ``metric`` in case ``key``, joined by " / "."""
+    return " / ".join(
+        fmt_value(stat.median, unit) if (stat := stats.get((key, c), {}).get(metric)) else "—"
+        for c in clients
     )
 
 
@@ -204,14 +227,8 @@ def scale_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]:
         return []
     clients = (SYNC, NATSPY, NATSIO)
 
-    def cell(key: str, client: str, metric: str, unit: str) -> str:
-        return fmt_stat(stats.get((key, client), {}).get(metric), unit)
-
-    def each(key: str, metric: str, unit: str) -> str:
-        return " / ".join(
-            fmt_value(stat.median, unit) if (stat := stats.get((key, c), {}).get(metric)) else "—"
-            for c in clients
-        )
+    cell = functools.partial(_cell, stats)
+    each = functools.partial(_medians, stats, clients=clients)
 
     lines = [
         "## Thread-scaling curve: T requesters on one connection",
@@ -258,14 +275,8 @@ def gevent_section(
         return []
     clients = (SYNC_GEVENT, SYNC, NATSPY, NATSIO)
 
-    def cell(key: str, client: str, metric: str, unit: str) -> str:
-        return fmt_stat(stats.get((key, client), {}).get(metric), unit)
-
-    def each(key: str, metric: str, unit: str) -> str:
-        return " / ".join(
-            fmt_value(stat.median, unit) if (stat := stats.get((key, c), {}).get(metric)) else "—"
-            for c in clients
-        )
+    cell = functools.partial(_cell, stats)
+    each = functools.partial(_medians, stats, clients=clients)
 
     def ratio(key: str, other: str) -> str:
         found = better_ratio(
@@ -411,8 +422,7 @@ def services_section(stats: dict[tuple[str, str], dict[str, Stat]]) -> list[str]
     if not any((case.key, SYNC) in stats for case in MICRO_CASES):
         return []
 
-    def cell(key: str, client: str, metric: str, unit: str) -> str:
-        return fmt_stat(stats.get((key, client), {}).get(metric), unit)
+    cell = functools.partial(_cell, stats)
 
     def pair(key: str, metric: str) -> str:
         return " / ".join(
