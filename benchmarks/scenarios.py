@@ -208,6 +208,20 @@ def _micro_case(workers: int) -> Case:
 
 MICRO_CASES = tuple(_micro_case(workers) for workers in MICRO_WORKERS)
 
+
+def _wsgi_case(key: str, title: str, common: dict[str, Any]) -> Case:
+    """A WSGI row: the same sizes and clients under each gunicorn worker class."""
+    return Case(
+        key,
+        title,
+        "wsgi",
+        {**common, "count": 10_000, "warmup": 500},
+        {**common, "count": 1_000, "warmup": 100},
+        WSGI_CLIENTS,
+        WSGI_METRICS,
+    )
+
+
 CASES: tuple[Case, ...] = (
     Case(
         "publish_16",
@@ -304,24 +318,8 @@ CASES: tuple[Case, ...] = (
     # same driver, nats_sync's request_batch (see benchmarks/micro_service.py).
     # nats-py's service has no worker pool: every key runs it the same way.
     *MICRO_CASES,
-    Case(
-        WSGI_KEY,
-        "WSGI app, gunicorn 16 threads",
-        "wsgi",
-        {**_WSGI_COMMON, "count": 10_000, "warmup": 500},
-        {**_WSGI_COMMON, "count": 1_000, "warmup": 100},
-        WSGI_CLIENTS,
-        WSGI_METRICS,
-    ),
-    Case(
-        WSGI_GEVENT_KEY,
-        "WSGI app, gunicorn -k gevent",
-        "wsgi",
-        {**_WSGI_GEVENT_COMMON, "count": 10_000, "warmup": 500},
-        {**_WSGI_GEVENT_COMMON, "count": 1_000, "warmup": 100},
-        WSGI_CLIENTS,
-        WSGI_METRICS,
-    ),
+    _wsgi_case(WSGI_KEY, "WSGI app, gunicorn 16 threads", _WSGI_COMMON),
+    _wsgi_case(WSGI_GEVENT_KEY, "WSGI app, gunicorn -k gevent", _WSGI_GEVENT_COMMON),
     # JetStream last: a file store's background writes must not fall into the core cases.
     Case(
         "js_publish_seq",
