@@ -126,6 +126,8 @@ class NatsServer:
         args: extra command-line arguments.
         name: server name (``--server_name``).
         monitoring: also open the HTTP monitoring port (see `monitoring_url`).
+        monitoring_port: with ``monitoring``, the port to open it on; ``None`` lets the
+            server pick a free one at first start.
         debug: run with ``-DV`` (debug and trace logging into `log_text`).
         startup_timeout: seconds to wait for the server to accept clients.
         binary: path of the binary; found with `find_server_binary` when ``None``.
@@ -144,6 +146,7 @@ class NatsServer:
         args: Sequence[str] = (),
         name: str | None = None,
         monitoring: bool = False,
+        monitoring_port: int | None = None,
         debug: bool = False,
         startup_timeout: float = 10.0,
         binary: str | None = None,
@@ -161,7 +164,7 @@ class NatsServer:
         self.debug = debug
         self.startup_timeout = startup_timeout
         self._port = port
-        self._monitoring_port: int | None = None
+        self._monitoring_port = monitoring_port
         self._cluster_port: int | None = None
         self._websocket_port: int | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="nats-sync-server-"))
@@ -540,15 +543,14 @@ class NatsCluster:
         args = ["--cluster_name", self.name, "--cluster", f"nats://127.0.0.1:{route_port}"]
         if routes:
             args += ["--routes", routes]
-        server = NatsServer(
+        return NatsServer(
             port=client_port,
             name=f"{self.name}-{index}",
             monitoring=True,
+            monitoring_port=monitoring_port,
             args=[*args, *self.args],
             jetstream=self.jetstream,
         )
-        server._monitoring_port = monitoring_port
-        return server
 
     def wait_for_jetstream(self, timeout: float | None = None) -> None:
         """Blocks until every running server knows the JetStream meta leader."""
