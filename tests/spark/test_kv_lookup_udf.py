@@ -37,10 +37,12 @@ def bucket(js_server: NatsServer) -> Iterator[KeyValue]:
     """Bucket "ref" (history 5): k<n> = v<n> for n < 3000, then k1 updated, k2 deleted,
     k3 purged, and "empty" holding an empty value."""
     with nats_sync.connect(js_server.url) as nc:
-        kv = nc.jetstream().create_key_value(bucket="ref", history=5)
-        futures = [nc.jetstream().publish_async(f"$KV.ref.k{n}", b"v%d" % n) for n in range(KEYS)]
+        # One context for all the puts, whose acks may take long on a loaded 2-core CI box.
+        js = nc.jetstream(timeout=30)
+        kv = js.create_key_value(bucket="ref", history=5)
+        futures = [js.publish_async(f"$KV.ref.k{n}", b"v%d" % n) for n in range(KEYS)]
         for future in futures:
-            future.result(10)
+            future.result(60)
         kv.put("k1", b"new")
         kv.delete("k2")
         kv.purge("k3")

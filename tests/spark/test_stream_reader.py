@@ -19,6 +19,9 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def reader(server: NatsServer) -> Iterator[NatsStreamReader]:
+    # Spark tests run before this one in the same process may have left their in-process
+    # clients cached; the count asserted below is this reader's alone.
+    close_worker_clients()
     options = {"servers": server.url, "subject": "reader.bound", "max_buffered": "10"}
     yield NatsStreamReader(parse_source_options(options, need_subject=True))
     close_worker_clients()
