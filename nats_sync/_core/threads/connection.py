@@ -247,8 +247,10 @@ class Connection:
                 data = b"".join(batch)
         except Error as err:
             # Whole: the server drops a partial frame with the link.
-            outbox.requeue(batch if batch is not None else [frame])  # type: ignore[arg-type]
-            outbox.release_direct()
+            try:
+                outbox.requeue(batch if batch is not None else [frame])  # type: ignore[arg-type]
+            finally:
+                outbox.give_back_direct()
             self._lost(err)
             return True
         except BaseException:
@@ -256,8 +258,7 @@ class Connection:
             # to it): give the writer its turn back, or it would wait for ever. The frame
             # went out or not; a small one on an idle socket is never cut (were it, the
             # server would end the link and the client reconnect).
-            if outbox.sending == threading.get_ident():
-                outbox.release_direct()
+            outbox.give_back_direct()
             raise
 
     def _read_available(self) -> bool:

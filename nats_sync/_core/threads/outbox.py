@@ -263,6 +263,24 @@ class Outbox:
                 self.wake_writer()
             return None
 
+    def give_back_direct(self) -> None:
+        """The claiming thread, unwinding (a failed write, Ctrl-C): ends its claim if it
+        still holds it, even when Ctrl-C lands again meanwhile.
+
+        A lock's acquire is interruptible on POSIX, so a second SIGINT can cut
+        :meth:`release_direct` while it waits for ``lock``, before the claim is cleared;
+        the writer would then sleep for ever behind a claim nobody holds, with frames
+        queued (seen in the interrupt storms as requests timing out on a CONNECTED
+        client). The caller re-raises what it is unwinding from.
+        """
+        while True:
+            try:
+                if self.sending == threading.get_ident():
+                    self.release_direct()
+                return
+            except BaseException:  # another Ctrl-C: the first one is on its way up
+                continue
+
     def put_control(self, frame: bytes) -> None:
         """Queues a control frame (SUB, UNSUB, PONG, ...); never refused."""
         with self.lock:
