@@ -63,18 +63,22 @@ class Made:
         self.threads = ClientThreads()
         self.callbacks = CallbackRunner()  # never run: submitted calls wait in its queue
         self.events: list[str] = []
-        listeners = StatusListeners()
-        listeners.add(self.events.append)
+        self.listeners = StatusListeners()
+        self.listeners.add(self.events.append)
+        self.options = options
+        self.lock = threading.Lock()
+        self.publisher = Publisher(self.outbox, self.host)
+        self.timer = Timer()
         self.link = Link(
             options,
-            threading.Lock(),
+            self.lock,
             self.session,
             self.outbox,
-            Publisher(self.outbox, self.host),
-            Timer(),
+            self.publisher,
+            self.timer,
             self.threads.start,
             self.callbacks,
-            listeners,
+            self.listeners,
             self.host,
         )
         self.host.link = self.link
