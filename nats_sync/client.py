@@ -715,12 +715,12 @@ class Client:
         ``reconnects``, ``errors_received``."""
         handler = self._handler
         return {
-            "in_msgs": handler.in_msgs,
+            "in_msgs": handler.dispatcher.in_msgs,
             "out_msgs": handler.outbox.out_msgs,
-            "in_bytes": handler.in_bytes,
+            "in_bytes": handler.dispatcher.in_bytes,
             "out_bytes": handler.outbox.out_bytes,
             "reconnects": handler.reconnects,
-            "errors_received": handler.errors_received,
+            "errors_received": handler.dispatcher.errors_received,
         }
 
 

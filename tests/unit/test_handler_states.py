@@ -126,7 +126,7 @@ def connect() -> Iterator[Connect]:
         peer = Peer(theirs, answer_pings)
         handler._start_background_threads()
         server = parse_server_url(options.servers[0])
-        assert handler._activate((server, TcpStream(ours), proto.Parser(), dict(INFO)))
+        assert handler.link.activate((server, TcpStream(ours), proto.Parser(), dict(INFO)))
         made.append(handler)
         return handler, peer, events
 
@@ -170,6 +170,33 @@ def test_a_lost_connection_reconnects_buffers_then_gives_up(connect: Connect) ->
     assert wait_until(lambda: handler.state is State.CLOSED)
     assert isinstance(handler.last_error, NoServersError)
     assert wait_until(lambda: events.names == ["disconnected", "closed"])
+
+
+def test_the_next_connection_gets_the_subscriptions_ahead_of_the_buffered_publishes(
+    connect: Connect,
+) -> None:
+    # The pool is unreachable and the next pass far away: the test hands the handler
+    # its next connection itself, as the reconnect thread would.
+    handler, peer, _ = connect(max_reconnect_attempts=-1, reconnect_time_wait=30.0)
+    kept = Subscription(handler, handler.next_sid(), "kept", "", None, 0, 0, 1 << 20)
+    dropped = Subscription(handler, handler.next_sid(), "dropped", "", None, 0, 0, 1 << 20)
+    handler.add_subscription(kept)
+    handler.add_subscription(dropped)
+    assert wait_until(lambda: peer.seen(b"SUB dropped 2\r\n"))
+    peer.hang_up()
+    assert wait_until(lambda: handler.state is State.RECONNECTING)
+    handler.publisher.publish("buffered", b"kept")
+    late = Subscription(handler, handler.next_sid(), "late", "q", None, 5, 0, 1 << 20)
+    handler.add_subscription(late)
+    dropped.unsubscribe()
+    ours, theirs = socket.socketpair()
+    second = Peer(theirs)
+    server = parse_server_url(handler.options.servers[0])
+    assert handler.link.reconnected((server, TcpStream(ours), proto.Parser(), dict(INFO)))
+    expected = b"SUB kept 1\r\nSUB late q 3\r\nUNSUB 3 5\r\nPUB buffered 4\r\nkept\r\n"
+    assert wait_until(lambda: second.seen(expected))
+    assert not second.seen(b"dropped")
+    assert handler.state is State.CONNECTED
 
 
 def test_a_fatal_server_error_is_the_reason_of_the_loss(connect: Connect) -> None:

@@ -3,7 +3,7 @@
 How it works: every ``ping_interval`` the timer thread runs :meth:`Pings._keepalive`,
 which PINGs the server while a connection is live and counts the PINGs still
 unanswered; past ``max_outstanding_pings`` the connection is stale: it is shut down
-and handed to ``on_lost`` (the handler's ``_on_lost``, which reconnects or closes).
+and handed to ``on_lost`` (the link's ``lose``, which reconnects or closes).
 :meth:`Pings.flush` PINGs with a waiter and waits for its PONG: everything queued
 before it went out first. The server answers PINGs in order, so each PONG the reader
 gets (:meth:`Pings.on_pong`) clears the count and settles the oldest waiter. The

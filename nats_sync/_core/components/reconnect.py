@@ -15,14 +15,14 @@ handler runs on the reconnect thread, as ``reconnect_delay_cb`` does.
 
 :class:`Reconnector` owns the server pool, the reconnect thread and the handshake in
 progress. The handler asks it for the first connection (:meth:`Reconnector.first_pass`,
-on the user's thread) and, after a loss, to start the reconnect thread
-(:meth:`Reconnector.start`); it calls back ``on_connected`` with a handshaken transport,
-or ``on_given_up`` with the reason. ``close()`` ends its waits and cuts a handshake short
-(:meth:`Reconnector.close`).
+on the user's thread) and the link (``components.link``, which owns it), after a loss,
+to start the reconnect thread (:meth:`Reconnector.start`); it calls back
+``on_connected`` with a handshaken transport, or ``on_given_up`` with the reason.
+``close()`` ends its waits and cuts a handshake short (:meth:`Reconnector.close`).
 
 State: ``_pool``, ``_last_info`` and ``_handshaking`` under ``_lock`` (its own; never
-held while calling out); ``_thread`` is written by the handler's threads under the handler's lock
-(``start``) and read by ``close``; ``_closing`` is an Event.
+held while calling out); ``_thread`` is written under the handler's lock (the link holds it
+when it calls ``start``) and read by ``close``; ``_closing`` is an Event.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 How it works:
 
 - Reader thread (:meth:`Connection.run_reader`): ``recv_into`` a large buffer, feed the
-  parser, hand the ops of each read to ``on_ops`` (the handler) as one list. It touches
+  parser, hand the ops of each read to ``on_ops`` (the handler's dispatcher) as one list. It touches
   only the parser, which it owns, and never runs user code. It ends on end of stream,
   a socket error or a protocol error, and reports that once through ``on_lost``.
 - A caller's thread may write one message itself (:meth:`Connection.send_direct`) when
@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 from nats_sync import _defaults as d
 from nats_sync._core.proto import Parser, ServerOp
+from nats_sync._core.threads.lifecycle import run_to_completion
 from nats_sync._core.threads.outbox import Frame, Outbox, frame_size, remainder
 from nats_sync._core.transport.streams import Buffer, TcpStream, Transport
 from nats_sync._defaults import READ_BUFFER_SIZE, READER_PARK_POLL
@@ -102,10 +103,10 @@ class Connection:
         transport: the connected stream.
         parser: the parser, possibly holding bytes read during the handshake.
         outbox: the client's outbox.
-        on_ops: handler callback for the server ops of each read, in order (reader
-            thread).
+        on_ops: the dispatcher's callback for the server ops of each read, in order
+            (reader thread).
         on_lost: handler callback, called once, when the connection fails.
-        may_park: handler callback: whether the reader may step aside for requesters
+        may_park: the dispatcher's callback: whether the reader may step aside for requesters
             now (nothing but blocking requests would need it). None: never.
     """
 
@@ -154,6 +155,12 @@ class Connection:
         self.wake_reader()
 
     def _lost(self, error: Error) -> None:
+        # On the main thread (a direct sender, a requester reading its own reply) on a
+        # thread of its own: a Ctrl-C landing after ``finished`` is set and before the
+        # loss is reported would leave a dead connection nobody reconnects.
+        run_to_completion(lambda: self._report_loss(error), "lost")
+
+    def _report_loss(self, error: Error) -> None:
         # Test-and-set under a lock: the reader and the writer (or a direct sender)
         # failing at once must report one loss, GIL or not.
         with self._running_lock:
