@@ -16,8 +16,9 @@ Arrow batch made into lists by ``rows``) are published in one of two ways:
   missing acknowledgement (no stream stores the subject, the stream refused the
   message, no ack within ``timeout``) fails the task with a `RuntimeError` saying how
   many of its rows were acknowledged, and Spark runs the task again. An ack still
-  awaited ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after the client reconnected is
-  taken as lost with the old connection (a transient failure: the task sends its rows
+  awaited ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after the client reconnected, or
+  after a later publish found no stream answering, is taken as lost with the old
+  connection or the dead stream leader (a transient failure: the task sends its rows
   again within ``retryTimeout``).
 - ``publishMode`` "fast" (``fast``): the task's rows as one fast-ingest batch with
   gap ``fail``, its last row the commit; the server's count of stored rows must equal
