@@ -27,8 +27,9 @@ SPARK_JS_LAG_RETRY_WAIT = 0.1
 #: Seconds the sink waits for each acknowledgement: an ack lost to a node's crash is
 #: waited for this long before the task sends its rows again, so it is kept short.
 SPARK_JS_ACK_TIMEOUT = 5.0
-#: Seconds an async write still waits for its acks once its connection was remade
-#: (acks of rows sent before it are lost with the old one), and how often it looks.
+#: Seconds an async write still waits for its acks once its connection was remade, or
+#: once a publish found no stream answering (acks of rows sent before are lost with the
+#: old connection, or with the stream leader that died), and how often it looks.
 SPARK_JS_ACKS_AFTER_RECONNECT = 1.0
 SPARK_JS_RECONNECT_CHECK_INTERVAL = 0.25
 #: Seconds a task waits beyond the ack timeout for the last futures to settle (the

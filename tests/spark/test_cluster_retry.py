@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from nats_sync import errors
 from nats_sync.jetstream import JetStream
@@ -32,7 +34,13 @@ from nats_sync.spark._jetstream.retry import (
     RetryPolicy,
     is_transient,
 )
-from nats_sync.spark._jetstream.sink import SinkSettings, publish_acknowledged, resolve_publish_mode
+from nats_sync.spark._jetstream.sink import (
+    JetStreamStreamWriter,
+    SinkSettings,
+    publish_acknowledged,
+    resolve_publish_mode,
+    stream_writer,
+)
 from nats_sync.spark._jetstream.source import JetStreamStreamReader, parse_read_options
 from nats_sync.spark._worker import close_worker_clients
 from nats_sync.testing import NatsServer
@@ -316,3 +324,48 @@ def test_fast_asks_again_for_a_stream_missing_from_the_listing(js_server: NatsSe
 def test_a_query_name_is_spark_s_own_option(js_server: NatsServer) -> None:
     options = {"servers": js_server.url, "stream": "S", "queryName": "enrich"}
     assert parse_read_options(options, streaming=True).stream == "S"
+
+
+def test_a_micro_batch_s_writer_goes_on_with_the_last_one_s_settings_while_a_server_is_paused(
+    js_server: NatsServer, js: JetStream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark makes the stream writer again for every micro-batch: the first one rides
+    through within ``retryTimeout``; a later one asks once and, while the server cannot
+    answer, goes on with what the last one found instead of waiting for the cluster."""
+    js.create_stream(name="KNOWN_WRITER", subjects=["known.writer"])
+    schema = StructType([StructField("data", BinaryType())])
+    options = {
+        "servers": js_server.url,
+        "subject": "known.writer",
+        "commitBucket": "known_writer_commits",
+        "timeout": "0.5",
+        "retryTimeout": "60",
+    }
+    first = stream_writer(options, schema, False)
+    assert isinstance(first, JetStreamStreamWriter)
+    assert first.settings.publish_mode == "async"  # the stream does not allow batches
+    js_server.pause()
+    timer = _resume_later(js_server, 10.0)
+    try:
+        with caplog.at_level(logging.INFO, logger="nats_sync.spark"):
+            began = time.monotonic()
+            later = stream_writer(options, schema, False)
+            waited = time.monotonic() - began
+    finally:
+        timer.join()
+    assert isinstance(later, JetStreamStreamWriter)
+    assert waited < 9.0, f"waited {waited:.1f}s for a paused server"  # not the 60 s budget
+    assert later.settings == first.settings  # retryTimeout included: the tasks keep it
+    assert later.settings.retry_timeout == 60.0
+    assert any("going on with the last micro-batch's" in r.getMessage() for r in caplog.records)
+    again = stream_writer(options, schema, False)  # the server answers again
+    assert isinstance(again, JetStreamStreamWriter)
+    assert again.settings == first.settings
+
+
+def test_the_first_writer_of_a_query_still_fails_on_a_lasting_error(js_server: NatsServer) -> None:
+    schema = StructType([StructField("data", BinaryType())])
+    options = {"servers": js_server.url, "subject": "nowhere.known", "publishMode": "fast"}
+    options["retryTimeout"] = "0.5"
+    with pytest.raises(errors.InvalidArgumentError, match="no stream stores"):
+        stream_writer(options, schema, False)

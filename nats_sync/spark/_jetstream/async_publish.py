@@ -5,9 +5,10 @@ How it works: in the write task's thread, each row of each Arrow batch (as ``row
 lists) goes out with the JetStream context's ``publish_async`` (at most
 ``maxPendingAcks`` awaited at once; the acks settle on the client's reader thread and
 the context's ack timer thread). A ``_Tally`` counts the futures in publish order as
-they settle, then waits for the rest: each settles by its ack timeout, or, once the
-client has reconnected, is taken as lost ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds later
-(its ack went to the old connection's inbox). A negative, failed or missing
+they settle, then waits for the rest: each settles by its ack timeout, or is taken as
+lost ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after the client reconnected (its ack
+went to the old connection's inbox) or after a later publish found no stream answering
+(the stream's leader that had it is gone; a new one is being elected). A negative, failed or missing
 acknowledgement fails the call with a `RuntimeError` saying how many rows were
 acknowledged; ``sink.publish_acknowledged`` decides whether the task sends its rows
 again. State: the tally, one per call, touched by the task's thread only.
@@ -27,6 +28,7 @@ from nats_sync import errors
 from nats_sync.client import Client
 from nats_sync.errors import Error, InvalidArgumentError
 from nats_sync.jetstream import JetStream, PubAck
+from nats_sync.jetstream.errors import NoStreamResponseError
 from nats_sync.spark import _defaults as sd
 from nats_sync.spark._jetstream.rows import SINK, WriteSettings, batch_columns
 
@@ -39,7 +41,9 @@ class _Tally:
     ``reconnects`` reads the count of the client's reconnections: an ack still awaited
     a moment after the connection was remade is taken as lost (its reply went to the
     old connection's inbox interest, which died with it), so the task sends its rows
-    again at once instead of waiting out every ack timeout.
+    again at once instead of waiting out every ack timeout. So is an ack still awaited
+    a moment after a publish was answered "no responders": the stream had no leader
+    then, so the one that took the earlier rows is gone, and their acks with it.
     """
 
     def __init__(self, reconnects: Callable[[], int]) -> None:
@@ -50,6 +54,8 @@ class _Tally:
         self.pending: deque[tuple[Future[PubAck], str]] = deque()
         self._reconnects = reconnects
         self._reconnects_at_start = reconnects()
+        #: When a publish was first answered "no responders" (time.monotonic()).
+        self.leaderless_at: float | None = None
 
     def add(self, future: Future[PubAck], subject: str) -> None:
         self.sent += 1
@@ -63,15 +69,20 @@ class _Tally:
 
     def settle(self, timeout: float) -> None:
         """Waits for every future still pending (each settles by its ack timeout), or
-        until ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after a reconnection."""
+        until ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after a reconnection or a
+        publish answered "no responders"."""
         deadline = time.monotonic() + timeout
         reconnected_at: float | None = None
         while self.pending:
             now = time.monotonic()
             if reconnected_at is None and self._reconnects() != self._reconnects_at_start:
                 reconnected_at = now
-            if reconnected_at is not None:
-                end = min(deadline, reconnected_at + sd.SPARK_JS_ACKS_AFTER_RECONNECT)
+            lost_since = min(
+                (at for at in (reconnected_at, self.leaderless_at) if at is not None),
+                default=None,
+            )
+            if lost_since is not None:
+                end = min(deadline, lost_since + sd.SPARK_JS_ACKS_AFTER_RECONNECT)
             else:
                 end = deadline
             if now >= end:
@@ -80,13 +91,20 @@ class _Tally:
                 [future for future, _ in self.pending],
                 timeout=min(end - now, sd.SPARK_JS_RECONNECT_CHECK_INTERVAL),
             )
-            self.collect_done()
-        lost = (
-            f"no ack within {sd.SPARK_JS_ACKS_AFTER_RECONNECT:g}s of the connection being "
-            "remade: the ack was lost with the old connection"
-            if reconnected_at is not None
-            else f"no ack and no error within {timeout}s"
-        )
+            self.collect_all_done()
+        wait = f"{sd.SPARK_JS_ACKS_AFTER_RECONNECT:g}s"
+        if reconnected_at is not None:
+            lost = (
+                f"no ack within {wait} of the connection being remade: the ack was lost "
+                "with the old connection"
+            )
+        elif self.leaderless_at is not None:
+            lost = (
+                f"no ack within {wait} of a later publish finding no stream: the ack was "
+                "lost with the stream leader that took the message"
+            )
+        else:
+            lost = f"no ack and no error within {timeout}s"
         while self.pending:
             future, subject = self.pending.popleft()
             if future.done():
@@ -94,13 +112,27 @@ class _Tally:
             elif self.failure is None:
                 self.failure = (subject, errors.TimeoutError(lost))
 
+    def collect_all_done(self) -> None:
+        """Counts every settled future, not only those at the head: a "no responders"
+        answer behind an ack still awaited is what tells the latter is lost."""
+        still: deque[tuple[Future[PubAck], str]] = deque()
+        for future, subject in self.pending:
+            if future.done():
+                self._count(future, subject)
+            else:
+                still.append((future, subject))
+        self.pending = still
+
     def _count(self, future: Future[PubAck], subject: str) -> None:
         error = future.exception()
         if error is None:
             self.acked += 1
             if future.result().duplicate:
                 self.duplicates += 1
-        elif self.failure is None:
+            return
+        if self.leaderless_at is None and isinstance(error, NoStreamResponseError):
+            self.leaderless_at = time.monotonic()
+        if self.failure is None:
             self.failure = (subject, error)
 
 

@@ -16,8 +16,9 @@ Arrow batch made into lists by ``rows``) are published in one of two ways:
   missing acknowledgement (no stream stores the subject, the stream refused the
   message, no ack within ``timeout``) fails the task with a `RuntimeError` saying how
   many of its rows were acknowledged, and Spark runs the task again. An ack still
-  awaited ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after the client reconnected is
-  taken as lost with the old connection (a transient failure: the task sends its rows
+  awaited ``SPARK_JS_ACKS_AFTER_RECONNECT`` seconds after the client reconnected, or
+  after a later publish found no stream answering, is taken as lost with the old
+  connection or the dead stream leader (a transient failure: the task sends its rows
   again within ``retryTimeout``).
 - ``publishMode`` "fast" (``fast``): the task's rows as one fast-ingest batch with
   gap ``fail``, its last row the commit; the server's count of stored rows must equal
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -664,14 +666,55 @@ def stream_writer(
     """The writer of ``df.writeStream.format("jetstream")`` (called on the driver when
     the query starts, and again by Spark for each micro-batch's commit).
 
-    Makes the commit log's bucket if it is missing.
+    Makes the commit log's bucket if it is missing. The first writer of these options in
+    this process rides through transient failures within ``retryTimeout``; the later
+    ones (one per micro-batch) ask the servers once, and while the cluster cannot answer
+    (a node down, a leader being elected) go on with what the last writer found: the
+    publish mode, the stream and a bucket that was there.
 
     Raises:
         InvalidArgumentError: see `parse_sink_options` and `resolve_publish_mode`.
         RuntimeError: see `resolve_publish_mode`; or the commit bucket could not be
             bound or made.
     """
-    settings = resolve_publish_mode(parse_sink_options(options, schema, overwrite, streaming=True))
+    parsed = parse_sink_options(options, schema, overwrite, streaming=True)
+    key = (tuple(sorted(options.items())), schema.json(), overwrite)
+    with _known_lock:
+        known = _known_stream_writers.get(key)
+    if known is None:
+        settings = _stream_writer_settings(parsed)
+    else:
+        try:
+            asked = _stream_writer_settings(dataclasses.replace(parsed, retry_timeout=0))
+        except Exception as error:
+            if not (is_transient(error) or isinstance(error, _NoStreamListed)):
+                raise
+            logger.info(
+                "%s: the servers could not say this micro-batch's publish mode and commit "
+                "bucket (%s); going on with the last micro-batch's",
+                _SINK,
+                error,
+            )
+            settings = known
+        else:
+            settings = dataclasses.replace(asked, retry_timeout=parsed.retry_timeout)
+    with _known_lock:
+        _known_stream_writers[key] = settings
+    return JetStreamStreamWriter(settings)
+
+
+#: The settings the last stream writer of the same options was made with, in this
+#: process (the driver's sink runner): Spark makes a writer for every micro-batch, and
+#: its two API calls (the stream lookup, the commit bucket's bind) would otherwise wait
+#: out every leader election the cluster goes through.
+_known_stream_writers: dict[tuple[object, ...], SinkSettings] = {}
+_known_lock = threading.Lock()
+
+
+def _stream_writer_settings(parsed: SinkSettings) -> SinkSettings:
+    """The publish mode settled, and the commit bucket bound or made, as ``parsed.retry``
+    allows."""
+    settings = resolve_publish_mode(parsed)
     try:
         settings.retry.call(
             f"{_SINK}: binding commit bucket {settings.commit_bucket!r}",
@@ -682,7 +725,7 @@ def stream_writer(
             f"{_SINK}: could not bind or create commit bucket {settings.commit_bucket!r} "
             f"(option 'commitBucket') on {', '.join(settings.servers)}: {error}"
         ) from error
-    return JetStreamStreamWriter(settings)
+    return settings
 
 
 __all__ = [
