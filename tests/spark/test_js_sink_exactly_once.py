@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from nats_sync.jetstream import JetStream
+from nats_sync.jetstream.errors import NoStreamResponseError
 from nats_sync.spark._jetstream.commits import commit_key, is_recorded, open_log, record
 from nats_sync.spark._jetstream.retry import RetryPolicy
 from nats_sync.testing import NatsServer
@@ -139,3 +140,29 @@ def test_a_record_that_fails_is_logged_and_the_commit_goes_on(
     assert json.loads(log.get("q.1").value)["run_ids"] == ["run-a", "run-b"]
     log.delete("q.1")
     assert not is_recorded(log, "q.1")
+
+
+def test_a_record_answered_no_responders_is_tried_again() -> None:
+    """While the bucket's stream elects a leader its subjects have no responders (the put
+    says no stream stores them): the record waits for the leader within the budget, as
+    a write's rows do, instead of giving up on the first answer."""
+    puts: list[str] = []
+
+    class LeaderlessTwice:
+        def put(self, key: str, value: bytes) -> int:
+            puts.append(key)
+            if len(puts) <= 2:
+                raise NoStreamResponseError(
+                    f"no stream stores '$KV.spark_commits.{key}' (no responders)"
+                )
+            return len(puts)
+
+    assert record(
+        LeaderlessTwice,  # type: ignore[arg-type]
+        RetryPolicy(budget=30.0, first_wait=0.01),
+        "q.3",
+        rows=1,
+        tasks=1,
+        run_ids=[],
+    )
+    assert puts == ["q.3", "q.3", "q.3"]
