@@ -16,17 +16,25 @@ import pytest
 import nats_sync
 from nats_sync.errors import InvalidArgumentError
 from nats_sync.jetstream import JetStream, KeyNotFoundError, KeyValue, StreamSource
+from nats_sync.jetstream.errors import JetStreamNotEnabledError
 from nats_sync.testing import NatsServer, _free_port
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _eventually(check: Callable[[], Any], what: str, seconds: float = 10.0) -> Any:
+def _eventually(
+    check: Callable[[], Any],
+    what: str,
+    seconds: float = 10.0,
+    not_yet: tuple[type[Exception], ...] = (KeyNotFoundError,),
+) -> Any:
+    """``check()``'s first truthy answer within ``seconds``; ``not_yet`` errors mean "ask
+    again" (a key not copied yet; for the leaf link, no hub API answering yet)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
             found = check()
-        except KeyNotFoundError:
+        except not_yet:
             found = None
         if found:
             return found
@@ -118,7 +126,12 @@ def hub_and_leaf() -> Iterator[tuple[NatsServer, NatsServer]]:
     ).start()
     try:
         with nats_sync.connect(leaf.url) as nc:  # the leaf reaches the hub's domain
-            _eventually(lambda: nc.jetstream(domain="hub").account_info(timeout=1), "the link")
+            _eventually(
+                lambda: nc.jetstream(domain="hub").account_info(timeout=1),
+                "the link",
+                # Until the leaf's link to the hub is up, nobody answers the hub's API.
+                not_yet=(JetStreamNotEnabledError, nats_sync.errors.TimeoutError),
+            )
         yield hub, leaf
     finally:
         leaf.cleanup()
