@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 from test_handler_states import wait_until
 from test_link import Made
+from test_session import FakeSub
 
 from nats_sync._core.components.closing import Closer
 from nats_sync._core.components.subscription import Deliveries
@@ -22,15 +23,10 @@ from nats_sync.errors import ConnectionClosedError, DrainTimeoutError, FlushTime
 
 
 @dataclass(eq=False)
-class EndedSub:
-    """The fields the session and the closer use of a subscription."""
+class EndedSub(FakeSub):
+    """test_session's stand-in subscription, with what the closer also uses: no
+    callback, and ``_end``, which records how it was ended."""
 
-    sid: int
-    subject: str
-    queue: str = ""
-    max_msgs: int = 0
-    received: int = 0
-    is_closed: bool = False
     callback: None = None
     ends: list[BaseException | None] = field(default_factory=list)
 
