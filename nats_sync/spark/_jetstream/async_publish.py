@@ -77,14 +77,10 @@ class _Tally:
             now = time.monotonic()
             if reconnected_at is None and self._reconnects() != self._reconnects_at_start:
                 reconnected_at = now
-            lost_since = min(
-                (at for at in (reconnected_at, self.leaderless_at) if at is not None),
-                default=None,
-            )
-            if lost_since is not None:
-                end = min(deadline, lost_since + sd.SPARK_JS_ACKS_AFTER_RECONNECT)
-            else:
-                end = deadline
+            signs_of_loss = [at for at in (reconnected_at, self.leaderless_at) if at is not None]
+            end = deadline
+            if signs_of_loss:
+                end = min(deadline, min(signs_of_loss) + sd.SPARK_JS_ACKS_AFTER_RECONNECT)
             if now >= end:
                 break
             wait_futures(

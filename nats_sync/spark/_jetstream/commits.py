@@ -44,8 +44,7 @@ from pyspark import TaskContext
 from nats_sync.client import Client
 from nats_sync.errors import Error
 from nats_sync.jetstream import BucketNotFoundError, JetStream, KeyNotFoundError, KeyValue
-from nats_sync.jetstream.errors import NoStreamResponseError
-from nats_sync.spark._jetstream.retry import RetryPolicy, causes_of, is_transient
+from nats_sync.spark._jetstream.retry import RetryPolicy, is_transient_publish
 from nats_sync.spark._worker import PerClient
 
 logger = logging.getLogger("nats_sync.spark")
@@ -142,7 +141,8 @@ def record(
         retry.call(
             f"jetstream sink: recording micro-batch {key} in the commit log",
             lambda: open_log().put(key, value),
-            retry_if=_worth_recording_again,
+            # The bucket was bound, so no stream answering is its stream electing a leader.
+            retry_if=is_transient_publish,
         )
     except Error as error:
         logger.warning(
@@ -155,14 +155,6 @@ def record(
         )
         return False
     return True
-
-
-def _worth_recording_again(error: BaseException) -> bool:
-    """A transient failure, or no responders for the bucket's subject: the bucket was
-    bound, so its stream is there and is electing a leader."""
-    return is_transient(error) or any(
-        isinstance(c, NoStreamResponseError) for c in causes_of(error)
-    )
 
 
 __all__ = [

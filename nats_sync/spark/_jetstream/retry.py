@@ -29,7 +29,7 @@ import pyarrow as pa
 import tenacity
 
 from nats_sync import errors
-from nats_sync.jetstream.errors import APIError, JetStreamNotEnabledError
+from nats_sync.jetstream.errors import APIError, JetStreamNotEnabledError, NoStreamResponseError
 from nats_sync.spark import _defaults as sd
 
 logger = logging.getLogger("nats_sync.spark")
@@ -82,6 +82,17 @@ def is_transient(error: BaseException) -> bool:
         if _transient_itself(cause):
             return True
     return False
+
+
+def is_transient_publish(error: BaseException) -> bool:
+    """`is_transient`, or a JetStream publish that no stream answered
+    (``NoStreamResponseError`` in the chain): what a publish meets while the stream's
+    leader is being elected. A subject no stream stores fails the same way, once the
+    budget is spent.
+    """
+    return is_transient(error) or any(
+        isinstance(cause, NoStreamResponseError) for cause in causes_of(error)
+    )
 
 
 def causes_of(error: BaseException) -> Iterable[BaseException]:
@@ -260,4 +271,5 @@ __all__ = [
     "RetryPolicy",
     "causes_of",
     "is_transient",
+    "is_transient_publish",
 ]

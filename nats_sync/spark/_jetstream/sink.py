@@ -73,7 +73,7 @@ from pyspark.sql.types import (
 from nats_sync import _defaults as d
 from nats_sync._core.proto import publish_subject
 from nats_sync.errors import Error, InvalidArgumentError
-from nats_sync.jetstream import JetStream, KeyValue, NoStreamResponseError
+from nats_sync.jetstream import JetStream, KeyValue
 from nats_sync.jetstream._streams.wire import check_bucket_name, check_domain
 from nats_sync.spark import _defaults as sd
 from nats_sync.spark._jetstream import commits
@@ -85,6 +85,7 @@ from nats_sync.spark._jetstream.retry import (
     RetryPolicy,
     causes_of,
     is_transient,
+    is_transient_publish,
 )
 from nats_sync.spark._jetstream.rows import SINK
 from nats_sync.spark._options import (
@@ -296,7 +297,7 @@ def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
         stream = settings.retry.call(
             f"{_SINK}: STREAM.LIST of the stream storing {subject!r}",
             lookup,
-            retry_if=lambda error: is_transient(error) or isinstance(error, _NoStreamListed),
+            retry_if=_worth_looking_up_again,
         )
     except ClusterRetryTimeoutError as spent:
         if isinstance(spent.__cause__, _NoStreamListed):
@@ -336,8 +337,17 @@ def resolve_publish_mode(settings: SinkSettings) -> SinkSettings:
     return dataclasses.replace(settings, publish_mode=mode)
 
 
-class _NoStreamListed(Exception):  # noqa: N818 (a signal to the retry, never raised out)
-    """The stream listing named no stream for the sink's subject (maybe for a moment)."""
+class _NoStreamListed(Exception):  # noqa: N818 (a signal to the retry)
+    """The stream listing named no stream for the sink's subject (maybe for a moment).
+
+    Raised out only with no retry budget: to `stream_writer`, when a later micro-batch's
+    writer asks once.
+    """
+
+
+def _worth_looking_up_again(error: BaseException) -> bool:
+    """A stream lookup that failed for a moment: transient, or no stream listed."""
+    return is_transient(error) or isinstance(error, _NoStreamListed)
 
 
 def _check_subject_option(subject: str) -> None:
@@ -476,16 +486,14 @@ def publish_acknowledged(
 
 
 def _worth_sending_again(error: BaseException) -> bool:
-    """A failed write a second try may get through: transient, a fast batch the stream
-    ended short for a reason of the moment (a gap, a new leader), or no stream answering
-    for the subject, which is what a publish meets while the stream's leader is being
-    elected (a subject no stream stores fails the same way once the budget is spent)."""
+    """A failed write a second try may get through: a fast batch the stream ended short
+    for a reason of the moment (a gap, a new leader), or, but for a bad row, a transient
+    failure or no stream answering (`is_transient_publish`)."""
     if isinstance(error, FastBatchShortError):
         return error.transient
-    causes = list(causes_of(error))
-    if any(isinstance(cause, InvalidArgumentError) for cause in causes):
+    if any(isinstance(cause, InvalidArgumentError) for cause in causes_of(error)):
         return False
-    return is_transient(error) or any(isinstance(c, NoStreamResponseError) for c in causes)
+    return is_transient_publish(error)
 
 
 def _partition_id() -> int:
@@ -687,7 +695,7 @@ def stream_writer(
         try:
             asked = _stream_writer_settings(dataclasses.replace(parsed, retry_timeout=0))
         except Exception as error:
-            if not (is_transient(error) or isinstance(error, _NoStreamListed)):
+            if not _worth_looking_up_again(error):
                 raise
             logger.info(
                 "%s: the servers could not say this micro-batch's publish mode and commit "
