@@ -147,6 +147,9 @@ JS_PIN_RETRY_MIN_WAIT = 0.1
 #: A caller writing directly sends what others queued behind it at most this many times
 #: before leaving the rest to the writer (its own request waits meanwhile).
 DIRECT_WRITE_ROUNDS = 8
+#: A writer waiting behind a caller's direct write looks this often whether that caller
+#: is still writing (a Ctrl-C can leave the claim held by nobody; see Outbox.take).
+DIRECT_CLAIM_CHECK = 0.25
 #: Messages a callback subscription's thread takes from its queue at once.
 CALLBACK_BATCH = 256
 #: Parsed MSG/HMSG control lines the parser keeps (the same few lines repeat).

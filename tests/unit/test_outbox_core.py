@@ -459,12 +459,22 @@ def test_release_direct_with_a_tail_counts_its_bytes() -> None:
 # --- messages queued behind a direct send (issue 33) --------------------------------
 
 
+def claim_on_another_thread(outbox: Outbox, payload_size: int) -> bool:
+    """``claim_direct`` as a caller's thread that is not the main one (nothing queues
+    behind the main thread's claim); the claim stays held for the test to release."""
+    claimed: list[bool] = []
+    claimer = threading.Thread(target=lambda: claimed.append(outbox.claim_direct(payload_size)))
+    claimer.start()
+    claimer.join(10)
+    return claimed == [True]
+
+
 def test_a_message_queues_behind_a_direct_send_and_that_caller_takes_it() -> None:
     outbox = new_outbox()
     first, second, third = pub("a", b"1"), pub("b", b"22"), pub("c", b"333")
     assert not outbox.queue_behind_direct(second, 2)  # nobody writing: the usual path
     with writer_waiting_in_take(outbox) as writer:
-        assert outbox.claim_direct(1)
+        assert claim_on_another_thread(outbox, 1)
         assert outbox.queue_behind_direct(second, 2)
         assert outbox.queue_behind_direct(third, 3)
         assert outbox.writer_waiting  # not woken for them: the direct writer takes them
@@ -482,7 +492,7 @@ def test_control_frames_and_large_payloads_stay_for_the_writer() -> None:
     outbox = new_outbox()
     message = pub("a", b"1")
     with writer_waiting_in_take(outbox) as writer:
-        assert outbox.claim_direct(1)
+        assert claim_on_another_thread(outbox, 1)
         assert outbox.queue_behind_direct(message, 1)
         outbox.put_control(b"SUB x 1\r\n")  # the writer wakes, finds the claim, waits
         wait_until(lambda: outbox.writer_waiting, "the writer waits for the direct send")
@@ -496,7 +506,7 @@ def test_what_a_cut_write_of_several_messages_leaves_goes_to_the_writer_first() 
     one, two, three = pub("a", b"1"), pub("b", b"22"), pub("c", b"333")
     later = pub("d", b"4")
     with writer_waiting_in_take(outbox) as writer:
-        assert outbox.claim_direct(1)
+        assert claim_on_another_thread(outbox, 1)
         outbox.queue_behind_direct(two, 2)
         outbox.queue_behind_direct(three, 3)
         assert outbox.release_direct(None, take_more=True) == [two, three]

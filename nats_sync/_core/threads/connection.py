@@ -10,7 +10,9 @@ How it works:
   nothing is queued and the writer is idle; the outbox's ``sending`` flag keeps it and
   the writer from writing at the same time. Requests made while it writes queue behind
   it, and it writes them too, joined, before it lets go (a few rounds at most; never on
-  the main thread, where a Ctrl-C could land between taking and writing them): under
+  the main thread, where a Ctrl-C could land between taking and writing them, and
+  which may leave its claim held: the writer ends a claim whose thread is no longer in
+  ``send_direct``, see :func:`_sending_directly`): under
   many requesting threads that saves the writer's wake-ups and gives the server fewer,
   larger reads.
 - Writer thread (:meth:`Connection.run_writer`): takes everything in the outbox at once,
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import select
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +46,7 @@ from nats_sync import _defaults as d
 from nats_sync._core.proto import Parser, ServerOp
 from nats_sync._core.threads.lifecycle import run_to_completion
 from nats_sync._core.threads.outbox import Frame, Outbox, frame_size, remainder
+from nats_sync._core.transport.greenlets import threads_are_greenlets
 from nats_sync._core.transport.streams import Buffer, TcpStream, Transport
 from nats_sync._defaults import READ_BUFFER_SIZE, READER_PARK_POLL
 from nats_sync.errors import Error, NatsConnectionError, ProtocolError
@@ -437,7 +441,9 @@ class Connection:
     def _write_until_stopped(self) -> None:
         send = self.transport.send
         take = self._outbox.take
-        while (frames := take()) is not None:
+        # Greenlets: an OS thread's frames are not a greenlet's (see Outbox.take).
+        claim_is_live = None if threads_are_greenlets() else _sending_directly
+        while (frames := take(claim_is_live)) is not None:
             if self.finished:
                 self._outbox.requeue(frames)
                 return
@@ -460,3 +466,18 @@ class Connection:
                 self._outbox.requeue(_unsent(frames, sent))
                 self._lost(err)
                 return
+
+
+def _sending_directly(ident: int) -> bool:
+    """Whether thread ``ident`` is inside :meth:`Connection.send_direct` now (its claim
+    is live); asked by the writer, under the outbox's lock, only of a claim that kept it
+    waiting (a Ctrl-C can cut the give-back of a claim; see ``Outbox.take``)."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        if frame.f_code is _SEND_DIRECT:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_SEND_DIRECT = Connection.send_direct.__code__

@@ -26,6 +26,7 @@ waiting, after every buffered message.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -34,7 +35,10 @@ from collections.abc import Callable, Sequence
 
 from nats_sync._core.proto import PING
 from nats_sync._core.threads.waiting import Sleepers, wait_until
+from nats_sync._defaults import DIRECT_CLAIM_CHECK
 from nats_sync.errors import ConnectionClosedError, OutboundBufferLimitError
+
+log = logging.getLogger("nats_sync")
 
 
 class ControlFrame(bytes):
@@ -82,6 +86,7 @@ class Outbox:
     # Every publish reads and writes these under ``lock``.
     __slots__ = (
         "_bell",
+        "_main_thread",
         "_room_sleepers",
         "_sleepers",
         "connected",
@@ -94,6 +99,7 @@ class Outbox:
         "pong_waiters",
         "sending",
         "size",
+        "stale_claims",
         "stopping",
         "writer_waiting",
     )
@@ -118,6 +124,9 @@ class Outbox:
         #: The ident of a caller's thread writing to the socket itself, 0 when none
         #: (see :meth:`claim_direct`; the ident lets an interrupted one tell it holds it).
         self.sending = 0
+        self._main_thread = threading.main_thread().ident
+        #: Claims the writer found held by a thread no longer writing (see :meth:`take`).
+        self.stale_claims = 0
         self.stopping = False
         self.out_msgs = 0
         self.out_bytes = 0
@@ -215,9 +224,19 @@ class Outbox:
         That caller takes it with the next :meth:`release_direct` (or the writer, woken
         there, does): no thread switch for it. False when no caller is writing (or it
         does not fit): then it goes through :meth:`put_messages`.
+
+        Never behind the main thread's claim: the main thread writes no one else's
+        messages anyway (a Ctrl-C could land between taking and writing them), and its
+        claim alone can be left held by an interrupt: queued normally, the message
+        wakes the writer, which then looks whether that claim is still live.
         """
         with self.lock:
-            if not self.sending or not self.connected or self.size + len(frame) > self.limit:
+            if (
+                not self.sending
+                or self.sending == self._main_thread
+                or not self.connected
+                or self.size + len(frame) > self.limit
+            ):
                 return False
             self.frames.append(frame)
             self.size += len(frame)
@@ -318,8 +337,18 @@ class Outbox:
             self.pong_waiters.clear()
             return waiters
 
-    def take(self) -> list[Frame] | None:
+    def take(self, claim_is_live: Callable[[int], bool] | None = None) -> list[Frame] | None:
         """Writer thread: waits for frames and takes them all.
+
+        Args:
+            claim_is_live: tells whether the thread of a direct-send claim (its ident)
+                is still writing. With it, a writer kept waiting by a claim looks every
+                ``DIRECT_CLAIM_CHECK`` seconds and ends a claim whose thread has left
+                its write: :meth:`give_back_direct` narrows, but cannot close, the
+                moments where a Ctrl-C leaves a claim held (on entering it, or in its
+                own ``except``), and without this the writer would sleep for ever with
+                frames queued. None: never looked at (greenlets, where an interrupt
+                only lands at a wait, inside ``give_back_direct``'s retries).
 
         Returns:
             The frames, or None once :meth:`stop_writer` was called and (when it
@@ -331,13 +360,31 @@ class Outbox:
                     return None
                 self.writer_waiting = True
                 self._sleepers += 1
+                claim = self.sending if claim_is_live is not None else 0
+                rung = True
                 self.lock.release()
                 try:
-                    self._bell.get()  # the writer thread: never interrupted
+                    if claim:
+                        try:
+                            self._bell.get(timeout=DIRECT_CLAIM_CHECK)
+                        except queue.Empty:
+                            rung = False
+                    else:
+                        self._bell.get()  # the writer thread: never interrupted
                 finally:
                     self.lock.acquire()
                     self._sleepers -= 1
                 self.writer_waiting = False
+                # Under the lock: a live holder cannot release or claim meanwhile.
+                if (
+                    not rung
+                    and self.sending == claim
+                    and claim_is_live is not None
+                    and not claim_is_live(claim)
+                ):
+                    self.sending = 0
+                    self.stale_claims += 1
+                    log.debug("nats_sync: ended a direct-send claim its thread left")
             frames = self.frames
             self.frames = []
             self.size = 0
