@@ -1,14 +1,18 @@
-"""Draws the pictures of docs/ARCHITECTURE.md from tools/layers.py, as plain SVG.
+"""Draws the pictures of docs/ARCHITECTURE.md from tools/layers.py, as plain SVG, and
+writes the page's tree, layer table and thread table from it.
 
 ``docs/images/layers.svg``: a band per layer, bottom up, listing its modules grouped by
 package. ``docs/images/threads.svg``: which components each of the client's threads
-touches, a row per component (tinted by its layer) and a column per thread.
+touches, a row per component (tinted by its layer) and a column per thread. On the page,
+each written block sits between ``<!-- BEGIN drawn by tools/arch_diagram.py: <block> -->``
+and the matching ``END`` line; the prose around them is the page's own.
 
 No diagram service, no JavaScript, no font files: text is placed with a fixed advance
 per character, so the output is the same on every machine, and
 ``tests/docs/test_architecture.py`` fails when a committed picture differs from what this
-draws. Run ``python tools/arch_diagram.py`` after changing tools/layers.py
-(``--check`` only says which picture is stale).
+draws, or a block of the page differs from what this writes. Run
+``python tools/arch_diagram.py`` after changing tools/layers.py (``--check`` only says
+what is stale).
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from layers import COMPONENTS, LAYER_MODULES, LAYER_NAMES, LAYERS, THREADS
+from layers import COMPONENTS, LAYER_NAMES, LAYER_WHAT, LAYERS, PACKAGE_DIR, PARTS, THREADS
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS_SVG = ROOT / "docs" / "images" / "layers.svg"
 THREADS_SVG = ROOT / "docs" / "images" / "threads.svg"
+PAGE = ROOT / "docs" / "ARCHITECTURE.md"
 
 #: A pale fill per layer, bottom up.
 LAYER_COLORS = (
@@ -125,9 +130,10 @@ def render_layers() -> str:
             weight="bold",
         )
     )
-    for layer in reversed(range(len(LAYER_MODULES))):
+    for layer in reversed(range(len(LAYER_NAMES))):
         lines: list[tuple[str, int, str]] = []
-        for package, names in _package_groups(LAYER_MODULES[layer]):
+        modules = [module for module, its_layer in LAYERS.items() if its_layer == layer]
+        for package, names in _package_groups(modules):
             indent = len(package) + 1 if package else 0
             for index, line in enumerate(_wrap(names, chars - indent)):
                 lines.append((package if index == 0 else "", indent, line))
@@ -156,17 +162,18 @@ def render_layers() -> str:
 def render_threads() -> str:
     """The threads picture: a row per component, a column per thread, a dot where the
     thread touches the component."""
+    drawn = [thread for thread in THREADS if thread.drawn]
     names_width, column, header = 280, 40, 140
     margin = 12
     row_height = 34
-    width = margin * 2 + names_width + column * len(THREADS) + 110
+    width = margin * 2 + names_width + column * len(drawn) + 110
     top = header + 30
     body: list[str] = [
         _text(
             margin, 24, "The client's threads and the components they touch", size=15, weight="bold"
         )
     ]
-    for index, thread in enumerate(THREADS):
+    for index, thread in enumerate(drawn):
         x = margin + names_width + column * index + column / 2
         body.append(
             _text(
@@ -183,20 +190,20 @@ def render_threads() -> str:
         layer = LAYERS[component.module]
         body.append(
             f'<rect x="{margin}" y="{y}" '
-            f'width="{names_width + column * len(THREADS)}" '
+            f'width="{names_width + column * len(drawn)}" '
             f'height="{row_height}" fill="{LAYER_COLORS[layer]}" '
             f'stroke="#ffffff" stroke-width="1"/>'
         )
         body.append(_text(margin + 8, y + 15, str(layer), size=12, fill=STROKE, weight="bold"))
         body.append(_text(margin + 26, y + 15, component.name, size=13))
         body.append(_text(margin + 26, y + 28, component.module, size=10, family=MONO, fill=MUTED))
-        for index, thread in enumerate(THREADS):
+        for index, thread in enumerate(drawn):
             if component.name in thread.touches:
                 x = margin + names_width + column * index + column / 2
                 body.append(
                     f'<circle cx="{x:g}" cy="{y + row_height / 2:g}" r="6" fill="{STROKE}"/>'
                 )
-    for index in range(len(THREADS) + 1):
+    for index in range(len(drawn) + 1):
         x = margin + names_width + column * index
         body.append(
             f'<line x1="{x:g}" y1="{top}" x2="{x:g}" '
@@ -225,23 +232,93 @@ def render_threads() -> str:
     return _svg(width, bottom + 28, body, "The threads of nats_sync and what they touch")
 
 
+def _is_package(name: str) -> bool:
+    return (PACKAGE_DIR / Path(*name.split("."))).is_dir() if name else True
+
+
+def render_tree() -> str:
+    """The page's tree: every part of ``PARTS``, nested as its folders, with its layer."""
+    lines = ["```text", "nats_sync/"]
+    for part in PARTS:
+        if not part.name:
+            label, depth = "__init__.py", 1
+        else:
+            *outer, last = part.name.split(".")
+            label = last + ("/" if _is_package(part.name) else ".py")
+            depth = len(outer) + 1
+        lines.append(f"{'  ' * depth + label:<28}{part.layer}  {part.what}")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def _page_name(name: str) -> str:
+    return f"`{name or 'nats_sync'}`"
+
+
+def render_layer_table() -> str:
+    """The page's layer table: a row per layer, bottom up, naming its parts."""
+    lines = ["| layer | parts | what it is |", "|---|---|---|"]
+    for layer, (name, what) in enumerate(zip(LAYER_NAMES, LAYER_WHAT, strict=True)):
+        parts = ", ".join(_page_name(part.name) for part in PARTS if part.layer == layer)
+        lines.append(f"| {layer} {name} | {parts} | {what} |")
+    return "\n".join(lines)
+
+
+def render_thread_table() -> str:
+    """The page's thread table: a row per kind of thread, with its names and what it runs."""
+    lines = ["| thread | runs |", "|---|---|"]
+    for thread in THREADS:
+        names = ", ".join(f"`{started.name}`" for started in thread.started)
+        about = "; ".join(text for text in (thread.count, names) if text)
+        lines.append(f"| {thread.name} ({about}) | {thread.runs} |")
+    return "\n".join(lines)
+
+
 #: Each picture's file and what draws it.
 PICTURES = {LAYERS_SVG: render_layers, THREADS_SVG: render_threads}
+#: Each block of the page and what writes it.
+BLOCKS = {"tree": render_tree, "layers": render_layer_table, "threads": render_thread_table}
+
+
+def _marks(block: str) -> tuple[str, str]:
+    return (
+        f"<!-- BEGIN drawn by tools/arch_diagram.py: {block} -->",
+        f"<!-- END drawn by tools/arch_diagram.py: {block} -->",
+    )
+
+
+def page_with_blocks(page: str) -> str:
+    """``page`` with every block between its marks written anew."""
+    for block, render in BLOCKS.items():
+        begin, end = _marks(block)
+        head, found, rest = page.partition(begin + "\n")
+        if not found:
+            raise SystemExit(f"{PAGE.name} has no line {begin!r}")
+        _, found, tail = rest.partition(end)
+        if not found:
+            raise SystemExit(f"{PAGE.name} has no line {end!r}")
+        page = f"{head}{begin}\n{render()}\n{end}{tail}"
+    return page
 
 
 def stale() -> list[Path]:
-    """The committed pictures that differ from what this draws now."""
-    return [
+    """The committed pictures, and the page, that differ from what this draws now."""
+    found = [
         path
         for path, render in PICTURES.items()
         if not path.exists() or path.read_text(encoding="utf-8") != render()
     ]
+    page = PAGE.read_text(encoding="utf-8")
+    if page_with_blocks(page) != page:
+        found.append(PAGE)
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Writes the pictures, or with ``--check`` names the stale ones (exit 1)."""
+    """Writes the pictures and the page's blocks, or with ``--check`` names the stale
+    ones (exit 1)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only say which are stale")
+    parser.add_argument("--check", action="store_true", help="only say what is stale")
     args = parser.parse_args(argv)
     if args.check:
         for path in stale():
@@ -251,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render(), encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
+    PAGE.write_text(page_with_blocks(PAGE.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"wrote the blocks of {PAGE.relative_to(ROOT)}")
     return 0
 
 

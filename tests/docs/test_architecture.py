@@ -1,99 +1,53 @@
-"""docs/ARCHITECTURE.md says what tools/layers.py says (the table the import-layer test
-enforces), and its pictures are those tools/arch_diagram.py draws from it now.
+"""docs/ARCHITECTURE.md is what tools/arch_diagram.py writes from tools/layers.py: its
+tree, its layer table, its thread table and its two pictures.
 
-The page's layer table names every module of ``LAYERS`` in the row of its layer and
-nowhere else; its thread table has a row for every thread of the picture; every thread
-of the picture is still started where ``THREADS`` says; the page embeds both pictures.
-Also the page's claims about the optional OpenTelemetry extra: ``otel`` is the only
-module importing ``opentelemetry``, and only ``client`` (``connect(tracing=True)``)
-and ``spark.udf`` import ``otel``. No server and no docs build: it reads files (well
-under a second).
+Also: every part of ``PARTS`` names a module or package of nats_sync, once; the picture
+names only known components; and the page's claims about the optional OpenTelemetry
+extra: ``otel`` is the only module importing ``opentelemetry``, and only ``client``
+(``connect(tracing=True)``) and ``spark.udf`` import ``otel``. Where each thread starts
+is checked by running them (``tests/integration/test_thread_names.py``). No server and
+no docs build: it reads files (well under a second).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import arch_diagram  # noqa: E402
-from layers import COMPONENTS, LAYER_NAMES, LAYERS, THREADS  # noqa: E402
+from layers import COMPONENTS, LAYERS, PARTS, THREADS  # noqa: E402
 
 PAGE = ROOT / "docs" / "ARCHITECTURE.md"
 PACKAGE_DIR = ROOT / "nats_sync"
 
 
-def _section_table(heading: str) -> list[list[str]]:
-    """The cells of the first Markdown table after ``## <heading>``, header row left out."""
+def test_the_page_and_its_pictures_are_written_from_the_layers_as_they_are() -> None:
+    stale = [str(path.relative_to(ROOT)) for path in arch_diagram.stale()]
+    assert stale == [], f"rewrite with `python tools/arch_diagram.py`: {stale}"
+
+
+def test_a_changed_declaration_makes_the_page_stale() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    assert arch_diagram.page_with_blocks(page) == page
+    edited = page.replace("| 4 handler | `_core.handler` |", "| 4 handler | `_core.hander` |")
+    assert edited != page, "the layer table lost its handler row"
+    assert arch_diagram.page_with_blocks(edited) == page  # written back as declared
+
+
+def test_every_part_is_a_module_or_package_named_once() -> None:
+    names = [part.name for part in PARTS]
+    assert len(names) == len(set(names))
+    missing = [name for name in names if name not in LAYERS]
+    assert missing == [], f"parts naming no module of nats_sync: {missing}"
+
+
+def test_the_page_shows_both_pictures() -> None:
     text = PAGE.read_text(encoding="utf-8")
-    start = text.index(f"\n## {heading}\n") + 1
-    rows: list[list[str]] = []
-    for line in text[start:].splitlines()[1:]:
-        if line.startswith("## "):
-            break
-        if line.startswith("|"):
-            rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
-        elif rows:
-            break  # the table ended
-    assert len(rows) > 2, f"no table under '## {heading}' in {PAGE.name}"
-    return rows[2:]  # the header and the |---| line
-
-
-def _page_module(name: str) -> str:
-    """A module as the page names it, as ``LAYERS`` does (``__init__`` is the package)."""
-    return "" if name == "__init__" else name
-
-
-def test_the_layer_table_names_every_module_in_its_layer() -> None:
-    rows = _section_table("Layers")
-    assert [row[0] for row in rows] == [
-        f"{layer} {name}" for layer, name in enumerate(LAYER_NAMES)
-    ], "the table's rows are the layers of tools/layers.py, bottom up, with their names"
-    named: dict[str, int] = {}
-    problems: list[str] = []
-    for layer, row in enumerate(rows):
-        for name in re.findall(r"`([^`]+)`", row[1]):
-            module = _page_module(name)
-            if module in named:
-                problems.append(f"`{name}` named twice (layers {named[module]} and {layer})")
-            named[module] = layer
-            if module not in LAYERS:
-                problems.append(f"`{name}` (layer {layer}) is in no layer of tools/layers.py")
-            elif LAYERS[module] != layer:
-                problems.append(
-                    f"`{name}` is in layer {layer} on the page, {LAYERS[module]} in tools/layers.py"
-                )
-    problems += [
-        f"`{module or '__init__'}` (layer {layer}) is missing from the page"
-        for module, layer in LAYERS.items()
-        if module not in named
-    ]
-    assert problems == []
-
-
-def test_the_thread_table_has_every_thread_of_the_picture() -> None:
-    rows = [row[0] for row in _section_table("Threads")]
-    missing = [
-        thread.name
-        for thread in THREADS
-        if not any(re.match(rf"{re.escape(thread.name)}\b", row) for row in rows)
-    ]
-    assert missing == [], f"add a row to the page's thread table for: {missing}"
-
-
-def test_the_threads_are_started_where_the_picture_says() -> None:
-    moved: list[str] = []
-    for thread in THREADS:
-        if not thread.started_in:
-            continue  # the users' own threads
-        path = PACKAGE_DIR / Path(*thread.started_in.split("."))
-        source = (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
-        if thread.named_by not in source:
-            moved.append(f"{thread.name}: {thread.named_by!r} not in {thread.started_in}")
-    assert moved == [], f"update THREADS in tools/layers.py: {moved}"
+    for path in arch_diagram.PICTURES:
+        assert f"](images/{path.name})" in text
 
 
 def test_the_picture_names_only_known_components_and_modules() -> None:
@@ -101,17 +55,7 @@ def test_the_picture_names_only_known_components_and_modules() -> None:
     unknown = sorted({name for thread in THREADS for name in thread.touches} - names)
     assert unknown == []
     assert [c.module for c in COMPONENTS if c.module not in LAYERS] == []
-
-
-def test_the_pictures_are_drawn_from_the_table_as_it_is() -> None:
-    stale = [str(path.relative_to(ROOT)) for path in arch_diagram.stale()]
-    assert stale == [], f"redraw with `python tools/arch_diagram.py`: {stale}"
-
-
-def test_the_page_shows_both_pictures() -> None:
-    text = PAGE.read_text(encoding="utf-8")
-    for path in arch_diagram.PICTURES:
-        assert f"](images/{path.name})" in text
+    assert [s.module for t in THREADS for s in t.started if s.module not in LAYERS] == []
 
 
 def _imported_by_module() -> dict[str, set[str]]:
