@@ -49,7 +49,6 @@ from nats_sync.errors import (
     ServerSecureConnRequiredError,
     ServerStaleConnectionError,
     SlowConsumerError,
-    SparkWorkerPythonError,
     StaleConnectionError,
     TimeoutError,
 )
@@ -87,7 +86,6 @@ __all__ = [
     "ServerSecureConnRequiredError",
     "ServerStaleConnectionError",
     "SlowConsumerError",
-    "SparkWorkerPythonError",
     "StaleConnectionError",
     "Subscription",
     "TimeoutError",

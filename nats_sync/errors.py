@@ -55,7 +55,6 @@ __all__ = [
     "ServerSecureConnRequiredError",
     "ServerStaleConnectionError",
     "SlowConsumerError",
-    "SparkWorkerPythonError",
     "StaleConnectionError",
     "TimeoutError",
     "server_error_from_description",
@@ -140,20 +139,6 @@ class NotSupportedError(Error, NotImplementedError):
     """An option or feature this version of nats_sync does not provide yet."""
 
     label = "not supported"
-
-
-class SparkWorkerPythonError(Error):
-    """Spark's Python workers would run an interpreter that cannot import nats_sync.
-
-    Raised on the driver by `nats_sync.spark.register` and the Spark UDF factories when
-    the session runs on a local master (its workers are processes of this machine) and
-    the interpreter Spark starts them with (``PYSPARK_PYTHON``, else ``python3``) is
-    missing or cannot ``import nats_sync``. The message names that interpreter and the
-    fix, in one line, instead of Spark's page of ``No module named 'nats_sync'`` from
-    every task.
-    """
-
-    label = "Spark's Python workers cannot use nats_sync"
 
 
 # --- connection family -------------------------------------------------------------

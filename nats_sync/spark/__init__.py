@@ -92,12 +92,14 @@ from nats_sync.spark import _active_session
 from nats_sync.spark._kv_udf import kv_lookup_udf
 from nats_sync.spark._worker_python import check_session_workers
 from nats_sync.spark.datasource import NatsDataSource
+from nats_sync.spark.errors import SparkWorkerPythonError
 from nats_sync.spark.jetstream import JetStreamDataSource
 from nats_sync.spark.udf import request_df, request_udf
 
 __all__ = [
     "JetStreamDataSource",
     "NatsDataSource",
+    "SparkWorkerPythonError",
     "kv_lookup_udf",
     "register",
     "request_df",
@@ -124,7 +126,7 @@ def register(spark: Any) -> None:
         spark: the `pyspark.sql.SparkSession` (classic or Spark Connect).
 
     Raises:
-        nats_sync.SparkWorkerPythonError: the session runs on a local master and its workers'
+        SparkWorkerPythonError: the session runs on a local master and its workers'
             interpreter is missing or cannot import nats_sync (the message names it and
             the fix: set ``PYSPARK_PYTHON`` before the session is made).
     """

@@ -26,8 +26,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nats_sync.errors import SparkWorkerPythonError
 from nats_sync.spark import _defaults as sd
+from nats_sync.spark.errors import SparkWorkerPythonError
 
 __all__ = ["check_session_workers", "check_worker_python"]
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 import nats_sync
-from nats_sync.errors import SparkWorkerPythonError
 from nats_sync.jetstream import JetStream
 from nats_sync.spark import kv_lookup_udf, register, request_df, request_udf
+from nats_sync.spark.errors import SparkWorkerPythonError
 from nats_sync.testing import NatsServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]

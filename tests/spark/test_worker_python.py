@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from nats_sync.errors import SparkWorkerPythonError
 from nats_sync.spark import _worker_python, kv_lookup_udf, register, request_df, request_udf
 from nats_sync.spark._worker_python import check_worker_python
+from nats_sync.spark.errors import SparkWorkerPythonError
 
 pytestmark = pytest.mark.timeout(60)
 
