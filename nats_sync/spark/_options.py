@@ -221,17 +221,27 @@ def retry_timeout(given: Mapping[str, str], source: str) -> float:
     return value
 
 
-def positive_int(option: str, text: str, source: str = "nats data source") -> int:
-    """``text`` as a whole number > 0, or `InvalidArgumentError` naming the option."""
+def whole_number(
+    option: str, text: str, source: str = "nats data source", *, minimum: int = 0
+) -> int:
+    """``text`` as a whole number of at least ``minimum``, or `InvalidArgumentError`
+    naming the option."""
     try:
         value = int(text)
     except ValueError:
         raise InvalidArgumentError(
             f"{source}: option {option!r} must be a whole number, got {text!r}"
         ) from None
-    if value <= 0:
-        raise InvalidArgumentError(f"{source}: option {option!r} must be > 0, got {text!r}")
+    if value < minimum:
+        raise InvalidArgumentError(
+            f"{source}: option {option!r} must be at least {minimum}, got {text!r}"
+        )
     return value
+
+
+def positive_int(option: str, text: str, source: str = "nats data source") -> int:
+    """``text`` as a whole number > 0, or `InvalidArgumentError` naming the option."""
+    return whole_number(option, text, source, minimum=1)
 
 
 __all__ = [
@@ -246,4 +256,5 @@ __all__ = [
     "positive_float",
     "positive_int",
     "retry_timeout",
+    "whole_number",
 ]

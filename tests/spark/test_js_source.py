@@ -126,6 +126,8 @@ def test_bad_options_name_what_is_wrong(spark: Any, js_server: NatsServer, js: J
         ({"stream": "OPTS", "startingOffsets": "latest"}, "not allowed for a batch read"),
         ({"stream": "OPTS", "readMode": "fast"}, "'readMode' must be one of"),
         ({"stream": "OPTS", "failOnDataLoss": "maybe"}, "must be true or false"),
+        ({"stream": "OPTS", "startingTimestamp": "noon"}, "'startingTimestamp' must be a whole"),
+        ({"stream": "OPTS", "startingTimestamp": "-1"}, "'startingTimestamp' must be at least 0"),
         ({"stream": "OPTS", "maxOffsetsPerTrigger": "10"}, "is for streaming reads"),
         ({"stream": "OPTS", "colour": "red"}, "unknown option(s) 'colour'"),
         ({"stream": "NOPE"}, "stream 'NOPE' does not exist"),

@@ -40,6 +40,7 @@ from nats_sync.spark._options import (
     positive_float,
     positive_int,
     retry_timeout,
+    whole_number,
 )
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
@@ -118,7 +119,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> JsRead
             given, "startingoffsets", stream, streaming=streaming, allow_latest=streaming
         ),
         starting_timestamp_ms=(
-            _whole(given, "startingtimestamp", minimum=0) if "startingtimestamp" in given else None
+            whole_number("startingTimestamp", given["startingtimestamp"], SOURCE)
+            if "startingtimestamp" in given
+            else None
         ),
         ending=_offset_option(
             given,
@@ -191,18 +194,6 @@ def _offset_option(
     if (value == LATEST and not allow_latest) or (value == EARLIEST and not allow_earliest):
         raise InvalidArgumentError(f"{SOURCE}: {name} {text!r} is not allowed here")
     return int(value)
-
-
-def _whole(given: Mapping[str, str], key: str, *, minimum: int) -> int:
-    try:
-        value = int(given[key])
-    except ValueError:
-        raise InvalidArgumentError(
-            f"{SOURCE}: option {key!r} must be a whole number, got {given[key]!r}"
-        ) from None
-    if value < minimum:
-        raise InvalidArgumentError(f"{SOURCE}: option {key!r} must be >= {minimum}")
-    return value
 
 
 def _boolean(given: Mapping[str, str], key: str, *, default: bool) -> bool:
