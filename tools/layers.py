@@ -110,13 +110,16 @@ PARTS: tuple[Part, ...] = (
 )
 
 
+def module_name(path: Path, package_dir: Path = PACKAGE_DIR) -> str:
+    """The module at ``path`` (a file of the package at ``package_dir``), dotted under
+    the package; ``""`` for the package's own ``__init__.py``."""
+    parts = path.relative_to(package_dir).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _module_names() -> list[str]:
-    """Every module of the package, dotted under it (``""`` is the package), sorted."""
-    names = []
-    for path in PACKAGE_DIR.rglob("*.py"):
-        parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
-        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return sorted(names)
+    """Every module of the package, dotted under it, sorted."""
+    return sorted(module_name(path) for path in PACKAGE_DIR.rglob("*.py"))
 
 
 def part_of(module: str) -> Part | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import arch_diagram  # noqa: E402
-from layers import COMPONENTS, LAYERS, PARTS, THREADS  # noqa: E402
+from layers import COMPONENTS, LAYERS, PARTS, THREADS, module_name  # noqa: E402
 
 PAGE = ROOT / "docs" / "ARCHITECTURE.md"
 PACKAGE_DIR = ROOT / "nats_sync"
@@ -63,8 +63,7 @@ def _imported_by_module() -> dict[str, set[str]]:
     (``from a import b`` gives ``a`` and ``a.b``); the package uses absolute imports."""
     found: dict[str, set[str]] = {}
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
-        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        module = module_name(path, PACKAGE_DIR)
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):

@@ -19,7 +19,7 @@ PACKAGE_DIR = Path(nats_sync.__file__).parent
 ROOT = Path(__file__).resolve().parents[2]
 # The layer table (tools/layers.py), which tools/arch_diagram.py draws for the docs.
 sys.path.insert(0, str(ROOT / "tools"))
-from layers import LAYERS  # noqa: E402
+from layers import LAYERS, module_name  # noqa: E402
 
 #: The modules of ``jetstream/`` that may import ``jetstream._streams.context``, and why.
 #: The context imports every part, so a part that imported it (even for a type) would
@@ -30,10 +30,7 @@ CONTEXT_IMPORTERS: dict[str, str] = {
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
+    return module_name(path, PACKAGE_DIR)
 
 
 def _exists(name: str) -> bool:
